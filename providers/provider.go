@@ -1,0 +1,84 @@
+package providers
+
+import (
+	"slices"
+	"sync/atomic"
+	"time"
+)
+
+// Kinds name the classifier table and request shaping an entry uses (taxonomy.Classify and the
+// adapters switch on them). Anything that speaks plain RFC 8030 is KindGeneric.
+const (
+	KindFCM      = "fcm"
+	KindAutopush = "autopush"
+	KindApple    = "apple"
+	KindWNS      = "wns"
+	KindGeneric  = "generic"
+)
+
+// FallbackID is the id of the entry that takes every endpoint no other entry lists. A registry
+// without it is refused: an unknown host must still have a lane, limits and a breaker.
+const FallbackID = "fallback"
+
+// Provider is one registry entry with defaults applied. Values are validated by Parse; treat a
+// Provider as read-only (it is shared by every goroutine that resolves endpoints).
+type Provider struct {
+	ID    string   // lane and metric label, ^[a-z][a-z0-9_-]{0,31}$
+	Kind  string   // one of the Kind constants
+	Hosts []string // lower-case DNS names without trailing dot; empty for the fallback
+
+	// MaxTTL is the longest TTL the service keeps a message; longer TTLs are clamped to it.
+	MaxTTL time.Duration
+	// Rate is requests per second for the whole fleet; each replica takes its share.
+	Rate float64
+	// Burst is the token bucket size for the whole fleet, shared out like Rate.
+	Burst int
+	// MaxInFlight bounds concurrent requests per replica (memory and sockets are per process).
+	MaxInFlight int
+
+	Timeout               time.Duration // whole request, dial to last body byte
+	ConnectTimeout        time.Duration // TCP connect
+	TLSTimeout            time.Duration // TLS handshake
+	ResponseHeaderTimeout time.Duration // request written to response headers
+
+	Breaker BreakerConfig
+
+	// VAPIDLifetime is the JWT lifetime for this service's audience; 0: signer default.
+	VAPIDLifetime time.Duration
+}
+
+// BreakerConfig is the ratio breaker of one provider (see limits/).
+type BreakerConfig struct {
+	FailureRatio float64       // open when failures/outcomes in Window reach this, (0, 1]
+	Window       time.Duration // sliding window the ratio is computed over
+	MinSamples   int           // outcomes needed in Window before the ratio counts
+	Cooldown     time.Duration // how long the breaker stays open
+	Probes       int           // requests let through half-open
+}
+
+// Registry is a loaded, validated provider table. It is immutable after Parse except for the
+// unknown-authority counter, and safe for concurrent use.
+type Registry struct {
+	list     []*Provider          // file order
+	byID     map[string]*Provider // id -> entry
+	bySuffix map[string]*Provider // listed host -> entry; Resolve walks the label suffixes of a host
+	fallback *Provider
+
+	unknown atomic.Uint64 // endpoints resolved to the fallback
+}
+
+// Providers returns the entries in file order. The slice is a copy; the Providers are shared.
+func (r *Registry) Providers() []*Provider { return slices.Clone(r.list) }
+
+// Provider returns the entry with this id.
+func (r *Registry) Provider(id string) (*Provider, bool) {
+	p, ok := r.byID[id]
+	return p, ok
+}
+
+// Fallback returns the entry that takes every unmatched endpoint; never nil.
+func (r *Registry) Fallback() *Provider { return r.fallback }
+
+// UnknownAuthorities counts endpoints Resolve sent to the fallback because no entry lists their
+// host. A rising count after a browser release is the cue to add an entry.
+func (r *Registry) UnknownAuthorities() uint64 { return r.unknown.Load() }
