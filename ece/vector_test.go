@@ -1,0 +1,231 @@
+package ece
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/ecdh"
+	"crypto/hkdf"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// RFCVector exposes the parsed RFC 8291 Appendix A vector to the external
+// tests (package ece_test).
+var RFCVector = rfcVector
+
+// rfcVector reads testdata/rfc8291-appendix-a.txt: blocks of
+//
+//	name (N bytes)
+//	  b64url: ...
+//	  hex:    ...
+//
+// It checks each block against itself (declared length, both encodings)
+// so a damaged file fails loudly instead of skewing every test.
+func rfcVector(tb testing.TB) map[string][]byte {
+	tb.Helper()
+	path := filepath.Join("testdata", "rfc8291-appendix-a.txt")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		tb.Fatalf("reading vector: %v", err)
+	}
+	v := map[string][]byte{}
+	var name string
+	var size int
+	var b64 []byte
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for line := 1; sc.Scan(); line++ {
+		text := sc.Text()
+		switch {
+		case strings.HasPrefix(text, "#") || strings.TrimSpace(text) == "":
+		case !strings.HasPrefix(text, " "):
+			// "name (N bytes)"
+			head, rest, ok := strings.Cut(text, " (")
+			num, ok2 := strings.CutSuffix(rest, " bytes)")
+			n, err := strconv.Atoi(num)
+			if !ok || !ok2 || err != nil {
+				tb.Fatalf("%s:%d: bad entry header %q", path, line, text)
+			}
+			name, size, b64 = head, n, nil
+		default:
+			field, val, ok := strings.Cut(strings.TrimSpace(text), ":")
+			val = strings.TrimSpace(val)
+			if !ok || name == "" {
+				tb.Fatalf("%s:%d: value outside an entry", path, line)
+			}
+			switch field {
+			case "b64url":
+				if b64, err = base64.RawURLEncoding.DecodeString(val); err != nil {
+					tb.Fatalf("%s:%d: %s: %v", path, line, name, err)
+				}
+			case "hex":
+				b, err := hex.DecodeString(val)
+				if err != nil {
+					tb.Fatalf("%s:%d: %s: %v", path, line, name, err)
+				}
+				if len(b) != size || !bytes.Equal(b, b64) {
+					tb.Fatalf("%s:%d: %s: hex (%d bytes) disagrees with declared size %d or b64url", path, line, name, len(b), size)
+				}
+				v[name] = b
+			default:
+				tb.Fatalf("%s:%d: unknown field %q", path, line, field)
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		tb.Fatal(err)
+	}
+	for _, want := range []string{"plaintext", "as_public", "as_private", "ua_public", "ua_private", "salt",
+		"auth_secret", "ecdh_secret", "PRK_key", "key_info", "IKM", "PRK", "cek_info", "CEK",
+		"nonce_info", "NONCE", "header", "ciphertext", "body"} {
+		if _, ok := v[want]; !ok {
+			tb.Fatalf("%s: missing %s", path, want)
+		}
+	}
+	return v
+}
+
+// TestDerivationSteps checks every intermediate of RFC 8291 Appendix A,
+// so a failure names the step that went wrong.
+func TestDerivationSteps(t *testing.T) {
+	v := rfcVector(t)
+	as, err := ecdh.P256().NewPrivateKey(v["as_private"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ua, err := ecdh.P256().NewPrivateKey(v["ua_private"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ecdhAS, err := as.ECDH(ua.PublicKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ecdhUA, err := ua.ECDH(as.PublicKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pk := prkKey(v["auth_secret"], v["ecdh_secret"])
+	ikm := webPushIKM(&pk, v["ua_public"], v["as_public"])
+	prk := contentPRK(v["salt"], &ikm)
+	cek := contentKey(&prk)
+	nonce := contentNonce(&prk)
+	dCEK, dNonce := deriveKeys(v["ecdh_secret"], v["auth_secret"], v["ua_public"], v["as_public"], v["salt"])
+
+	tests := []struct {
+		name string
+		got  []byte
+	}{
+		{"as_public", as.PublicKey().Bytes()},
+		{"ua_public", ua.PublicKey().Bytes()},
+		{"ecdh_secret", ecdhAS},
+		{"ecdh_secret", ecdhUA},
+		{"key_info", append([]byte(keyInfoPrefix), append(v["ua_public"], v["as_public"]...)...)},
+		{"cek_info", []byte(strings.TrimSuffix(cekInfo, "\x01"))},
+		{"nonce_info", []byte(strings.TrimSuffix(nonceInfo, "\x01"))},
+		{"PRK_key", pk[:]},
+		{"IKM", ikm[:]},
+		{"PRK", prk[:]},
+		{"CEK", cek[:]},
+		{"NONCE", nonce[:]},
+		{"CEK", dCEK[:]},
+		{"NONCE", dNonce[:]},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(hex.EncodeToString(v[tt.name]), hex.EncodeToString(tt.got)); diff != "" {
+				t.Errorf("%s mismatch (-want +got):\n%s", tt.name, diff)
+			}
+		})
+	}
+}
+
+// TestHMACMatchesStdlib checks the hand-written HKDF steps against
+// crypto/hkdf for key and message lengths this package uses and a few
+// around them (including the full block and empty inputs).
+func TestHMACMatchesStdlib(t *testing.T) {
+	pattern := func(n int, seed byte) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = seed + byte(i*7)
+		}
+		return b
+	}
+	tests := []struct {
+		name           string
+		keyLen, msgLen int
+	}{
+		{"empty", 0, 0},
+		{"auth and secret", 16, 32},
+		{"prk and key_info", 32, hmacMaxMsg},
+		{"salt and ikm", 16, 32},
+		{"full block key", 64, 1},
+		{"one byte", 1, 63},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			key, msg := pattern(tt.keyLen, 1), pattern(tt.msgLen, 9)
+			// HKDF-Extract(salt=key, ikm=msg) is exactly HMAC(key, msg).
+			want, err := hkdf.Extract(sha256.New, msg, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Split the message over the four parts to exercise them all.
+			q := len(msg) / 4
+			got := hmacSHA256(key, msg[:q], msg[q:2*q], msg[2*q:3*q], msg[3*q:])
+			if diff := cmp.Diff(want, got[:]); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+	t.Run("expand", func(t *testing.T) {
+		prk := [32]byte(pattern(32, 3))
+		for _, c := range []struct {
+			info string
+			n    int
+			got  func() []byte
+		}{
+			{cekInfo, keySize, func() []byte { k := contentKey(&prk); return k[:] }},
+			{nonceInfo, nonceSize, func() []byte { n := contentNonce(&prk); return n[:] }},
+		} {
+			want, err := hkdf.Expand(sha256.New, prk[:], strings.TrimSuffix(c.info, "\x01"), c.n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want, c.got()); diff != "" {
+				t.Errorf("expand %q (-want +got):\n%s", c.info, diff)
+			}
+		}
+	})
+}
+
+func TestHMACPanicsOnOversizeInput(t *testing.T) {
+	tests := []struct {
+		name string
+		key  []byte
+		msg  []byte
+	}{
+		{"key over one block", make([]byte, hmacBlock+1), nil},
+		{"message over limit", nil, make([]byte, hmacMaxMsg+1)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := func() (r any) {
+				defer func() { r = recover() }()
+				hmacSHA256(tt.key, tt.msg, nil, nil, nil)
+				return nil
+			}()
+			if diff := cmp.Diff("ece: hmac input too long", fmt.Sprint(got)); diff != "" {
+				t.Errorf("panic value (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
