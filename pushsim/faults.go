@@ -1,0 +1,194 @@
+package pushsim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/webpush-gateway/webpush-gateway/test/fixtures"
+)
+
+// FaultKind is what a provider does wrong.
+type FaultKind int
+
+const (
+	// None: the provider behaves.
+	None FaultKind = iota
+	// Stall holds the request without answering until the client gives up or the server closes:
+	// the provider that accepts connections and then hangs.
+	Stall
+	// Fail answers Status (default 503) in the provider's shape: Autopush's 503 is errno 201 with
+	// Retry-After: 120.
+	Fail
+	// Throttle answers the provider's rate-limit shape with Retry-After: 429 (FCM, Apple,
+	// generic), 406 (WNS), 503 errno 201 (Autopush has no 429 path).
+	Throttle
+	// Reset drops the request without an answer. On HTTP/1.1 the TCP connection is closed
+	// (hijacked, SO_LINGER 0, so the client sees a reset); on HTTP/2 only the stream is reset
+	// (RST_STREAM INTERNAL_ERROR, by panic(http.ErrAbortHandler)) and the connection lives on.
+	Reset
+	// Slow answers normally after Delay.
+	Slow
+)
+
+var faultNames = [...]string{None: "none", Stall: "stall", Fail: "fail", Throttle: "throttle", Reset: "reset", Slow: "slow"}
+
+func (k FaultKind) String() string {
+	if k >= 0 && int(k) < len(faultNames) {
+		return faultNames[k]
+	}
+	return "FaultKind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// MarshalText writes the kind's name ("stall").
+func (k FaultKind) MarshalText() ([]byte, error) {
+	if k < 0 || int(k) >= len(faultNames) {
+		return nil, fmt.Errorf("%w: kind %d", ErrFault, int(k))
+	}
+	return []byte(faultNames[k]), nil
+}
+
+// UnmarshalText reads a kind's name; "" is None.
+func (k *FaultKind) UnmarshalText(b []byte) error {
+	if len(b) == 0 {
+		*k = None
+		return nil
+	}
+	for i, n := range faultNames {
+		if n == string(b) {
+			*k = FaultKind(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: unknown kind %q", ErrFault, b)
+}
+
+// Fault is a misbehaviour injected into one provider.
+type Fault struct {
+	Kind FaultKind
+	// Ratio is the share of requests hit, drawn from Config.Seed's source; 0 (or 1) hits every
+	// request.
+	Ratio float64
+	// Status is the status a Fail answers, 400-599; 0 means 503.
+	Status int
+	// RetryAfter, when set, is sent as Retry-After (whole seconds) by Fail and Throttle. A
+	// Throttle without it keeps the fixture's Retry-After, or sends 30 s if the fixture has none.
+	RetryAfter time.Duration
+	// Delay is how long Slow waits before answering.
+	Delay time.Duration
+}
+
+// defaultThrottleRetryAfter is the Retry-After of a Throttle when neither the fault nor the
+// provider's fixture gives one.
+const defaultThrottleRetryAfter = 30 * time.Second
+
+func (f Fault) validate() error {
+	switch {
+	case f.Kind < None || f.Kind > Slow:
+		return fmt.Errorf("%w: kind %d", ErrFault, int(f.Kind))
+	case f.Ratio < 0 || f.Ratio > 1 || f.Ratio != f.Ratio:
+		return fmt.Errorf("%w: ratio %v outside [0, 1]", ErrFault, f.Ratio)
+	case f.Status != 0 && (f.Status < 400 || f.Status > 599):
+		return fmt.Errorf("%w: status %d outside 400-599", ErrFault, f.Status)
+	case f.RetryAfter < 0 || f.Delay < 0:
+		return fmt.Errorf("%w: negative duration", ErrFault)
+	case f.Kind == Slow && f.Delay == 0:
+		return fmt.Errorf("%w: slow needs a delay", ErrFault)
+	}
+	return nil
+}
+
+// faultTable holds the fault of each provider and the seeded source that decides which
+// requests a ratio hits.
+type faultTable struct {
+	mu     sync.Mutex
+	faults map[string]Fault // guarded by mu; absent means None
+	rng    *rand.Rand       // guarded by mu
+}
+
+func newFaultTable(seed uint64) *faultTable {
+	return &faultTable{faults: map[string]Fault{}, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+}
+
+// SetFault injects f into provider; provider "" or "*" means every provider, and a Fault with
+// Kind None clears it.
+func (s *Server) SetFault(provider string, f Fault) error {
+	targets := []string{provider}
+	if provider == "" || provider == "*" {
+		targets = Providers()
+	} else if !validProvider(provider) {
+		return fmt.Errorf("%w %q", ErrProvider, provider)
+	}
+	if err := f.validate(); err != nil {
+		return err
+	}
+	t := s.faults
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, p := range targets {
+		if f.Kind == None {
+			delete(t.faults, p)
+		} else {
+			t.faults[p] = f
+		}
+	}
+	return nil
+}
+
+// Faults returns the fault of every provider that has one.
+func (s *Server) Faults() map[string]Fault {
+	t := s.faults
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make(map[string]Fault, len(t.faults))
+	for p, f := range t.faults {
+		out[p] = f
+	}
+	return out
+}
+
+func (t *faultTable) clear() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	clear(t.faults)
+}
+
+// draw returns the provider's fault and whether it hits this request.
+func (t *faultTable) draw(provider string) (Fault, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	f, ok := t.faults[provider]
+	if !ok {
+		return Fault{}, false
+	}
+	if f.Ratio == 0 || f.Ratio == 1 {
+		return f, true
+	}
+	return f, t.rng.Float64() < f.Ratio
+}
+
+// faultAnswer is the answer of a Fail or Throttle at provider.
+func faultAnswer(provider string, f Fault) answer {
+	if f.Kind == Throttle {
+		a := fromFixture(fixtures.MustGet(provider, throttleFixture[provider]))
+		ra := f.RetryAfter
+		if ra == 0 {
+			if _, err := strconv.Atoi(a.header.Get("Retry-After")); err == nil {
+				return a
+			}
+			ra = defaultThrottleRetryAfter
+		}
+		return a.withHeader("Retry-After", retryAfterSeconds(ra.Seconds()))
+	}
+	status := f.Status
+	if status == 0 {
+		status = 503
+	}
+	a := statusAnswer(provider, status)
+	if f.RetryAfter > 0 {
+		a = a.withHeader("Retry-After", retryAfterSeconds(f.RetryAfter.Seconds()))
+	}
+	return a
+}
