@@ -1,0 +1,42 @@
+# The README's two commands are `make demo` and `make test`; everything else is for developers.
+GO      ?= go
+export PATH := $(PATH):/usr/local/go/bin
+BIN     := bin/gateway-worker
+PKGS    := ./...
+FUZZTIME ?= 20s
+
+.PHONY: demo test build vet fmt-check unit bench fuzz clean
+
+## demo: deliver one message to each simulated push service and show what it decrypted
+demo: build
+	$(BIN) demo
+
+## test: everything CI runs: formatting, vet, the race-enabled tests
+test: fmt-check vet unit
+
+build:
+	$(GO) build -o $(BIN) ./cmd/gateway-worker
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet $(PKGS)
+
+unit:
+	$(GO) test -race -count=1 $(PKGS)
+
+## bench: the micro-benchmarks recorded in BENCHMARKS.md
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./ece/ ./vapid/ ./adapter/ ./taxonomy/ ./providers/
+
+## fuzz: a short run of every fuzz target (FUZZTIME each); crashers land in testdata/fuzz
+fuzz:
+	@for spec in ece:FuzzDecrypt ece:FuzzParseKeys providers:FuzzParse providers:FuzzResolve taxonomy:FuzzClassify; do \
+		pkg=$${spec%%:*}; fn=$${spec##*:}; \
+		echo "== $$pkg $$fn"; $(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) ./$$pkg/ || exit 1; \
+	done
+
+clean:
+	rm -rf bin demo-report.html demo-report.png

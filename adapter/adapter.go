@@ -1,0 +1,273 @@
+// Package adapter sends one Web Push message to the push service that owns its endpoint: it
+// shapes the request for that provider (TTL clamp, Urgency, Topic, the WNS quirks), encrypts
+// the payload (RFC 8291), adds the cached VAPID header (RFC 8292), posts it over the provider's
+// own pooled HTTP/2 transport, and returns exactly one taxonomy outcome. Callers never see an
+// HTTP status or a transport error; the dispatcher decides what happens next from the outcome.
+package adapter
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/webpush-gateway/webpush-gateway/ece"
+	"github.com/webpush-gateway/webpush-gateway/providers"
+	"github.com/webpush-gateway/webpush-gateway/taxonomy"
+	"github.com/webpush-gateway/webpush-gateway/vapid"
+)
+
+// Subscription is the browser's PushSubscription, as its toJSON() gives it.
+type Subscription struct {
+	Endpoint       string `json:"endpoint"`
+	ExpirationTime *int64 `json:"expirationTime,omitempty"`
+	Keys           struct {
+		P256dh string `json:"p256dh"`
+		Auth   string `json:"auth"`
+	} `json:"keys"`
+}
+
+// Message is one push to send.
+type Message struct {
+	// ID identifies the job; it is sent only when Config.JobIDHeader is set.
+	ID           string
+	Subscription Subscription
+	// Payload is the plaintext to encrypt. Ciphertext, when set instead, is an aes128gcm body
+	// the upstream already encrypted; it is sent as is.
+	Payload    []byte
+	Ciphertext []byte
+	// TTL is how long the push service should keep the message, in seconds; it is clamped to
+	// the provider's maximum.
+	TTL     int
+	Urgency string
+	Topic   string
+	// Key is the application server key the subscription was made with.
+	Key *vapid.Key
+}
+
+// Config is what every provider's adapter shares.
+type Config struct {
+	Registry *providers.Registry
+	Signer   *vapid.Signer
+	// ConnectTo sends a host:port to another address (see ParseConnectTo).
+	ConnectTo map[string]string
+	// RootCAs verifies push services; nil means the system roots (see LoadRootCAs).
+	RootCAs *x509.CertPool
+	// Allow opens blocked address ranges, for operators whose push services live inside.
+	Allow []netip.Prefix
+	// Resolver looks up endpoint hosts; nil means the system resolver.
+	Resolver *net.Resolver
+	// Now is the clock outcomes are classified with (Retry-After dates); nil means time.Now.
+	Now func() time.Time
+	// JobIDHeader, when set, carries Message.ID on every request so a simulator can tell a
+	// redelivery from a new message. Off by default: real push services have no use for it.
+	JobIDHeader string
+}
+
+// Sender routes each message to its provider's adapter.
+type Sender struct {
+	reg      *providers.Registry
+	adapters map[string]*Adapter // by provider id; immutable after New
+}
+
+// New builds one adapter, with its own transport, per provider in the registry.
+func New(cfg Config) (*Sender, error) {
+	if cfg.Registry == nil || cfg.Signer == nil {
+		return nil, errors.New("adapter: Config needs a Registry and a Signer")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	s := &Sender{reg: cfg.Registry, adapters: make(map[string]*Adapter)}
+	for _, p := range cfg.Registry.Providers() {
+		d := &dialer{connectTo: cfg.ConnectTo, allow: cfg.Allow, timeout: p.ConnectTimeout, resolver: cfg.Resolver}
+		t := newTransport(p, d, cfg.RootCAs)
+		s.adapters[p.ID] = &Adapter{
+			provider:  p,
+			signer:    cfg.Signer,
+			now:       cfg.Now,
+			jobHeader: cfg.JobIDHeader,
+			transport: t,
+			client: &http.Client{
+				Transport: t,
+				// A push service answers; it never redirects. Following one would let an
+				// endpoint send us somewhere the address checks did not approve.
+				CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+			},
+		}
+	}
+	return s, nil
+}
+
+// Send resolves the endpoint's provider and sends through its adapter.
+func (s *Sender) Send(ctx context.Context, m *Message) taxonomy.Outcome {
+	route, err := s.reg.Resolve(m.Subscription.Endpoint)
+	if err != nil {
+		code := taxonomy.InvalidRequest
+		if errors.Is(err, providers.ErrNotHTTPS) {
+			code = taxonomy.Blocked
+		}
+		return taxonomy.Local(s.reg.Fallback().ID, code, err.Error())
+	}
+	return s.adapters[route.Provider.ID].Send(ctx, route, m)
+}
+
+// Adapter returns the adapter of a provider id.
+func (s *Sender) Adapter(id string) (*Adapter, bool) {
+	a, ok := s.adapters[id]
+	return a, ok
+}
+
+// Close drops every idle connection.
+func (s *Sender) Close() {
+	for _, a := range s.adapters {
+		a.transport.CloseIdleConnections()
+	}
+}
+
+// Adapter sends to one provider.
+type Adapter struct {
+	provider  *providers.Provider // immutable after New
+	signer    *vapid.Signer
+	now       func() time.Time
+	jobHeader string
+	transport *http.Transport
+	client    *http.Client
+}
+
+// Provider is the provider this adapter sends to.
+func (a *Adapter) Provider() *providers.Provider { return a.provider }
+
+// Send delivers m to route, which must be one of this adapter's, and returns its outcome.
+func (a *Adapter) Send(ctx context.Context, route providers.Route, m *Message) taxonomy.Outcome {
+	p := a.provider
+	h, out, ok := a.shape(m)
+	if !ok {
+		return out
+	}
+	body, out, ok := a.body(m)
+	if !ok {
+		return out
+	}
+	if m.Key == nil {
+		return a.local(taxonomy.InvalidRequest, "no VAPID key for this message")
+	}
+	auth, err := a.signer.Header(m.Key, "https://"+route.Authority, p.VAPIDLifetime)
+	if err != nil {
+		return a.local(taxonomy.Unauthorized, err.Error())
+	}
+	h.Set("Authorization", auth)
+	if a.jobHeader != "" && m.ID != "" {
+		h.Set(a.jobHeader, m.ID)
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, route.Endpoint, bytes.NewReader(body))
+	if err != nil {
+		return a.local(taxonomy.InvalidRequest, "endpoint is not a valid request URL")
+	}
+	req.Header = h
+	resp, err := a.client.Do(req)
+	if err != nil {
+		return a.transportOutcome(ctx, err)
+	}
+	defer resp.Body.Close()
+	// Closing without draining the rest resets an HTTP/2 stream, which is what a body over the
+	// cap deserves.
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody))
+	if err != nil && len(answer) == 0 && resp.StatusCode/100 != 2 {
+		// The status arrived; a body cut short changes only the detail.
+		answer = nil
+	}
+	out = taxonomy.ClassifyAt(a.now(), p.Kind, resp.StatusCode, resp.Header, answer)
+	out.Provider = p.ID
+	return out
+}
+
+// shape builds the headers every push carries and checks what the provider would refuse.
+func (a *Adapter) shape(m *Message) (http.Header, taxonomy.Outcome, bool) {
+	p := a.provider
+	if m.TTL < 0 {
+		return nil, a.local(taxonomy.InvalidTTL, fmt.Sprintf("TTL %d is negative", m.TTL)), false
+	}
+	ttl := m.TTL
+	if maxTTL := int(p.MaxTTL / time.Second); ttl > maxTTL {
+		ttl = maxTTL // max_ttl 0 is an operator saying "never store": every message gets TTL 0
+	}
+	if err := checkUrgency(m.Urgency); err != nil {
+		return nil, a.local(taxonomy.InvalidRequest, err.Error()), false
+	}
+	if err := checkTopic(p.Kind, m.Topic); err != nil {
+		return nil, a.local(taxonomy.InvalidRequest, err.Error()), false
+	}
+	h := make(http.Header, 8)
+	h.Set("TTL", strconv.Itoa(ttl))
+	h.Set("Content-Encoding", "aes128gcm")
+	h.Set("Content-Type", "application/octet-stream")
+	if m.Urgency != "" {
+		h.Set("Urgency", m.Urgency)
+	}
+	if m.Topic != "" {
+		h.Set("Topic", m.Topic)
+	}
+	if p.Kind == kindWNS && ttl == 0 {
+		// WNS answers 400 to TTL 0 unless told not to cache.
+		h.Set("X-WNS-Cache-Policy", "no-cache")
+	}
+	return h, taxonomy.Outcome{}, true
+}
+
+// body returns the aes128gcm body: the upstream's ciphertext, or the payload encrypted to the
+// subscription's keys.
+func (a *Adapter) body(m *Message) ([]byte, taxonomy.Outcome, bool) {
+	if m.Ciphertext != nil {
+		if limit := maxBody(a.provider.Kind); len(m.Ciphertext) > limit {
+			return nil, a.local(taxonomy.PayloadTooLarge,
+				fmt.Sprintf("ciphertext is %d bytes; %s accepts at most %d", len(m.Ciphertext), a.provider.ID, limit)), false
+		}
+		return m.Ciphertext, taxonomy.Outcome{}, true
+	}
+	keys, err := ece.ParseKeys(m.Subscription.Keys.P256dh, m.Subscription.Keys.Auth)
+	if err != nil {
+		return nil, a.local(taxonomy.InvalidRequest, "subscription keys: "+err.Error()), false
+	}
+	body, err := ece.Encrypt(keys, m.Payload, ece.Options{})
+	switch {
+	case errors.Is(err, ece.ErrPayloadTooLarge):
+		return nil, a.local(taxonomy.PayloadTooLarge,
+			fmt.Sprintf("payload is %d bytes; at most %d fit in one 4096-byte record", len(m.Payload), ece.MaxPlaintext)), false
+	case err != nil:
+		return nil, a.local(taxonomy.InvalidRequest, "encrypt: "+err.Error()), false
+	}
+	return body, taxonomy.Outcome{}, true
+}
+
+func (a *Adapter) local(code taxonomy.Code, detail string) taxonomy.Outcome {
+	return taxonomy.Local(a.provider.ID, code, detail)
+}
+
+// transportOutcome names a failure to get an answer. The url.Error wrapper is dropped: its
+// text carries the endpoint, and endpoints are credentials.
+func (a *Adapter) transportOutcome(ctx context.Context, err error) taxonomy.Outcome {
+	var blocked *BlockedError
+	if errors.As(err, &blocked) {
+		return a.local(taxonomy.Blocked, blocked.Error())
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return a.local(taxonomy.TransportError, fmt.Sprintf("no answer within %s", a.provider.Timeout))
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	return a.local(taxonomy.TransportError, err.Error())
+}

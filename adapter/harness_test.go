@@ -1,0 +1,159 @@
+package adapter_test
+
+import (
+	"context"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/webpush-gateway/webpush-gateway/adapter"
+	"github.com/webpush-gateway/webpush-gateway/providers"
+	"github.com/webpush-gateway/webpush-gateway/pushsim"
+	"github.com/webpush-gateway/webpush-gateway/taxonomy"
+	"github.com/webpush-gateway/webpush-gateway/vapid"
+)
+
+const (
+	subject     = "mailto:ops@webpush-gateway.example.com"
+	genericHost = "push.example.net"
+)
+
+// clock is a settable time source shared by the signer and the classifier.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = t
+}
+
+// harness is pushsim plus a Sender wired to it under the real provider host names.
+type harness struct {
+	sim    *pushsim.Server
+	sender *adapter.Sender
+	signer *vapid.Signer
+	key    *vapid.Key
+	clock  *clock
+}
+
+type harnessOptions struct {
+	registry  []byte   // nil: the shipped registry.yaml
+	connectTo []string // extra overrides
+	now       time.Time
+}
+
+func newHarness(t *testing.T, opt harnessOptions) *harness {
+	t.Helper()
+	sim, err := pushsim.Start(pushsim.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatalf("pushsim.Start: %v", err)
+	}
+	t.Cleanup(func() { sim.Close() })
+	data := opt.registry
+	if data == nil {
+		if data, err = os.ReadFile("../registry.yaml"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg, err := providers.Parse("registry.yaml", data)
+	if err != nil {
+		t.Fatalf("registry: %v", err)
+	}
+	c := &clock{now: opt.now}
+	if c.now.IsZero() {
+		c.now = time.Now()
+	}
+	signer, err := vapid.NewSigner(vapid.SignerOptions{Subject: subject, Now: c.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs := append(sim.ConnectTo(), net.JoinHostPort(genericHost, "443")+"="+sim.Addr())
+	specs = append(specs, opt.connectTo...)
+	connectTo, err := adapter.ParseConnectTo(specs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sender, err := adapter.New(adapter.Config{
+		Registry: reg, Signer: signer, ConnectTo: connectTo, RootCAs: sim.CertPool(), Now: c.Now,
+		JobIDHeader: "X-Job-Id",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sender.Close)
+	key, err := vapid.GenerateKey("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &harness{sim: sim, sender: sender, signer: signer, key: key, clock: c}
+}
+
+// subscribe makes a subscription on pushsim bound to the harness key.
+func (h *harness) subscribe(t *testing.T, provider string) adapter.Subscription {
+	t.Helper()
+	host := ""
+	if provider == "generic" {
+		host = genericHost
+	}
+	return h.subscribeWith(t, provider, host, h.key)
+}
+
+func (h *harness) subscribeWith(t *testing.T, provider, host string, key *vapid.Key) adapter.Subscription {
+	t.Helper()
+	ps, err := h.sim.Subscribe(provider, host, key.PublicKey())
+	if err != nil {
+		t.Fatalf("Subscribe(%s): %v", provider, err)
+	}
+	var s adapter.Subscription
+	s.Endpoint, s.Keys.P256dh, s.Keys.Auth = ps.Endpoint, ps.Keys.P256dh, ps.Keys.Auth
+	return s
+}
+
+func (h *harness) send(t *testing.T, m *adapter.Message) taxonomy.Outcome {
+	t.Helper()
+	if m.Key == nil {
+		m.Key = h.key
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return h.sender.Send(ctx, m)
+}
+
+// assertNoSecrets fails when text carries any part of a subscription that must stay private:
+// the endpoint path or token, p256dh, or auth.
+func assertNoSecrets(t *testing.T, what, text string, s adapter.Subscription) {
+	t.Helper()
+	secrets := []string{s.Keys.P256dh, s.Keys.Auth}
+	if i := strings.Index(s.Endpoint, "://"); i >= 0 {
+		if j := strings.IndexAny(s.Endpoint[i+3:], "/?"); j >= 0 {
+			secrets = append(secrets, s.Endpoint[i+3+j:])
+		}
+	}
+	for _, sec := range secrets {
+		if len(sec) > 4 && strings.Contains(text, sec) {
+			t.Errorf("%s leaks a subscription secret: %q", what, text)
+		}
+	}
+}
+
+// otherKey is a VAPID key no subscription was made with.
+func otherKey(t *testing.T) *vapid.Key {
+	t.Helper()
+	k, err := vapid.GenerateKey("other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}

@@ -1,0 +1,77 @@
+package adapter
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/webpush-gateway/webpush-gateway/providers"
+)
+
+// Health checks on idle HTTP/2 connections: a push service that silently drops a connection
+// (a NAT timeout, a load balancer restart) is found by a ping, not by the next push timing out.
+const (
+	pingAfterIdle = 30 * time.Second
+	pingTimeout   = 10 * time.Second
+	idleConnTTL   = 90 * time.Second
+)
+
+// maxResponseBody is how much of an answer is read: enough for every error shape a push
+// service sends, little enough that a hostile self-hosted server cannot fill memory.
+const maxResponseBody = 64 << 10
+
+// newTransport builds the pooled transport of one provider. HTTP/2 is negotiated by ALPN with
+// HTTP/1.1 as the fallback for self-hosted servers that do not offer h2. The HTTP/2 settings are
+// the standard library's http.HTTP2Config: golang.org/x/net/http2's ConfigureTransports is
+// deprecated in its favour and drives the same implementation.
+func newTransport(p *providers.Provider, d *dialer, roots *x509.CertPool) *http.Transport {
+	protocols := new(http.Protocols)
+	protocols.SetHTTP1(true)
+	protocols.SetHTTP2(true)
+	return &http.Transport{
+		Proxy:       nil, // a proxy would connect on our behalf and bypass the address checks
+		DialContext: d.DialContext,
+		TLSClientConfig: &tls.Config{
+			RootCAs:    roots,
+			MinVersion: tls.VersionTLS12,
+		},
+		TLSHandshakeTimeout:    p.TLSTimeout,
+		ResponseHeaderTimeout:  p.ResponseHeaderTimeout,
+		IdleConnTimeout:        idleConnTTL,
+		MaxIdleConnsPerHost:    16,
+		DisableCompression:     true,
+		MaxResponseHeaderBytes: 64 << 10,
+		Protocols:              protocols,
+		HTTP2: &http.HTTP2Config{
+			SendPingTimeout: pingAfterIdle,
+			PingTimeout:     pingTimeout,
+		},
+	}
+}
+
+// LoadRootCAs returns the system roots plus the certificates in caFile (PEM), for push
+// services behind a private CA (a self-hosted Autopush, or pushsim in tests). An empty caFile
+// returns nil: the system roots.
+func LoadRootCAs(caFile string) (*x509.CertPool, error) {
+	if caFile == "" {
+		return nil, nil
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("adapter: CA file: %w", err)
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil || pool == nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("adapter: CA file %s: %w", caFile, errNoCerts)
+	}
+	return pool, nil
+}
+
+var errNoCerts = errors.New("no PEM certificate found")

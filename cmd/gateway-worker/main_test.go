@@ -1,0 +1,161 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/webpush-gateway/webpush-gateway/pushsim"
+)
+
+// run calls the command line in-process and returns its exit code and outputs.
+func run(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := runMain(context.Background(), args, &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+func TestKeygen(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "vapid.pem")
+	code, stdout, stderr := run(t, "keygen", "--out", out)
+	if code != 0 {
+		t.Fatalf("keygen exit %d: %s", code, stderr)
+	}
+	pub := strings.TrimSpace(stdout)
+	if len(pub) != 87 {
+		t.Fatalf("public key %q is %d characters, want 87 (65 bytes, base64url)", pub, len(pub))
+	}
+	info, err := os.Stat(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mode := info.Mode().Perm(); mode != 0o600 {
+		t.Fatalf("key file mode %o, want 600", mode)
+	}
+	pem, _ := os.ReadFile(out)
+	if !strings.Contains(string(pem), "PRIVATE KEY") || strings.Contains(stdout+stderr, "PRIVATE KEY") {
+		t.Fatalf("the private key must go to the file only")
+	}
+	if code, _, stderr := run(t, "keygen", "--out", out); code == 0 || !strings.Contains(stderr, "exists") {
+		t.Fatalf("a second keygen to the same file: exit %d, %q; want a refusal", code, stderr)
+	}
+}
+
+func TestCheck(t *testing.T) {
+	code, stdout, stderr := run(t, "check", "../../registry.yaml")
+	if code != 0 || !strings.Contains(stdout, "ok, 5 providers") {
+		t.Fatalf("check of the shipped registry: exit %d, %q %q", code, stdout, stderr)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	data := "version: 1\nproviders:\n  - id: fallback\n    kind: generic\n    rate: fast\n"
+	if err := os.WriteFile(bad, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = run(t, "check", bad)
+	if code != 1 || !strings.Contains(stderr, bad+":5:") || !strings.Contains(stderr, "rate") {
+		t.Fatalf("check of a bad file: exit %d, stderr %q; want exit 1 and %s:5: ... rate ...", code, stderr, bad)
+	}
+}
+
+func TestSendThroughPushsim(t *testing.T) {
+	sim, err := pushsim.Start(pushsim.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sim.Close()
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "vapid.pem")
+	code, pub, stderr := run(t, "keygen", "--out", keyFile)
+	if code != 0 {
+		t.Fatalf("keygen: %s", stderr)
+	}
+	sub, err := sim.Subscribe("apple", "", strings.TrimSpace(pub))
+	if err != nil {
+		t.Fatal(err)
+	}
+	subFile := filepath.Join(dir, "sub.json")
+	data, _ := json.Marshal(sub)
+	if err := os.WriteFile(subFile, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Transport flags come from the environment here, as a container would give them.
+	t.Setenv("GATEWAY_CA_FILE", sim.CAFile())
+	t.Setenv("GATEWAY_CONNECT_TO", strings.Join(sim.ConnectTo(), ","))
+	code, stdout, stderr := run(t, "send", "--subscription", subFile, "--payload", "from the CLI",
+		"--vapid-key", keyFile, "--subject", "mailto:ops@example.com", "--urgency", "low")
+	if code != 0 {
+		t.Fatalf("send exit %d: stdout %q stderr %q", code, stdout, stderr)
+	}
+	var out map[string]any
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+		t.Fatalf("send printed %q, not one JSON object: %v", stdout, err)
+	}
+	for k, v := range map[string]any{"code": "ACCEPTED", "status": float64(201), "provider": "apple", "retryable": false} {
+		if out[k] != v {
+			t.Errorf("%s = %v, want %v", k, out[k], v)
+		}
+	}
+	for _, k := range []string{"retry_after", "detail"} {
+		if _, ok := out[k]; !ok {
+			t.Errorf("output has no %q field: %s", k, stdout)
+		}
+	}
+	if ds := sim.DeliveriesFor(sub.Endpoint); len(ds) != 1 || string(ds[0].Plaintext) != "from the CLI" {
+		t.Fatalf("pushsim deliveries = %+v, want one carrying the payload", ds)
+	}
+
+	// Expired: exit 1 and a GONE object.
+	sim.Expire(sub.Endpoint)
+	code, stdout, _ = run(t, "send", "--subscription", subFile, "--payload", "again",
+		"--vapid-key", keyFile, "--subject", "mailto:ops@example.com")
+	if code != 1 || !strings.Contains(stdout, `"code":"GONE"`) {
+		t.Fatalf("send to an expired subscription: exit %d, %q; want 1 and GONE", code, stdout)
+	}
+}
+
+func TestSendRefusesBadFlags(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no subscription", []string{"send", "--vapid-key", "k", "--subject", "mailto:a@example.com"}, "required"},
+		{"bad subject", []string{"send", "--subscription", "testdata/sub.json", "--vapid-key", "testdata/vapid.pem", "--subject", "mailto:me@localhost"}, "localhost"},
+		{"missing key file", []string{"send", "--subscription", "testdata/sub.json", "--vapid-key", "testdata/none.pem", "--subject", "mailto:a@example.com"}, "none.pem"},
+		{"bad connect-to", []string{"send", "--subscription", "testdata/sub.json", "--vapid-key", "testdata/vapid.pem", "--subject", "mailto:a@example.com", "--connect-to", "nonsense"}, "connect-to"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, stderr := run(t, tc.args...)
+			if code != 2 || !strings.Contains(stderr, tc.want) {
+				t.Fatalf("exit %d, stderr %q; want 2 mentioning %q", code, stderr, tc.want)
+			}
+		})
+	}
+}
+
+func TestDemo(t *testing.T) {
+	var stdout bytes.Buffer
+	if err := runDemo(context.Background(), "demo text", &stdout); err != nil {
+		t.Fatalf("demo: %v\n%s", err, stdout.String())
+	}
+	for _, p := range []string{"fcm", "autopush", "apple", "wns", "fallback"} {
+		if !strings.Contains(stdout.String(), p) {
+			t.Errorf("demo output has no line for %s:\n%s", p, stdout.String())
+		}
+	}
+	if got := strings.Count(stdout.String(), "ACCEPTED"); got != 5 {
+		t.Fatalf("demo printed %d ACCEPTED lines, want 5:\n%s", got, stdout.String())
+	}
+}
+
+func TestUnknownCommand(t *testing.T) {
+	if code, _, stderr := run(t, "nope"); code != 2 || !strings.Contains(stderr, "unknown command") {
+		t.Fatalf("exit %d, %q", code, stderr)
+	}
+}
