@@ -54,7 +54,7 @@ type harnessOptions struct {
 	now       time.Time
 }
 
-func newHarness(t *testing.T, opt harnessOptions) *harness {
+func newHarness(t testing.TB, opt harnessOptions) *harness {
 	t.Helper()
 	sim, err := pushsim.Start(pushsim.Config{Dir: t.TempDir()})
 	if err != nil {
