@@ -1,0 +1,263 @@
+package stream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// AuditReport says, for a list of job ids, how many terminal records each has. At quiescence
+// every id must have exactly one; an id with none is either still on its way (NoneWhere says
+// where) or lost ("nowhere").
+type AuditReport struct {
+	Total, ExactlyOne, None, MoreThanOne int
+	// NoneWhere counts the ids without a terminal record by where they are: "intake",
+	// "lane:<provider>" (unread), "pending" (read by a consumer, not finished), "delayed", or
+	// "nowhere" (lost).
+	NoneWhere map[string]int
+	// Missing are the ids without a terminal record, Duplicated those with more than one.
+	Missing    []string
+	Duplicated []string
+}
+
+// Audit reads the ledger and the dead stream of every shard and reports how many terminal
+// records each of ids has (a ledger or a dead record, INVALID_JOB included). It reads whole
+// streams: an operator's tool, not a hot path. With ResultsMaxLen or DeadMaxLen set, records
+// older than the cap are gone and their ids report as missing.
+func (s *Store) Audit(ctx context.Context, ids []string) (AuditReport, error) {
+	rep := AuditReport{Total: len(ids), NoneWhere: map[string]int{}}
+	want := make(map[string]int, len(ids))
+	for _, id := range ids {
+		want[id] = 0
+	}
+	for shard := 0; shard < s.o.Shards; shard++ {
+		k := s.Keys(shard)
+		for _, st := range []string{k.Results, k.Dead} {
+			err := s.scanStream(ctx, st, func(_ string, f map[string]any) {
+				if id, ok := f["id"].(string); ok {
+					if _, ok := want[id]; ok {
+						want[id]++
+					}
+				}
+			})
+			if err != nil {
+				return rep, err
+			}
+		}
+	}
+	var missing []string
+	for _, id := range ids {
+		switch n := want[id]; {
+		case n == 0:
+			missing = append(missing, id)
+		case n == 1:
+			rep.ExactlyOne++
+		default:
+			rep.MoreThanOne++
+			rep.Duplicated = append(rep.Duplicated, id)
+		}
+	}
+	rep.None = len(missing)
+	rep.Missing = missing
+	if len(missing) == 0 {
+		return rep, nil
+	}
+	where, err := s.locate(ctx, missing)
+	if err != nil {
+		return rep, err
+	}
+	for _, id := range missing {
+		w := where[id]
+		if w == "" {
+			w = "nowhere"
+		}
+		rep.NoneWhere[w]++
+	}
+	return rep, nil
+}
+
+// locate finds where each of ids is waiting: delayed, a lane, the intake, or pending.
+func (s *Store) locate(ctx context.Context, ids []string) (map[string]string, error) {
+	look := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		look[id] = true
+	}
+	where := map[string]string{}
+	for shard := 0; shard < s.o.Shards; shard++ {
+		k := s.Keys(shard)
+		members, err := s.c.ZRange(ctx, k.Delayed, 0, -1).Result()
+		if err != nil {
+			return nil, fmt.Errorf("stream: audit delayed: %w", err)
+		}
+		for _, m := range members {
+			if look[m] && where[m] == "" {
+				where[m] = "delayed"
+			}
+		}
+		lanes, err := s.lanes(ctx, shard)
+		if err != nil {
+			return nil, err
+		}
+		streams := map[string]string{k.Intake: "intake"}
+		for _, p := range lanes {
+			streams[k.Lane(p)] = "lane:" + p
+		}
+		for st, name := range streams {
+			pending, err := s.pendingIDs(ctx, st)
+			if err != nil {
+				return nil, err
+			}
+			err = s.scanStream(ctx, st, func(entryID string, f map[string]any) {
+				raw, _ := f["job"].(string)
+				id := jobID(raw)
+				if !look[id] || where[id] != "" {
+					return
+				}
+				if pending[entryID] {
+					where[id] = "pending"
+				} else {
+					where[id] = name
+				}
+			})
+			if err != nil {
+				return nil, err
+			}
+		}
+	}
+	return where, nil
+}
+
+// jobID extracts the id of a raw job, "" when it has none.
+func jobID(raw string) string {
+	var v struct {
+		ID string `json:"id"`
+	}
+	_ = json.Unmarshal([]byte(raw), &v)
+	return v.ID
+}
+
+// scanStream calls fn for every entry of stream, reading 1000 entries a round trip.
+func (s *Store) scanStream(ctx context.Context, stream string, fn func(id string, f map[string]any)) error {
+	start := "-"
+	for {
+		msgs, err := s.c.XRangeN(ctx, stream, start, "+", 1000).Result()
+		if err != nil {
+			return fmt.Errorf("stream: read %s: %w", stream, err)
+		}
+		for _, m := range msgs {
+			fn(m.ID, m.Values)
+		}
+		if len(msgs) < 1000 {
+			return nil
+		}
+		start = "(" + msgs[len(msgs)-1].ID
+	}
+}
+
+// pendingIDs are the entry ids of stream pending in our group.
+func (s *Store) pendingIDs(ctx context.Context, stream string) (map[string]bool, error) {
+	out := map[string]bool{}
+	start := "-"
+	for {
+		p, err := s.c.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: stream, Group: Group, Start: start, End: "+", Count: 1000}).Result()
+		if err != nil {
+			if strings.HasPrefix(err.Error(), "NOGROUP") {
+				return out, nil
+			}
+			return nil, fmt.Errorf("stream: pending of %s: %w", stream, err)
+		}
+		for _, x := range p {
+			out[x.ID] = true
+		}
+		if len(p) < 1000 {
+			return out, nil
+		}
+		start = "(" + p[len(p)-1].ID
+	}
+}
+
+// lanes lists the providers with a lane on shard: those given to Setup and those found by
+// SCAN (a lane created by another replica's configuration).
+func (s *Store) lanes(ctx context.Context, shard int) ([]string, error) {
+	set := map[string]bool{}
+	for _, p := range s.knownProviders() {
+		set[p] = true
+	}
+	prefix := s.Keys(shard).LanePrefix
+	keys, err := s.scanKeys(ctx, globEscape(prefix)+"*")
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range keys {
+		set[strings.TrimPrefix(k, prefix)] = true
+	}
+	out := make([]string, 0, len(set))
+	for p := range set {
+		out = append(out, p)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// scanKeys runs SCAN MATCH on every master (one node unless the client is a cluster client).
+func (s *Store) scanKeys(ctx context.Context, pattern string) ([]string, error) {
+	scan := func(ctx context.Context, c redis.Cmdable) ([]string, error) {
+		var out []string
+		var cursor uint64
+		for {
+			keys, next, err := c.Scan(ctx, cursor, pattern, 1000).Result()
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, keys...)
+			if next == 0 {
+				return out, nil
+			}
+			cursor = next
+		}
+	}
+	cc, ok := s.c.(*redis.ClusterClient)
+	if !ok {
+		keys, err := scan(ctx, s.c)
+		if err != nil {
+			return nil, fmt.Errorf("stream: scan: %w", err)
+		}
+		return keys, nil
+	}
+	var (
+		mu  sync.Mutex // ForEachMaster runs fn concurrently
+		all []string
+	)
+	err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+		keys, err := scan(ctx, c)
+		mu.Lock()
+		all = append(all, keys...)
+		mu.Unlock()
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("stream: scan: %w", err)
+	}
+	return all, nil
+}
+
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[]\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func isNoGroup(err error) bool {
+	return err != nil && (strings.HasPrefix(err.Error(), "NOGROUP") || errors.Is(err, redis.Nil))
+}

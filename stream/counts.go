@@ -1,0 +1,49 @@
+package stream
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Counts sums over the shards the length of every stream and set: "intake", "lane:<provider>",
+// "pending" (read, not finished, all streams), "delayed", "results", "gone", "dead".
+func (s *Store) Counts(ctx context.Context) (map[string]int64, error) {
+	out := map[string]int64{}
+	for shard := 0; shard < s.o.Shards; shard++ {
+		k := s.Keys(shard)
+		lanes, err := s.lanes(ctx, shard)
+		if err != nil {
+			return nil, err
+		}
+		pipe := s.c.Pipeline()
+		lens := map[string]*redis.IntCmd{
+			"intake": pipe.XLen(ctx, k.Intake), "delayed": pipe.ZCard(ctx, k.Delayed),
+			"results": pipe.XLen(ctx, k.Results), "gone": pipe.XLen(ctx, k.Gone), "dead": pipe.XLen(ctx, k.Dead),
+		}
+		pend := []*redis.XPendingCmd{pipe.XPending(ctx, k.Intake, Group)}
+		for _, p := range lanes {
+			lens["lane:"+p] = pipe.XLen(ctx, k.Lane(p))
+			pend = append(pend, pipe.XPending(ctx, k.Lane(p), Group))
+		}
+		if _, err := pipe.Exec(ctx); err != nil && !isNoGroup(err) {
+			return nil, fmt.Errorf("stream: counts: %w", err)
+		}
+		for name, c := range lens {
+			if c.Err() != nil {
+				return nil, fmt.Errorf("stream: counts %s: %w", name, c.Err())
+			}
+			out[name] += c.Val()
+		}
+		out["pending"] += 0
+		for _, c := range pend {
+			if c.Err() == nil {
+				out["pending"] += c.Val().Count
+			} else if !isNoGroup(c.Err()) {
+				return nil, fmt.Errorf("stream: counts pending: %w", c.Err())
+			}
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,116 @@
+package stream
+
+import (
+	_ "embed"
+
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed to_delayed.lua
+	toDelayedLua    string
+	toDelayedScript = redis.NewScript(toDelayedLua)
+
+	//go:embed promote.lua
+	promoteLua    string
+	promoteScript = redis.NewScript(promoteLua)
+)
+
+// RetryRecord is a job to retry later.
+type RetryRecord struct {
+	ID, Provider, Recipient string
+	// Due is when the retry may be sent.
+	Due time.Time
+	// Attempt is the number of the next attempt (the first send was attempt 0).
+	Attempt      int
+	Job          string
+	EnqueuedAtMs int64
+	// MaxDelayed caps the delayed set of the shard and MaxPerRecipient the jobs of one
+	// recipient in it; 0 means no cap. Past a cap the job goes to the dead stream.
+	MaxDelayed      int64
+	MaxPerRecipient int64
+	// Code is the retryable code of the attempt that failed; it becomes the dead record's
+	// code when a cap refuses the retry (CodeRetryRefused when empty).
+	Code string
+	// At is the time of the decision, the dead record's "at" (Options.Now when zero).
+	At time.Time
+}
+
+// RetryVerdict is what ToDelayed did.
+type RetryVerdict int
+
+const (
+	// NotOwner: the entry is no longer pending for this consumer; nothing changed.
+	NotOwner RetryVerdict = iota
+	// Queued: the job waits in the delayed set.
+	Queued
+	// DeadGlobalCap: the delayed set was full; the job went to the dead stream.
+	DeadGlobalCap
+	// DeadRecipientCap: the recipient had too many jobs waiting; the job went to the dead stream.
+	DeadRecipientCap
+	// DeadDuplicate: a job with the same id was already waiting to retry; this copy went to the
+	// dead stream (ids must be unique; two copies in the set would overwrite each other).
+	DeadDuplicate
+)
+
+func (v RetryVerdict) String() string {
+	switch v {
+	case NotOwner:
+		return "not owner"
+	case Queued:
+		return "queued"
+	case DeadGlobalCap:
+		return "dead: delayed set full"
+	case DeadRecipientCap:
+		return "dead: recipient cap"
+	case DeadDuplicate:
+		return "dead: duplicate id"
+	}
+	return fmt.Sprintf("RetryVerdict(%d)", int(v))
+}
+
+// ToDelayed moves a lane entry to the delayed set, due at r.Due, or to the dead stream when a
+// cap refuses it (the dead record's reason names the cap). Dead records of refused retries
+// carry attempt r.Attempt-1, the attempt that failed.
+func (s *Store) ToDelayed(ctx context.Context, e Entry, r RetryRecord) (RetryVerdict, error) {
+	k := s.Keys(e.Shard)
+	code := r.Code
+	if code == "" {
+		code = CodeRetryRefused
+	}
+	at := r.At
+	if at.IsZero() {
+		at = s.o.Now()
+	}
+	n, err := toDelayedScript.Run(ctx, s.c,
+		[]string{e.Stream, k.Delayed, k.DelayedData, k.Rcpt, k.Dead},
+		Group, e.ID, s.o.Consumer, r.ID, r.Provider, r.Recipient, ms(r.Due), r.Attempt, r.Job,
+		r.EnqueuedAtMs, r.MaxDelayed, r.MaxPerRecipient, ms(at), code, s.o.DeadMaxLen,
+	).Int64()
+	if err != nil {
+		return NotOwner, fmt.Errorf("stream: to delayed: %w", err)
+	}
+	return RetryVerdict(n), nil
+}
+
+// PromoteDue moves up to limit members of shard's delayed set that are due at now back to
+// their lane as new entries, keeping attempt and enqueued_at. It is one atomic script, safe to
+// run on every replica.
+func (s *Store) PromoteDue(ctx context.Context, shard int, now time.Time, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, nil
+	}
+	k := s.Keys(shard)
+	n, err := promoteScript.Run(ctx, s.c,
+		[]string{k.Delayed, k.DelayedData, k.Rcpt, k.Dead},
+		ms(now), limit, k.LanePrefix, Group, s.o.DeadMaxLen,
+	).Int64()
+	if err != nil {
+		return 0, fmt.Errorf("stream: promote: %w", err)
+	}
+	return int(n), nil
+}

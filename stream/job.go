@@ -1,0 +1,356 @@
+package stream
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/url"
+	"time"
+
+	"github.com/webpush-gateway/webpush-gateway/ece"
+)
+
+// Limits of the job format v1 (docs/job-format.md).
+const (
+	// MaxEntryBytes is the largest job entry accepted; larger entries are INVALID_JOB.
+	MaxEntryBytes = 64 << 10
+	// MaxIDLen is the longest job id.
+	MaxIDLen = 128
+	// MaxEndpointLen is the longest subscription endpoint.
+	MaxEndpointLen = 8 << 10
+	// MaxCiphertext is the largest pre-encrypted body.
+	MaxCiphertext = 5000
+	// MaxPayload is the largest plaintext payload: what fits one 4096-byte aes128gcm body.
+	MaxPayload = ece.MaxPlaintext
+	// MaxTopicLen is the longest Topic (RFC 8030 section 5.4).
+	MaxTopicLen = 32
+	// MaxRecipientLen bounds the fairness key, which becomes a field of the rcpt hash.
+	MaxRecipientLen = 256
+	// MaxVAPIDKeyLen bounds the key name.
+	MaxVAPIDKeyLen = 128
+	// DefaultTTL is the ttl of a job that gives none: 28 days, what most push services keep.
+	DefaultTTL = 2419200
+	// DefaultVAPIDKey is the key name of a job that gives none.
+	DefaultVAPIDKey = "default"
+)
+
+// jobFields are the top-level fields of format v1, in the order they are validated.
+var jobFields = []string{
+	"id", "subscription", "payload", "payload_encoding", "ciphertext", "ttl",
+	"urgency", "topic", "vapid_key", "recipient", "enqueued_at",
+}
+
+// Job is a decoded, structurally valid delivery job. Provider routing (https only, known
+// authority) and the existence of the named VAPID key are checked by the intake loop.
+type Job struct {
+	ID           string
+	Subscription Subscription
+	// Payload is the plaintext to encrypt (already base64-decoded when payload_encoding was
+	// "base64"); Ciphertext is an aes128gcm body sent as is. At most one is set; neither is an
+	// empty push, which RFC 8030 allows.
+	Payload    []byte
+	Ciphertext []byte
+	// TTL is the time to live in seconds the upstream asked for, counted from EnqueuedAt.
+	TTL       int
+	Urgency   string
+	Topic     string
+	VAPIDKey  string
+	Recipient string
+	// EnqueuedAt is when the upstream enqueued the job (or when intake first saw it).
+	EnqueuedAt time.Time
+}
+
+// Subscription is the browser's PushSubscription JSON.
+type Subscription struct {
+	Endpoint       string `json:"endpoint"`
+	ExpirationTime *int64 `json:"expirationTime,omitempty"`
+	Keys           struct {
+		P256dh string `json:"p256dh"`
+		Auth   string `json:"auth"`
+	} `json:"keys"`
+}
+
+// ErrInvalidJob is what every InvalidJobError unwraps to.
+var ErrInvalidJob = errors.New("stream: invalid job")
+
+// InvalidJobError says why a job was refused. Reason names the field and never quotes an
+// endpoint or a key.
+type InvalidJobError struct{ Reason string }
+
+func (e *InvalidJobError) Error() string { return "stream: invalid job: " + e.Reason }
+
+// Unwrap returns ErrInvalidJob.
+func (e *InvalidJobError) Unwrap() error { return ErrInvalidJob }
+
+func invalid(format string, a ...any) error {
+	return &InvalidJobError{Reason: fmt.Sprintf(format, a...)}
+}
+
+// DecodeJob decodes and validates one job entry. now is the default for enqueued_at and the
+// upper bound for it (an enqueued_at in the future, from a skewed upstream clock, is taken as
+// now so that it cannot lengthen the job's TTL). The first problem found is reported.
+func DecodeJob(raw []byte, now time.Time) (*Job, error) {
+	if len(raw) > MaxEntryBytes {
+		return nil, invalid("entry is %d bytes; at most %d", len(raw), MaxEntryBytes)
+	}
+	fields, err := splitObject(raw, "", jobFields)
+	if err != nil {
+		return nil, err
+	}
+	j := &Job{TTL: DefaultTTL, VAPIDKey: DefaultVAPIDKey, EnqueuedAt: now}
+
+	if j.ID, err = requiredString(fields, "id"); err != nil {
+		return nil, err
+	}
+	if err := checkID(j.ID); err != nil {
+		return nil, err
+	}
+	sub, ok := fields["subscription"]
+	if !ok {
+		return nil, invalid("subscription: required")
+	}
+	if err := decodeSubscription(sub, &j.Subscription); err != nil {
+		return nil, err
+	}
+	if err := decodeBody(fields, j); err != nil {
+		return nil, err
+	}
+	if raw, ok := fields["ttl"]; ok {
+		n, err := wholeNumber(raw)
+		if err != nil {
+			return nil, invalid("ttl: %v", err)
+		}
+		if n < 0 {
+			return nil, invalid("ttl: must be at least 0, got %d", n)
+		}
+		if n > math.MaxInt32 {
+			return nil, invalid("ttl: must be at most %d, got %d", math.MaxInt32, n)
+		}
+		j.TTL = int(n)
+	}
+	if s, ok, err := optionalString(fields, "urgency"); err != nil {
+		return nil, err
+	} else if ok {
+		switch s {
+		case "very-low", "low", "normal", "high":
+			j.Urgency = s
+		default:
+			return nil, invalid("urgency: must be one of very-low, low, normal, high")
+		}
+	}
+	if s, ok, err := optionalString(fields, "topic"); err != nil {
+		return nil, err
+	} else if ok {
+		if len(s) > MaxTopicLen || !isBase64URLAlphabet(s) || s == "" {
+			return nil, invalid("topic: must be 1 to %d characters of the URL-safe base64 alphabet", MaxTopicLen)
+		}
+		j.Topic = s
+	}
+	if s, ok, err := optionalString(fields, "vapid_key"); err != nil {
+		return nil, err
+	} else if ok {
+		if s == "" || len(s) > MaxVAPIDKeyLen || !isPrintableASCII(s) {
+			return nil, invalid("vapid_key: must be 1 to %d printable ASCII characters", MaxVAPIDKeyLen)
+		}
+		j.VAPIDKey = s
+	}
+	if s, ok, err := optionalString(fields, "recipient"); err != nil {
+		return nil, err
+	} else if ok {
+		if len(s) > MaxRecipientLen {
+			return nil, invalid("recipient: is %d bytes; at most %d", len(s), MaxRecipientLen)
+		}
+		j.Recipient = s
+	}
+	if raw, ok := fields["enqueued_at"]; ok {
+		t, err := decodeTime(raw)
+		if err != nil {
+			return nil, invalid("enqueued_at: %v", err)
+		}
+		if t.Before(now) {
+			j.EnqueuedAt = t
+		}
+	}
+	return j, nil
+}
+
+func checkID(id string) error {
+	if id == "" || len(id) > MaxIDLen {
+		return invalid("id: must be 1 to %d characters, got %d", MaxIDLen, len(id))
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] < 0x20 || id[i] > 0x7e {
+			return invalid("id: byte %d is not printable ASCII", i)
+		}
+	}
+	return nil
+}
+
+func isPrintableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+func isBase64URLAlphabet(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+func decodeSubscription(raw json.RawMessage, sub *Subscription) error {
+	if kindOf(raw) != "an object" {
+		return invalid("subscription: must be an object, got %s", kindOf(raw))
+	}
+	f, err := splitObject(raw, "subscription", []string{"endpoint", "expirationTime", "keys"})
+	if err != nil {
+		return err
+	}
+	ep, ok := f["endpoint"]
+	if !ok {
+		return invalid("subscription.endpoint: required")
+	}
+	if kindOf(ep) != "a string" || json.Unmarshal(ep, &sub.Endpoint) != nil {
+		return invalid("subscription.endpoint: must be a string, got %s", kindOf(ep))
+	}
+	if err := checkEndpoint(sub.Endpoint); err != nil {
+		return err
+	}
+	if et, ok := f["expirationTime"]; ok {
+		n, err := wholeOrFraction(et)
+		if err != nil {
+			return invalid("subscription.expirationTime: %v", err)
+		}
+		sub.ExpirationTime = &n
+	}
+	keys, ok := f["keys"]
+	if !ok {
+		return invalid("subscription.keys: required")
+	}
+	if kindOf(keys) != "an object" {
+		return invalid("subscription.keys: must be an object, got %s", kindOf(keys))
+	}
+	kf, err := splitObject(keys, "subscription.keys", []string{"p256dh", "auth"})
+	if err != nil {
+		return err
+	}
+	for _, k := range []struct {
+		name string
+		dst  *string
+	}{{"p256dh", &sub.Keys.P256dh}, {"auth", &sub.Keys.Auth}} {
+		v, ok := kf[k.name]
+		if !ok {
+			return invalid("subscription.keys.%s: required", k.name)
+		}
+		if kindOf(v) != "a string" || json.Unmarshal(v, k.dst) != nil {
+			return invalid("subscription.keys.%s: must be a string, got %s", k.name, kindOf(v))
+		}
+	}
+	if _, err := ece.ParseKeys(sub.Keys.P256dh, sub.Keys.Auth); err != nil {
+		if errors.Is(err, ece.ErrBadAuth) {
+			return invalid("subscription.keys.auth: must be base64url of 16 bytes")
+		}
+		return invalid("subscription.keys.p256dh: must be base64url of a 65-byte uncompressed P-256 point")
+	}
+	return nil
+}
+
+// checkEndpoint checks that the endpoint parses as an absolute URL with a host. Whether its
+// scheme and host may be delivered to is the provider registry's decision, at intake. The
+// endpoint is never quoted: its path is a bearer credential.
+func checkEndpoint(ep string) error {
+	if ep == "" {
+		return invalid("subscription.endpoint: must not be empty")
+	}
+	if len(ep) > MaxEndpointLen {
+		return invalid("subscription.endpoint: is %d bytes; at most %d", len(ep), MaxEndpointLen)
+	}
+	u, err := url.Parse(ep)
+	if err != nil {
+		return invalid("subscription.endpoint: not a valid URL")
+	}
+	if !u.IsAbs() || u.Host == "" || u.Opaque != "" {
+		return invalid("subscription.endpoint: not an absolute URL with a host")
+	}
+	return nil
+}
+
+// decodeBody reads payload, payload_encoding and ciphertext.
+func decodeBody(fields map[string]json.RawMessage, j *Job) error {
+	payload, hasPayload, err := optionalString(fields, "payload")
+	if err != nil {
+		return err
+	}
+	enc, hasEnc, err := optionalString(fields, "payload_encoding")
+	if err != nil {
+		return err
+	}
+	ct, hasCT, err := optionalString(fields, "ciphertext")
+	if err != nil {
+		return err
+	}
+	if hasPayload && hasCT {
+		return invalid("payload and ciphertext: give one, not both")
+	}
+	if hasEnc {
+		if enc != "text" && enc != "base64" {
+			return invalid("payload_encoding: must be text or base64")
+		}
+		if !hasPayload {
+			return invalid("payload_encoding: given without payload")
+		}
+	}
+	switch {
+	case hasPayload && enc == "base64":
+		b, err := decodeBase64(payload)
+		if err != nil {
+			return invalid("payload: not valid base64")
+		}
+		j.Payload = b
+	case hasPayload:
+		j.Payload = []byte(payload)
+	case hasCT:
+		b, err := decodeBase64(ct)
+		if err != nil {
+			return invalid("ciphertext: not valid base64")
+		}
+		if len(b) > MaxCiphertext {
+			return invalid("ciphertext: is %d bytes; at most %d", len(b), MaxCiphertext)
+		}
+		if err := checkAES128GCM(b); err != nil {
+			return err
+		}
+		j.Ciphertext = b
+	}
+	if len(j.Payload) > MaxPayload {
+		return invalid("payload: is %d bytes; at most %d (one 4096-byte aes128gcm body)", len(j.Payload), MaxPayload)
+	}
+	return nil
+}
+
+// checkAES128GCM checks the RFC 8188 header: salt(16) rs(4) idlen(1) keyid(idlen), then at least
+// one record holding the 16-byte tag and the padding delimiter.
+func checkAES128GCM(b []byte) error {
+	const fixed = 16 + 4 + 1
+	if len(b) < fixed {
+		return invalid("ciphertext: not an aes128gcm body (%d bytes is shorter than its header)", len(b))
+	}
+	rs := binary.BigEndian.Uint32(b[16:20])
+	idlen := int(b[20])
+	if rs < 18 {
+		return invalid("ciphertext: not an aes128gcm body (record size %d is below 18)", rs)
+	}
+	if len(b) < fixed+idlen+17 {
+		return invalid("ciphertext: not an aes128gcm body (%d bytes leaves no record after the header)", len(b))
+	}
+	return nil
+}

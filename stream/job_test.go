@@ -1,0 +1,217 @@
+package stream
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestDecodeJobValid(t *testing.T) {
+	sub := `"subscription":{"endpoint":"` + testEndpoint + `","expirationTime":null,"keys":{"p256dh":"` + testP256dh + `","auth":"` + testAuth + `"}}`
+	ct := make([]byte, 21+65+17)
+	ct[18] = 0x10 // rs 4096 (big-endian at bytes 16..19)
+	ct[20] = 65
+	ctB64 := base64.StdEncoding.EncodeToString(ct)
+	exp := int64(1767225600000)
+	base := Job{ID: "a", TTL: DefaultTTL, VAPIDKey: "default", EnqueuedAt: t0}
+	base.Subscription.Endpoint = testEndpoint
+	base.Subscription.Keys.P256dh = testP256dh
+	base.Subscription.Keys.Auth = testAuth
+	with := func(f func(j *Job)) Job { j := base; f(&j); return j }
+	cases := []struct {
+		name string
+		raw  string
+		want Job
+	}{
+		{"minimal: an empty push", `{"id":"a",` + sub + `}`, base},
+		{"text payload and every field", `{"id":"a",` + sub + `,"payload":"héllo","payload_encoding":"text","ttl":60,"urgency":"high",` +
+			`"topic":"news-1_A","vapid_key":"k2","recipient":"user:42","enqueued_at":"2025-06-01T11:59:00Z"}`,
+			with(func(j *Job) {
+				j.Payload, j.TTL, j.Urgency, j.Topic, j.VAPIDKey, j.Recipient = []byte("héllo"), 60, "high", "news-1_A", "k2", "user:42"
+				j.EnqueuedAt = t0.Add(-time.Minute)
+			})},
+		{"base64 payload, padded standard alphabet", `{"id":"a",` + sub + `,"payload":"AAEC/w==","payload_encoding":"base64"}`,
+			with(func(j *Job) { j.Payload = []byte{0, 1, 2, 255} })},
+		{"base64 payload, unpadded url alphabet", `{"id":"a",` + sub + `,"payload":"AAEC_w","payload_encoding":"base64"}`,
+			with(func(j *Job) { j.Payload = []byte{0, 1, 2, 255} })},
+		{"ciphertext", `{"id":"a",` + sub + `,"ciphertext":"` + ctB64 + `"}`, with(func(j *Job) { j.Ciphertext = ct })},
+		{"ttl 0, ttl 1e3 style", `{"id":"a",` + sub + `,"ttl":1e3}`, with(func(j *Job) { j.TTL = 1000 })},
+		{"enqueued_at unix ms", `{"id":"a",` + sub + `,"enqueued_at":1748779140000}`, with(func(j *Job) { j.EnqueuedAt = time.UnixMilli(1748779140000) })},
+		{"enqueued_at with offset and fraction", `{"id":"a",` + sub + `,"enqueued_at":"2025-06-01T13:59:30.5+02:00"}`,
+			with(func(j *Job) { j.EnqueuedAt = time.Date(2025, 6, 1, 11, 59, 30, 5e8, time.UTC) })},
+		{"enqueued_at in the future is now", `{"id":"a",` + sub + `,"enqueued_at":"2030-01-01T00:00:00Z"}`, base},
+		{"expirationTime with a fraction", `{"id":"a","subscription":{"endpoint":"` + testEndpoint + `","expirationTime":1767225600000.75,"keys":{"p256dh":"` + testP256dh + `","auth":"` + testAuth + `"}}}`,
+			with(func(j *Job) { j.Subscription.ExpirationTime = &exp })},
+		{"nulls are absent", `{"id":"a",` + sub + `,"payload":null,"ttl":null,"urgency":null,"topic":null,"recipient":null,"enqueued_at":null}`, base},
+		{"http endpoint parses (routing refuses it later)", `{"id":"a","subscription":{"endpoint":"http://push.example/x","keys":{"p256dh":"` + testP256dh + `","auth":"` + testAuth + `"}}}`,
+			with(func(j *Job) { j.Subscription.Endpoint = "http://push.example/x" })},
+		{"id of 128 printable characters", `{"id":"` + strings.Repeat("~", 128) + `",` + sub + `}`, with(func(j *Job) { j.ID = strings.Repeat("~", 128) })},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := DecodeJob([]byte(c.raw), t0)
+			if err != nil {
+				t.Fatalf("DecodeJob: %v", err)
+			}
+			if d := cmp.Diff(&c.want, got); d != "" {
+				t.Errorf("(-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func TestDecodeJobInvalid(t *testing.T) {
+	keys := `"keys":{"p256dh":"` + testP256dh + `","auth":"` + testAuth + `"}`
+	sub := `"subscription":{"endpoint":"` + testEndpoint + `",` + keys + `}`
+	j := func(rest string) string { return `{"id":"a",` + sub + rest + `}` }
+	cases := []struct {
+		name, raw, reason string
+	}{
+		{"bad JSON", `{"id":"a",`, "job: not valid JSON: unexpected end of input"},
+		{"bad JSON character", `{"id":"a" x}`, "job: not valid JSON at byte 10: invalid character 'x' after object key:value pair"},
+		{"not an object", `["a"]`, "job: must be a JSON object, got an array"},
+		{"null", `null`, "job: must be a JSON object, got null"},
+		{"empty", ``, "job: not valid JSON: unexpected end of input"},
+		{"trailing data", `{"id":"a"} {}`, "job: unexpected data after the JSON object"},
+		{"unknown field", j(`,"priority":5`), `unknown field "priority"`},
+		{"unknown field before anything else", `{"Id":"a"}`, `unknown field "Id"`},
+		{"duplicate field", `{"id":"a","id":"b"}`, `duplicate field "id"`},
+		{"missing id", `{` + sub + `}`, "id: required"},
+		{"null id", `{"id":null,` + sub + `}`, "id: required"},
+		{"numeric id", `{"id":5,` + sub + `}`, "id: must be a string, got a number"},
+		{"empty id", `{"id":"",` + sub + `}`, "id: must be 1 to 128 characters, got 0"},
+		{"long id", `{"id":"` + strings.Repeat("a", 129) + `",` + sub + `}`, "id: must be 1 to 128 characters, got 129"},
+		{"id with a newline", `{"id":"a\nb",` + sub + `}`, "id: byte 1 is not printable ASCII"},
+		{"id not ASCII", `{"id":"é",` + sub + `}`, "id: byte 0 is not printable ASCII"},
+		{"missing subscription", `{"id":"a"}`, "subscription: required"},
+		{"subscription a string", `{"id":"a","subscription":"x"}`, "subscription: must be an object, got a string"},
+		{"subscription unknown field", `{"id":"a","subscription":{"endpoint":"` + testEndpoint + `","extra":1,` + keys + `}}`, `subscription: unknown field "extra"`},
+		{"missing endpoint", `{"id":"a","subscription":{` + keys + `}}`, "subscription.endpoint: required"},
+		{"empty endpoint", `{"id":"a","subscription":{"endpoint":"",` + keys + `}}`, "subscription.endpoint: must not be empty"},
+		{"endpoint not a URL", `{"id":"a","subscription":{"endpoint":"https://fcm.googleapis.com/%zz/SECRET",` + keys + `}}`, "subscription.endpoint: not a valid URL"},
+		{"relative endpoint", `{"id":"a","subscription":{"endpoint":"/fcm/send/SECRET",` + keys + `}}`, "subscription.endpoint: not an absolute URL with a host"},
+		{"endpoint without host", `{"id":"a","subscription":{"endpoint":"https:///SECRET",` + keys + `}}`, "subscription.endpoint: not an absolute URL with a host"},
+		{"opaque endpoint", `{"id":"a","subscription":{"endpoint":"mailto:SECRET@example.com",` + keys + `}}`, "subscription.endpoint: not an absolute URL with a host"},
+		{"long endpoint", `{"id":"a","subscription":{"endpoint":"https://h/` + strings.Repeat("S", 8192) + `",` + keys + `}}`, "subscription.endpoint: is 8202 bytes; at most 8192"},
+		{"expirationTime a string", `{"id":"a","subscription":{"endpoint":"` + testEndpoint + `","expirationTime":"soon",` + keys + `}}`, "subscription.expirationTime: must be a number or null, got a string"},
+		{"missing keys", `{"id":"a","subscription":{"endpoint":"` + testEndpoint + `"}}`, "subscription.keys: required"},
+		{"keys an array", `{"id":"a","subscription":{"endpoint":"` + testEndpoint + `","keys":[]}}`, "subscription.keys: must be an object, got an array"},
+		{"missing p256dh", `{"id":"a","subscription":{"endpoint":"` + testEndpoint + `","keys":{"auth":"` + testAuth + `"}}}`, "subscription.keys.p256dh: required"},
+		{"missing auth", `{"id":"a","subscription":{"endpoint":"` + testEndpoint + `","keys":{"p256dh":"` + testP256dh + `"}}}`, "subscription.keys.auth: required"},
+		{"keys unknown field", `{"id":"a","subscription":{"endpoint":"` + testEndpoint + `","keys":{"p256dh":"` + testP256dh + `","auth":"` + testAuth + `","x":"y"}}}`, `subscription.keys: unknown field "x"`},
+		{"p256dh not a point", `{"id":"a","subscription":{"endpoint":"` + testEndpoint + `","keys":{"p256dh":"BAAA","auth":"` + testAuth + `"}}}`, "subscription.keys.p256dh: must be base64url of a 65-byte uncompressed P-256 point"},
+		{"p256dh bad base64", `{"id":"a","subscription":{"endpoint":"` + testEndpoint + `","keys":{"p256dh":"!!!","auth":"` + testAuth + `"}}}`, "subscription.keys.p256dh: must be base64url of a 65-byte uncompressed P-256 point"},
+		{"auth too short", `{"id":"a","subscription":{"endpoint":"` + testEndpoint + `","keys":{"p256dh":"` + testP256dh + `","auth":"AAAA"}}}`, "subscription.keys.auth: must be base64url of 16 bytes"},
+		{"auth a number", `{"id":"a","subscription":{"endpoint":"` + testEndpoint + `","keys":{"p256dh":"` + testP256dh + `","auth":1}}}`, "subscription.keys.auth: must be a string, got a number"},
+		{"payload and ciphertext both", j(`,"payload":"x","ciphertext":"AAAA"`), "payload and ciphertext: give one, not both"},
+		{"payload not a string", j(`,"payload":{"a":1}`), "payload: must be a string, got an object"},
+		{"bad payload base64", j(`,"payload":"%%%","payload_encoding":"base64"`), "payload: not valid base64"},
+		{"bad payload_encoding", j(`,"payload":"x","payload_encoding":"hex"`), "payload_encoding: must be text or base64"},
+		{"payload_encoding without payload", j(`,"payload_encoding":"base64"`), "payload_encoding: given without payload"},
+		{"payload too large", j(`,"payload":"` + strings.Repeat("p", 3994) + `"`), "payload: is 3994 bytes; at most 3993 (one 4096-byte aes128gcm body)"},
+		{"bad ciphertext base64", j(`,"ciphertext":"%%%"`), "ciphertext: not valid base64"},
+		{"ciphertext too short", j(`,"ciphertext":"AAAA"`), "ciphertext: not an aes128gcm body (3 bytes is shorter than its header)"},
+		{"ciphertext too large", j(`,"ciphertext":"` + base64.StdEncoding.EncodeToString(make([]byte, 5001)) + `"`), "ciphertext: is 5001 bytes; at most 5000"},
+		{"ciphertext small record size", j(`,"ciphertext":"` + base64.StdEncoding.EncodeToString(make([]byte, 40)) + `"`), "ciphertext: not an aes128gcm body (record size 0 is below 18)"},
+		{"ttl negative", j(`,"ttl":-1`), "ttl: must be at least 0, got -1"},
+		{"ttl fraction", j(`,"ttl":1.5`), "ttl: must be a whole number, got 1.5"},
+		{"ttl a string", j(`,"ttl":"60"`), "ttl: must be a whole number, got a string"},
+		{"ttl huge", j(`,"ttl":99999999999`), "ttl: must be at most 2147483647, got 99999999999"},
+		{"bad urgency", j(`,"urgency":"urgent"`), "urgency: must be one of very-low, low, normal, high"},
+		{"urgency a number", j(`,"urgency":1`), "urgency: must be a string, got a number"},
+		{"topic too long", j(`,"topic":"` + strings.Repeat("t", 33) + `"`), "topic: must be 1 to 32 characters of the URL-safe base64 alphabet"},
+		{"topic with a space", j(`,"topic":"a b"`), "topic: must be 1 to 32 characters of the URL-safe base64 alphabet"},
+		{"empty vapid_key", j(`,"vapid_key":""`), "vapid_key: must be 1 to 128 printable ASCII characters"},
+		{"recipient too long", j(`,"recipient":"` + strings.Repeat("r", 257) + `"`), "recipient: is 257 bytes; at most 256"},
+		{"enqueued_at bad string", j(`,"enqueued_at":"yesterday"`), "enqueued_at: must be an RFC 3339 time (2006-01-02T15:04:05Z) or unix milliseconds"},
+		{"enqueued_at date only", j(`,"enqueued_at":"2025-06-01"`), "enqueued_at: must be an RFC 3339 time (2006-01-02T15:04:05Z) or unix milliseconds"},
+		{"enqueued_at negative", j(`,"enqueued_at":-5`), "enqueued_at: unix milliseconds must be at least 0, got -5"},
+		{"enqueued_at fraction", j(`,"enqueued_at":1.5`), "enqueued_at: unix milliseconds must be a whole number"},
+		{"enqueued_at a bool", j(`,"enqueued_at":true`), "enqueued_at: must be an RFC 3339 time or unix milliseconds, got a boolean"},
+		{"10 MB entry", `{"id":"a","payload":"` + strings.Repeat("x", 10<<20-23) + `"}`, "entry is 10485760 bytes; at most 65536"},
+		{"one byte too many", `{"id":"a","payload":"` + strings.Repeat("x", 65537-23) + `"}`, "entry is 65537 bytes; at most 65536"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := DecodeJob([]byte(c.raw), t0)
+			if err == nil {
+				t.Fatalf("DecodeJob accepted it: %+v", got)
+			}
+			var ije *InvalidJobError
+			if !errors.As(err, &ije) || !errors.Is(err, ErrInvalidJob) {
+				t.Fatalf("error %v is not an InvalidJobError wrapping ErrInvalidJob", err)
+			}
+			if ije.Reason != c.reason {
+				t.Errorf("reason\n got: %s\nwant: %s", ije.Reason, c.reason)
+			}
+			if err.Error() != "stream: invalid job: "+c.reason {
+				t.Errorf("Error() = %q", err.Error())
+			}
+			for _, secret := range []string{"SECRET", testP256dh, testAuth} {
+				if strings.Contains(err.Error(), secret) {
+					t.Errorf("error leaks a credential: %v", err)
+				}
+			}
+		})
+	}
+}
+
+// FuzzDecodeJob: DecodeJob never panics, never accepts what breaks its own limits, and never
+// puts the endpoint or keys into a reason.
+func FuzzDecodeJob(f *testing.F) {
+	f.Add([]byte(validJob("a")))
+	f.Add([]byte(jobWith("b", map[string]any{"payload": "AAEC", "payload_encoding": "base64", "ttl": 5, "urgency": "low", "enqueued_at": "2025-06-01T00:00:00Z"})))
+	f.Add([]byte(jobWith("c", map[string]any{"payload": nil, "ciphertext": base64.StdEncoding.EncodeToString(make([]byte, 103)), "topic": "t"})))
+	f.Add([]byte(`{"id":"a","id":"a"}`))
+	f.Add([]byte(`{"id":"a","subscription":{"endpoint":"https://x/SECRET","keys":{"p256dh":"A","auth":"B"}},"enqueued_at":1e3}`))
+	f.Add([]byte(`[]`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		j, err := DecodeJob(raw, t0)
+		if err != nil {
+			var ije *InvalidJobError
+			if !errors.As(err, &ije) || ije.Reason == "" {
+				t.Fatalf("error %v is not an InvalidJobError with a reason", err)
+			}
+			// A reason may name a field (unknown or duplicate) but never repeat the endpoint.
+			var lenient struct {
+				Subscription struct {
+					Endpoint string `json:"endpoint"`
+				} `json:"subscription"`
+			}
+			_ = json.Unmarshal(raw, &lenient)
+			ep := lenient.Subscription.Endpoint
+			if len(ep) >= 8 && strings.Contains(ep, "/") && !strings.Contains(ije.Reason, `field "`) && strings.Contains(ije.Reason, ep) {
+				t.Fatalf("reason quotes the endpoint: %s", ije.Reason)
+			}
+			return
+		}
+		switch {
+		case len(raw) > MaxEntryBytes:
+			t.Fatal("accepted an oversized entry")
+		case j.ID == "" || len(j.ID) > MaxIDLen || !isPrintableASCII(j.ID):
+			t.Fatalf("accepted id %q", j.ID)
+		case j.Subscription.Endpoint == "" || len(j.Subscription.Endpoint) > MaxEndpointLen:
+			t.Fatal("accepted a bad endpoint")
+		case j.Payload != nil && j.Ciphertext != nil:
+			t.Fatal("accepted payload and ciphertext")
+		case len(j.Payload) > MaxPayload || len(j.Ciphertext) > MaxCiphertext:
+			t.Fatal("accepted an oversized body")
+		case j.TTL < 0:
+			t.Fatal("accepted a negative ttl")
+		case j.EnqueuedAt.After(t0):
+			t.Fatal("enqueued_at after now")
+		case j.VAPIDKey == "":
+			t.Fatal("empty vapid_key")
+		}
+		switch j.Urgency {
+		case "", "very-low", "low", "normal", "high":
+		default:
+			t.Fatalf("accepted urgency %q", j.Urgency)
+		}
+	})
+}

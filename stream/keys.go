@@ -1,0 +1,84 @@
+package stream
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"hash/crc32"
+	"strconv"
+)
+
+// Group is the consumer group on the intake stream and on every lane stream.
+const Group = "gateway"
+
+// DefaultPrefix is the key prefix when Options.Prefix is empty.
+const DefaultPrefix = "wp"
+
+// Keys are the Redis keys of one shard. Every key shares the "{shard}" hash tag, so all of
+// them live in one Redis Cluster slot and one Lua script may touch any of them.
+type Keys struct {
+	// Base is "<prefix>:{<shard>}:", the start of every key of the shard.
+	Base  string
+	Shard int
+	// Intake is the stream upstreams XADD jobs to (one field, "job").
+	Intake string
+	// Delayed is the ZSET of jobs waiting to retry: member job id, score due time (unix ms).
+	Delayed string
+	// DelayedData is the HASH job id -> JSON of the lane entry to write back when due.
+	DelayedData string
+	// Results is the ledger stream: one entry per job that reached a terminal outcome.
+	Results string
+	// Gone is the stream of endpoints a push service reported gone, for upstreams to prune.
+	Gone string
+	// Dead is the dead-letter stream: invalid jobs, exhausted retries, refused retries.
+	Dead string
+	// Rcpt is the HASH recipient -> number of that recipient's jobs in Delayed.
+	Rcpt string
+	// Heartbeat is reserved for replica heartbeats.
+	Heartbeat string
+	// LanePrefix is the lane stream key without the provider id.
+	LanePrefix string
+}
+
+// KeysFor returns the keys of one shard under prefix (DefaultPrefix when empty).
+func KeysFor(prefix string, shard int) Keys {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	base := prefix + ":{" + strconv.Itoa(shard) + "}:"
+	return Keys{
+		Base:        base,
+		Shard:       shard,
+		Intake:      base + "in",
+		Delayed:     base + "delayed",
+		DelayedData: base + "delayed:data",
+		Results:     base + "results",
+		Gone:        base + "gone",
+		Dead:        base + "dead",
+		Rcpt:        base + "rcpt",
+		Heartbeat:   base + "heartbeat",
+		LanePrefix:  base + "lane:",
+	}
+}
+
+// Lane is the stream of jobs waiting for provider.
+func (k Keys) Lane(provider string) string { return k.LanePrefix + provider }
+
+// Sent is the short-lived mark set when job id was accepted by its push service, so that a
+// redelivered copy is acknowledged without a second send.
+func (k Keys) Sent(id string) string { return k.Base + "sent:" + id }
+
+// GoneMark is the mark set when endpoint was reported gone. The key holds a hash of the
+// endpoint, never the endpoint itself: its path is a bearer credential.
+func (k Keys) GoneMark(endpoint string) string {
+	sum := sha256.Sum256([]byte(endpoint))
+	return k.Base + "gonemark:" + hex.EncodeToString(sum[:16])
+}
+
+// ShardOf is the shard of a job id: CRC-32 (IEEE) of the id modulo shards. Producers and
+// workers in every language must agree on it; shards < 2 means everything is shard 0.
+func ShardOf(jobID string, shards int) int {
+	if shards < 2 {
+		return 0
+	}
+	return int(crc32.ChecksumIEEE([]byte(jobID)) % uint32(shards))
+}

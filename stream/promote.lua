@@ -1,0 +1,54 @@
+-- promote.lua: move due members of the delayed set back to their lane as new entries. Safe to
+-- run on every replica at once: each member is moved by exactly one call.
+--
+-- KEYS[1] delayed ZSET
+-- KEYS[2] delayed:data HASH
+-- KEYS[3] rcpt HASH
+-- KEYS[4] dead stream
+-- ARGV[1] now, unix ms (members with a score <= now are due)
+-- ARGV[2] at most this many members
+-- ARGV[3] lane key prefix of the shard ("<prefix>:{<shard>}:lane:"); the provider id completes
+--         it. Lane keys are built here because the stored provider decides them; they share
+--         the shard's hash tag, so the script still touches one slot.
+-- ARGV[4] consumer group
+-- ARGV[5] dead stream cap (approximate MAXLEN; 0 = none)
+-- Returns the number of members moved to a lane.
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
+local moved = 0
+for _, id in ipairs(due) do
+  local raw = redis.call('HGET', KEYS[2], id)
+  local ok, d = false, nil
+  if raw then
+    ok, d = pcall(cjson.decode, raw)
+  end
+  if ok and type(d) == 'table' and type(d.provider) == 'string' and type(d.job) == 'string' then
+    local lane = ARGV[3] .. d.provider
+    if redis.call('EXISTS', lane) == 0 then
+      redis.call('XGROUP', 'CREATE', lane, ARGV[4], '0', 'MKSTREAM')
+    end
+    redis.call('XADD', lane, '*', 'job', d.job, 'provider', d.provider,
+      'attempt', tostring(d.attempt), 'enqueued_at', tostring(d.enqueued_at))
+    if type(d.recipient) == 'string' and d.recipient ~= '' then
+      if redis.call('HINCRBY', KEYS[3], d.recipient, -1) <= 0 then
+        redis.call('HDEL', KEYS[3], d.recipient)
+      end
+    end
+    moved = moved + 1
+  else
+    -- A member without usable data cannot be delivered; say so rather than drop it.
+    local args = {'XADD', KEYS[4]}
+    if tonumber(ARGV[5]) > 0 then
+      table.insert(args, 'MAXLEN')
+      table.insert(args, '~')
+      table.insert(args, ARGV[5])
+    end
+    for _, v in ipairs({'*', 'id', id, 'code', 'INVALID_JOB', 'reason', 'delayed member has no readable data',
+        'from', KEYS[1], 'entry', '', 'provider', '', 'attempt', '0', 'at', ARGV[1], 'job', raw or ''}) do
+      table.insert(args, v)
+    end
+    redis.call(unpack(args))
+  end
+  redis.call('ZREM', KEYS[1], id)
+  redis.call('HDEL', KEYS[2], id)
+end
+return moved

@@ -1,0 +1,68 @@
+package stream
+
+import (
+	_ "embed"
+
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed reclaim.lua
+	reclaimLua    string
+	reclaimScript = redis.NewScript(reclaimLua)
+)
+
+// Reclaim claims for this consumer up to count entries of stream (on shard) that have been
+// pending longer than minIdle with another consumer (a crashed or stuck worker). Entries whose
+// delivery count, this claim included, exceeds maxDeliveries go to the dead stream ("delivered N
+// times without finishing", code CodeTooManyDeliveries) in the same script instead of being
+// returned; maxDeliveries <= 0 means no limit. Claimed entries are handled like fresh ones.
+func (s *Store) Reclaim(ctx context.Context, shard int, stream string, minIdle time.Duration, count int, maxDeliveries int64) (claimed []Entry, dead int, err error) {
+	return s.reclaim(ctx, shard, stream, minIdle, count, maxDeliveries, s.o.Now())
+}
+
+func (s *Store) reclaim(ctx context.Context, shard int, stream string, minIdle time.Duration, count int, maxDeliveries int64, now time.Time) ([]Entry, int, error) {
+	if count <= 0 {
+		return nil, 0, nil
+	}
+	if maxDeliveries < 0 {
+		maxDeliveries = 0
+	}
+	k := s.Keys(shard)
+	v, err := reclaimScript.Run(ctx, s.c, []string{stream, k.Dead},
+		Group, s.o.Consumer, minIdle.Milliseconds(), count, maxDeliveries, ms(now),
+		CodeTooManyDeliveries, s.o.DeadMaxLen,
+	).Slice()
+	if err != nil {
+		if strings.Contains(err.Error(), "NOGROUP") {
+			return nil, 0, nil // no group yet: nothing was ever read, nothing to claim
+		}
+		return nil, 0, fmt.Errorf("stream: reclaim %s: %w", stream, err)
+	}
+	if len(v) == 0 {
+		return nil, 0, fmt.Errorf("stream: reclaim %s: empty reply", stream)
+	}
+	dead, _ := v[0].(int64)
+	var out []Entry
+	for _, x := range v[1:] {
+		pair, ok := x.([]any)
+		if !ok || len(pair) != 2 {
+			return nil, 0, fmt.Errorf("stream: reclaim %s: unexpected reply %T", stream, x)
+		}
+		id, _ := pair[0].(string)
+		flat, _ := pair[1].([]any)
+		f := make(map[string]string, len(flat)/2)
+		for i := 0; i+1 < len(flat); i += 2 {
+			k, _ := flat[i].(string)
+			v, _ := flat[i+1].(string)
+			f[k] = v
+		}
+		out = append(out, Entry{Stream: stream, ID: id, Fields: f, Shard: shard})
+	}
+	return out, int(dead), nil
+}

@@ -1,0 +1,75 @@
+-- to_delayed.lua: move a lane entry to the delayed set for a retry, or to the dead stream when
+-- a cap refuses it.
+--
+-- KEYS[1] source stream (a lane)
+-- KEYS[2] delayed ZSET (member job id, score due unix ms)
+-- KEYS[3] delayed:data HASH (job id -> JSON of the lane entry to write when due)
+-- KEYS[4] rcpt HASH (recipient -> jobs of that recipient in the delayed set)
+-- KEYS[5] dead stream
+-- ARGV[1]  consumer group
+-- ARGV[2]  source entry id
+-- ARGV[3]  consumer that must own the entry
+-- ARGV[4]  job id
+-- ARGV[5]  provider id
+-- ARGV[6]  recipient ("" = none)
+-- ARGV[7]  due, unix ms
+-- ARGV[8]  attempt number of the retry
+-- ARGV[9]  job (raw JSON)
+-- ARGV[10] enqueued_at, unix ms
+-- ARGV[11] global cap on the delayed set (0 = none)
+-- ARGV[12] cap per recipient (0 = none)
+-- ARGV[13] now, unix ms (the dead record's "at")
+-- ARGV[14] dead record code
+-- ARGV[15] dead stream cap (approximate MAXLEN; 0 = none)
+-- Returns 0 not owner (nothing changed), 1 queued, 2 dead: global cap, 3 dead: recipient cap,
+-- 4 dead: a job with this id is already waiting to retry.
+local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)
+if #p == 0 or p[1][2] ~= ARGV[3] then
+  return 0
+end
+redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
+redis.call('XDEL', KEYS[1], ARGV[2])
+
+local id, recipient = ARGV[4], ARGV[6]
+local verdict, reason = 1, nil
+local maxDelayed, maxPer = tonumber(ARGV[11]), tonumber(ARGV[12])
+if redis.call('ZSCORE', KEYS[2], id) then
+  -- Members are job ids: a second copy would overwrite the first one's data and lose a job.
+  verdict, reason = 4, 'a job with id ' .. id .. ' is already waiting to retry; not retried'
+elseif maxDelayed > 0 then
+  local n = redis.call('ZCARD', KEYS[2])
+  if n >= maxDelayed then
+    verdict, reason = 2, 'delayed set is full (' .. n .. ' jobs); not retried'
+  end
+end
+if verdict == 1 and recipient ~= '' and maxPer > 0 then
+  local n = tonumber(redis.call('HGET', KEYS[4], recipient) or '0')
+  if n >= maxPer then
+    verdict, reason = 3, 'recipient ' .. recipient .. ' has ' .. n .. ' jobs waiting to retry'
+  end
+end
+
+if verdict ~= 1 then
+  local args = {'XADD', KEYS[5]}
+  if tonumber(ARGV[15]) > 0 then
+    table.insert(args, 'MAXLEN')
+    table.insert(args, '~')
+    table.insert(args, ARGV[15])
+  end
+  local fields = {'*', 'id', id, 'code', ARGV[14], 'reason', reason, 'from', KEYS[1], 'entry', ARGV[2],
+    'provider', ARGV[5], 'attempt', tostring(tonumber(ARGV[8]) - 1), 'at', ARGV[13], 'job', ARGV[9]}
+  for _, v in ipairs(fields) do
+    table.insert(args, v)
+  end
+  redis.call(unpack(args))
+  return verdict
+end
+
+redis.call('ZADD', KEYS[2], ARGV[7], id)
+redis.call('HSET', KEYS[3], id, cjson.encode({
+  job = ARGV[9], provider = ARGV[5], attempt = ARGV[8], enqueued_at = ARGV[10], recipient = recipient,
+}))
+if recipient ~= '' then
+  redis.call('HINCRBY', KEYS[4], recipient, 1)
+end
+return 1

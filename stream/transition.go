@@ -1,0 +1,181 @@
+package stream
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed to_lane.lua
+	toLaneLua    string
+	toLaneScript = redis.NewScript(toLaneLua)
+
+	//go:embed to_dead.lua
+	toDeadLua    string
+	toDeadScript = redis.NewScript(toDeadLua)
+
+	//go:embed finish.lua
+	finishLua    string
+	finishScript = redis.NewScript(finishLua)
+
+	//go:embed ack.lua
+	ackLua    string
+	ackScript = redis.NewScript(ackLua)
+)
+
+// allScripts are loaded by Setup. Script.Run uses EVALSHA and falls back to EVAL, so a Redis
+// that restarted (and forgot its script cache) costs one extra round trip, not an error.
+var allScripts = []*redis.Script{
+	toLaneScript, toDeadScript, finishScript, ackScript,
+	toDelayedScript, promoteScript, reclaimScript, cleanConsumerScript,
+}
+
+// MaxDetail bounds the provider detail kept in a ledger, gone or dead record.
+const MaxDetail = 1024
+
+// CodeTooManyDeliveries is the dead record code of an entry that was delivered more than the
+// allowed number of times without any worker finishing it (a job that crashes workers).
+const CodeTooManyDeliveries = "TOO_MANY_DELIVERIES"
+
+// CodeRetryRefused is the dead record code of a refused retry whose RetryRecord has no Code.
+const CodeRetryRefused = "RETRY_REFUSED"
+
+// ToLane moves an intake entry to the lane of provider as attempt 0. It returns false, and
+// changes nothing, when the entry is no longer pending for this consumer.
+func (s *Store) ToLane(ctx context.Context, e Entry, provider string, rawJob string, enqueuedAtMs int64) (bool, error) {
+	lane := s.LaneStream(e.Shard, provider)
+	if err := s.ensureLane(ctx, lane); err != nil {
+		return false, err
+	}
+	return s.runBool(ctx, toLaneScript, "to lane",
+		[]string{e.Stream, lane},
+		Group, e.ID, s.o.Consumer, rawJob, provider, enqueuedAtMs)
+}
+
+// DeadRecord is a dead-letter entry.
+type DeadRecord struct {
+	// ID is the job id when known (an entry that is not JSON has none).
+	ID string
+	// Code is INVALID_JOB, or the code of the last attempt.
+	Code string
+	// Reason says exactly why, naming the field or the limit.
+	Reason   string
+	Attempt  int
+	Provider string
+	// Job is the original entry; it is cut to MaxEntryBytes with a note when larger.
+	Job string
+	At  time.Time
+}
+
+// deadFields are the dead stream fields of d, which left stream `from` (entry id `entry`).
+func deadFields(d DeadRecord, from, entry string) []any {
+	job := d.Job
+	f := []any{
+		"id", d.ID, "code", d.Code, "reason", d.Reason, "from", from, "entry", entry,
+		"provider", d.Provider, "attempt", d.Attempt, "at", ms(d.At),
+	}
+	if len(job) > MaxEntryBytes {
+		f = append(f, "note", fmt.Sprintf("job cut to its first %d of %d bytes", MaxEntryBytes, len(job)))
+		job = job[:MaxEntryBytes]
+	}
+	return append(f, "job", job)
+}
+
+// ToDead moves an intake or lane entry to the dead stream. It returns false, and changes
+// nothing, when the entry is no longer pending for this consumer.
+func (s *Store) ToDead(ctx context.Context, e Entry, d DeadRecord) (bool, error) {
+	k := s.Keys(e.Shard)
+	args := append([]any{Group, e.ID, s.o.Consumer, s.o.DeadMaxLen}, deadFields(d, e.Stream, e.ID)...)
+	return s.runBool(ctx, toDeadScript, "to dead", []string{e.Stream, k.Dead}, args...)
+}
+
+// Result is the terminal outcome of a job.
+type Result struct {
+	ID, Provider, Code string
+	Status             int
+	Detail             string
+	Attempt            int
+	Latency            time.Duration
+	At                 time.Time
+	// Gone also writes the gone stream (with Endpoint) and the endpoint's gone mark.
+	Gone     bool
+	Endpoint string
+	// Sent sets the job's sent mark, so a redelivered copy is acknowledged without a send.
+	Sent bool
+}
+
+// Finish writes the ledger record of r (and, as r asks, the gone record, the gone mark and
+// the sent mark) and removes the entry, in one script. It returns false, and changes nothing,
+// when the entry is no longer pending for this consumer.
+func (s *Store) Finish(ctx context.Context, e Entry, r Result) (bool, error) {
+	k := s.Keys(e.Shard)
+	detail := cut(r.Detail, MaxDetail)
+	ledger := []any{
+		"id", r.ID, "provider", r.Provider, "code", r.Code, "status", r.Status, "detail", detail,
+		"attempt", r.Attempt, "latency_ms", r.Latency.Milliseconds(), "at", ms(r.At),
+	}
+	args := []any{
+		Group, e.ID, s.o.Consumer,
+		boolArg(r.Sent), durMs(s.o.SentTTL),
+		boolArg(r.Gone), durMs(s.o.GoneTTL),
+		s.o.ResultsMaxLen, s.o.GoneMaxLen,
+		len(ledger),
+	}
+	args = append(args, ledger...)
+	if r.Gone {
+		// The one record that carries an endpoint: the upstream needs it to prune the
+		// subscription.
+		args = append(args, "id", r.ID, "provider", r.Provider, "code", r.Code,
+			"endpoint", r.Endpoint, "detail", detail, "at", ms(r.At))
+	}
+	goneMark := k.Base + "gonemark:-" // unused by the script unless r.Gone
+	if r.Gone {
+		goneMark = k.GoneMark(r.Endpoint)
+	}
+	return s.runBool(ctx, finishScript, "finish",
+		[]string{e.Stream, k.Results, k.Gone, k.Sent(r.ID), goneMark}, args...)
+}
+
+// AckSent acknowledges and deletes an entry with no record: a redelivered job whose sent mark
+// exists. It returns false, and changes nothing, when the entry is not pending for this
+// consumer.
+func (s *Store) AckSent(ctx context.Context, e Entry) (bool, error) {
+	return s.runBool(ctx, ackScript, "ack", []string{e.Stream}, Group, e.ID, s.o.Consumer)
+}
+
+func (s *Store) runBool(ctx context.Context, sc *redis.Script, what string, keys []string, args ...any) (bool, error) {
+	n, err := sc.Run(ctx, s.c, keys, args...).Int64()
+	if err != nil {
+		return false, fmt.Errorf("stream: %s: %w", what, err)
+	}
+	return n == 1, nil
+}
+
+func boolArg(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+// WasSent reports whether job id's sent mark exists on shard.
+func (s *Store) WasSent(ctx context.Context, shard int, id string) (bool, error) {
+	n, err := s.c.Exists(ctx, s.Keys(shard).Sent(id)).Result()
+	if err != nil {
+		return false, fmt.Errorf("stream: sent mark: %w", err)
+	}
+	return n == 1, nil
+}
+
+// IsGone reports whether endpoint was reported gone within GoneTTL (its mark on shard exists).
+func (s *Store) IsGone(ctx context.Context, shard int, endpoint string) (bool, error) {
+	n, err := s.c.Exists(ctx, s.Keys(shard).GoneMark(endpoint)).Result()
+	if err != nil {
+		return false, fmt.Errorf("stream: gone mark: %w", err)
+	}
+	return n == 1, nil
+}
