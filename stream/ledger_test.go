@@ -1,0 +1,49 @@
+package stream
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestResultsAndDeadRecordsReadBack(t *testing.T) {
+	e := newEnv(t)
+	s := e.store(t, "c1", Options{}, "fcm")
+	e.enqueue(t, s, validJob("a"), validJob("b"), "not json")
+	in := e.readIntake(t, s, 3)
+	at := time.UnixMilli(1_790_000_000_000)
+	for _, en := range in[:2] {
+		if ok, err := s.ToLane(e.ctx, en, "fcm", en.Fields["job"], at.UnixMilli()); err != nil || !ok {
+			t.Fatalf("ToLane: %v %v", ok, err)
+		}
+	}
+	if ok, err := s.ToDead(e.ctx, in[2], DeadRecord{Code: "INVALID_JOB", Reason: "entry is not JSON", Job: "not json", At: at}); err != nil || !ok {
+		t.Fatalf("ToDead: %v %v", ok, err)
+	}
+	lane := e.readLane(t, s, "fcm", 2)
+	want := []Result{
+		{ID: "a", Provider: "fcm", Code: "ACCEPTED", Status: 201, Attempt: 0, Latency: 12 * time.Millisecond, At: at},
+		{ID: "b", Provider: "fcm", Code: "GONE", Status: 410, Detail: "unsubscribed", Attempt: 1, Latency: 30 * time.Millisecond, At: at},
+	}
+	for i, r := range want {
+		if ok, err := s.Finish(e.ctx, lane[i], r); err != nil || !ok {
+			t.Fatalf("Finish: %v %v", ok, err)
+		}
+	}
+	var got []Result
+	if err := s.Results(e.ctx, func(r Result) { got = append(got, r) }); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("Results (-want +got):\n%s", diff)
+	}
+	var dead []DeadRecord
+	if err := s.DeadRecords(e.ctx, func(d DeadRecord) { dead = append(dead, d) }); err != nil {
+		t.Fatal(err)
+	}
+	wantDead := []DeadRecord{{Code: "INVALID_JOB", Reason: "entry is not JSON", Job: "not json", At: at}}
+	if diff := cmp.Diff(wantDead, dead); diff != "" {
+		t.Fatalf("DeadRecords (-want +got):\n%s", diff)
+	}
+}
