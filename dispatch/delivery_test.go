@@ -1,0 +1,255 @@
+package dispatch
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/webpush-gateway/webpush-gateway/pushsim"
+	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/vapid"
+)
+
+// registryID is the registry entry each pushsim personality's default host routes to.
+var registryID = map[string]string{
+	pushsim.FCM: "fcm", pushsim.Autopush: "autopush", pushsim.Apple: "apple", pushsim.WNS: "wns",
+	pushsim.Generic: "fallback",
+}
+
+func TestBurstAcrossProvidersIsAcceptedOnce(t *testing.T) {
+	e := newEnv(t, envOptions{shards: 2})
+	type want struct {
+		provider, text string
+		ttl            int // TTL pushsim must see; -1: not checked
+	}
+	wants := map[string]want{}
+	var jobs [][]byte
+	// Enqueued 100 s ago with a TTL of an hour: every send must carry the 3500 s that remain.
+	enqueued := e.clock.Now().Add(-100 * time.Second).UnixMilli()
+	for _, p := range pushsim.Providers() {
+		sub := e.subscribe(p, e.key)
+		for i := range 8 {
+			id := fmt.Sprintf("%s-%d", p, i)
+			text := fmt.Sprintf("hello %s #%d ✓", p, i)
+			jobs = append(jobs, job(id, sub, text, "ttl", 3600, "enqueued_at", enqueued, "urgency", "high"))
+			wants[id] = want{registryID[p], text, 3500}
+		}
+		id := p + "-sealed"
+		jobs = append(jobs, ciphertextJob(t, id, sub, "sealed for "+p))
+		wants[id] = want{registryID[p], "sealed for " + p, -1}
+		id = p + "-b64"
+		jobs = append(jobs, job(id, sub, base64.StdEncoding.EncodeToString([]byte("bytes for "+p)), "payload_encoding", "base64"))
+		wants[id] = want{registryID[p], "bytes for " + p, -1}
+	}
+	e.enqueue(jobs...)
+	e.start(e.config(e.store))
+
+	waitFor(t, "a ledger record for every job", func() bool { return len(e.all("results")) >= len(wants) })
+	ledger := e.byID("results")
+	if len(ledger) != len(wants) {
+		t.Errorf("ledger has %d ids, want %d", len(ledger), len(wants))
+	}
+	for id, w := range wants {
+		rs := ledger[id]
+		if len(rs) != 1 {
+			t.Errorf("%s: %d ledger records, want 1", id, len(rs))
+			continue
+		}
+		r := rs[0]
+		if r["code"] != "ACCEPTED" || r["provider"] != w.provider || r["attempt"] != "0" || !strings.HasPrefix(r["status"], "20") {
+			t.Errorf("%s: ledger record %v, want ACCEPTED by %s at attempt 0 with a 2xx", id, r, w.provider)
+		}
+		ds := e.deliveriesOf(id)
+		if len(ds) != 1 {
+			t.Errorf("%s: pushsim saw %d requests, want 1", id, len(ds))
+			continue
+		}
+		if got := string(ds[0].Plaintext); got != w.text {
+			t.Errorf("%s: pushsim decrypted %q, want %q", id, got, w.text)
+		}
+		if w.ttl >= 0 && ds[0].TTL != w.ttl {
+			t.Errorf("%s: TTL sent %d, want the remaining %d", id, ds[0].TTL, w.ttl)
+		}
+	}
+	waitFor(t, "intake and lanes drained", e.queuesEmpty)
+	if dead := e.all("dead"); len(dead) != 0 {
+		t.Errorf("dead records: %v", dead)
+	}
+}
+
+func TestGoneAndKeyMismatchReachLedgerAndGoneStream(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	other, err := vapid.GenerateKey("other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	expired := e.subscribe(pushsim.Autopush, e.key)
+	e.sim.Expire(expired.Endpoint)
+	mismatched := e.subscribe(pushsim.FCM, other) // made with another application server key
+	e.enqueue(job("gone-1", expired, "x"), job("mismatch-1", mismatched, "x"))
+	e.start(e.config(e.store))
+
+	for _, tc := range []struct{ id, code, provider, endpoint string }{
+		{"gone-1", "GONE", "autopush", expired.Endpoint},
+		{"mismatch-1", "KEY_MISMATCH", "fcm", mismatched.Endpoint},
+	} {
+		r := e.waitRecord("results", tc.id)
+		if r["code"] != tc.code || r["provider"] != tc.provider {
+			t.Errorf("%s: ledger %v, want %s by %s", tc.id, r, tc.code, tc.provider)
+		}
+		g := e.waitRecord("gone", tc.id)
+		if g["code"] != tc.code || g["endpoint"] != tc.endpoint {
+			t.Errorf("%s: gone record code %q, endpoint matches %v; want %s and the subscription's endpoint",
+				tc.id, g["code"], g["endpoint"] == tc.endpoint, tc.code)
+		}
+	}
+}
+
+func TestPoisonJobsAreDeadLetteredAmongGoodOnes(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	sub := e.subscribe(pushsim.FCM, e.key)
+	httpSub := sub
+	httpSub.Endpoint = "http://" + strings.TrimPrefix(sub.Endpoint, "https://")
+	in := e.store.IntakeStream(0)
+	huge := `{"id":"huge","payload":"` + strings.Repeat("A", 10<<20-26) + `"}`
+	if len(huge) != 10485760 {
+		t.Fatalf("huge entry is %d bytes", len(huge))
+	}
+	good := func(i int) { e.enqueue(job("good-"+strconv.Itoa(i), sub, "fine "+strconv.Itoa(i))) }
+
+	good(0)
+	e.xadd(in, "job", `{"id":"bad-json","subscription":`)
+	good(1)
+	e.xadd(in, "job", `{"id":"no-sub"}`)
+	good(2)
+	e.enqueue(job("unknown-key", sub, "x", "vapid_key", "marketing"))
+	good(3)
+	e.enqueue(job("plain-http", httpSub, "x"))
+	good(4)
+	e.xadd(in, "job", huge)
+	good(5)
+	e.xadd(in, "data", "upstream used the wrong field name")
+	good(6)
+	e.enqueue(job("colourful", sub, "x", "colour", "red"))
+	good(7)
+	e.xadd(in, "job", `[1,2]`)
+	good(8)
+	e.start(e.config(e.store))
+
+	wantDead := []struct{ id, reason string }{
+		{"bad-json", "job: not valid JSON: unexpected end of input"},
+		{"no-sub", "subscription: required"},
+		{"unknown-key", `vapid_key: no key named "marketing" is configured`},
+		{"plain-http", "subscription.endpoint: not https"},
+		{"huge", "entry is 10485760 bytes; at most 65536"},
+		{"", `entry has no "job" field`},
+		{"colourful", `unknown field "colour"`},
+		{"", "job: must be a JSON object, got an array"},
+	}
+	waitFor(t, "every poison job dead-lettered", func() bool { return len(e.all("dead")) >= len(wantDead) })
+	for i := range 9 {
+		id := "good-" + strconv.Itoa(i)
+		if r := e.waitRecord("results", id); r["code"] != "ACCEPTED" {
+			t.Errorf("%s: %v, want ACCEPTED", id, r)
+		}
+	}
+	dead := e.all("dead")
+	if len(dead) != len(wantDead) {
+		t.Fatalf("%d dead records, want %d", len(dead), len(wantDead))
+	}
+	for i, w := range wantDead {
+		d := dead[i] // one shard, one intake loop: dead records keep the intake order
+		if d["id"] != w.id || d["reason"] != w.reason || d["code"] != "INVALID_JOB" || d["from"] != in || d["attempt"] != "0" {
+			t.Errorf("dead record %d: id %q code %q reason %q from %q attempt %q; want id %q INVALID_JOB %q from %s attempt 0",
+				i, d["id"], d["code"], d["reason"], d["from"], d["attempt"], w.id, w.reason, in)
+		}
+		if w.id == "huge" && (len(d["job"]) != stream.MaxEntryBytes || d["note"] == "") {
+			t.Errorf("the 10 MB entry's dead record keeps %d bytes with note %q; want the first %d and a note",
+				len(d["job"]), d["note"], stream.MaxEntryBytes)
+		}
+	}
+	if d := dead[0]; d["job"] != `{"id":"bad-json","subscription":` {
+		t.Errorf("dead record keeps job %q, want the original entry", d["job"])
+	}
+	for _, d := range e.sim.Deliveries() {
+		if !strings.HasPrefix(d.JobID, "good-") {
+			t.Errorf("pushsim saw job %q, which is poison", d.JobID)
+		}
+	}
+	waitFor(t, "intake and lanes drained", e.queuesEmpty)
+}
+
+func TestRedeliveredJobWithSentMarkIsNotSentAgain(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	sub := e.subscribe(pushsim.FCM, e.key)
+	j := job("once", sub, "only once")
+	e.enqueue(j)
+	w1 := e.start(e.config(e.store))
+	e.waitRecord("results", "once")
+	if err := w1.stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+
+	// The upstream enqueues the job again, and a consumer that then dies ("ghost") reads the
+	// copy from the lane: it is pending, idle, and must be reclaimed by the next worker.
+	e.enqueue(j)
+	ghost := e.newStore("ghost")
+	ctx := context.Background()
+	ins, err := ghost.ReadIntake(ctx, 0, 10, 0)
+	if err != nil || len(ins) != 1 {
+		t.Fatalf("ghost ReadIntake: %d entries, %v", len(ins), err)
+	}
+	if ok, err := ghost.ToLane(ctx, ins[0], "fcm", string(j), e.clock.Now().UnixMilli()); !ok || err != nil {
+		t.Fatalf("ghost ToLane: %v %v", ok, err)
+	}
+	lane := e.store.LaneStream(0, "fcm")
+	if got, err := ghost.ReadLane(ctx, 0, "fcm", 10, 0); err != nil || len(got) != 1 {
+		t.Fatalf("ghost ReadLane: %d entries, %v", len(got), err)
+	}
+
+	cfg := e.config(e.newStore("w2"))
+	cfg.VisibilityTimeout = 50 * time.Millisecond
+	e.start(cfg)
+	waitFor(t, "the reclaimed copy acknowledged", func() bool { return e.pending(lane) == 0 && e.queuesEmpty() })
+
+	// A copy arriving while the worker runs goes the same way, through intake.
+	e.enqueue(j)
+	waitFor(t, "the second copy acknowledged", func() bool { return e.queuesEmpty() && e.pending(lane) == 0 })
+
+	if n := len(e.deliveriesOf("once")); n != 1 {
+		t.Errorf("pushsim saw %d requests for the job, want 1", n)
+	}
+	if n := len(e.byID("results")["once"]); n != 1 {
+		t.Errorf("%d ledger records, want 1", n)
+	}
+}
+
+func TestRedisOutageIsRetriedWithoutSpinning(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	sub := e.subscribe(pushsim.Apple, e.key)
+	e.enqueue(job("before", sub, "before the outage"))
+	e.start(e.config(e.store))
+	e.waitRecord("results", "before")
+
+	e.redis.Kill()
+	failures := func() int { return strings.Count(e.logs.String(), "retrying") }
+	waitFor(t, "the loops to notice the outage", func() bool { return failures() >= 10 })
+	// Nine loops here (intake, five lanes, promoter, reclaimer, janitor) backing off from
+	// 100 ms doubling make a handful of lines each in a second; a spinning loop makes thousands.
+	outage := time.Now()
+	waitFor(t, "a second of outage", func() bool { return time.Since(outage) > time.Second })
+	n := failures()
+	t.Logf("%d failure lines in %v of outage", n, time.Since(outage))
+	if n > 150 {
+		t.Errorf("%d failure lines in about a second of outage: a loop is spinning", n)
+	}
+	e.redis.Restart()
+	e.enqueue(job("after", sub, "after the outage"))
+	if r := e.waitRecord("results", "after"); r["code"] != "ACCEPTED" {
+		t.Errorf("after the outage: %v", r)
+	}
+}

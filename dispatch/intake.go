@@ -1,0 +1,173 @@
+package dispatch
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/webpush-gateway/webpush-gateway/providers"
+	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/taxonomy"
+)
+
+// intakeParams configure the intake loop of one shard.
+type intakeParams struct {
+	cfg   *Config // shared, read-only after Run applied the defaults
+	shard int
+}
+
+// intake reads a shard's intake stream in batches, validates each job, and moves it to its
+// provider's lane, or to dead with the exact reason. It never sends: a batch moves at Redis
+// speed whatever the push services are doing.
+type intake struct {
+	intakeParams
+	stopper
+}
+
+func newIntake(p intakeParams) *intake {
+	return &intake{intakeParams: p, stopper: newStopper()}
+}
+
+// start runs the loop in a goroutine counted in wg.
+func (in *intake) start(wg *sync.WaitGroup) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		in.run()
+	}()
+}
+
+func (in *intake) run() {
+	ctx, cancel := untilClosed(in.done)
+	defer cancel()
+	cfg, log := in.cfg, in.cfg.Logger
+	var p pause
+	for ctx.Err() == nil {
+		// The read blocks for at most Block, which is what bounds how long shutdown waits for it.
+		entries, err := cfg.Store.ReadIntake(ctx, in.shard, cfg.IntakeBatch, cfg.Block)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			log.Warn("dispatch: intake read failed; retrying", "shard", in.shard, "err", err)
+			p.wait(ctx, nil)
+			continue
+		}
+		p.reset()
+		// A batch that was read is moved even when the stop comes meanwhile: moving is quick
+		// and sends nothing, and an entry left pending would wait a visibility timeout for a
+		// reclaimer. Once stopped, a failed move is not retried and ends the batch. An entry
+		// whose move fails stays pending under this consumer, so moving on loses nothing.
+		mctx := context.WithoutCancel(ctx)
+		for _, e := range entries {
+			if err := in.handle(mctx, e); err != nil && closed(in.done) {
+				break
+			}
+		}
+	}
+}
+
+// handle validates one intake entry and moves it to its lane or to dead. It is also how the
+// reclaimer finishes intake entries a dead consumer left pending; it keeps no state, so both
+// may call it at once.
+func (in *intake) handle(ctx context.Context, e stream.Entry) error {
+	cfg := in.cfg
+	raw, ok := e.Fields["job"]
+	if !ok {
+		return in.dead(ctx, e, "", `entry has no "job" field`, "")
+	}
+	job, err := stream.DecodeJob([]byte(raw), cfg.Now())
+	if err != nil {
+		reason := err.Error()
+		var ie *stream.InvalidJobError
+		if errors.As(err, &ie) {
+			reason = ie.Reason
+		}
+		return in.dead(ctx, e, bestEffortID(raw), reason, raw)
+	}
+	route, err := cfg.Registry.Resolve(job.Subscription.Endpoint)
+	if err != nil {
+		return in.dead(ctx, e, job.ID, endpointReason(err), raw)
+	}
+	if _, ok := cfg.Keys[job.VAPIDKey]; !ok {
+		// The key name is configuration, not a secret: naming it tells the operator which
+		// --vapid-key is missing.
+		return in.dead(ctx, e, job.ID, fmt.Sprintf("vapid_key: no key named %q is configured", job.VAPIDKey), raw)
+	}
+	provider := route.Provider.ID
+	return in.move(ctx, "to lane", e, func(ctx context.Context) (bool, error) {
+		return cfg.Store.ToLane(ctx, e, provider, raw, job.EnqueuedAt.UnixMilli())
+	})
+}
+
+// dead dead-letters an intake entry as INVALID_JOB: it was never sent.
+func (in *intake) dead(ctx context.Context, e stream.Entry, id, reason, raw string) error {
+	d := stream.DeadRecord{
+		ID: id, Code: string(taxonomy.InvalidJob), Reason: reason, Job: raw, At: in.cfg.Now(),
+	}
+	in.cfg.Logger.Info("dispatch: invalid job dead-lettered", "shard", e.Shard, "id", id, "reason", reason)
+	return in.move(ctx, "to dead", e, func(ctx context.Context) (bool, error) {
+		return in.cfg.Store.ToDead(ctx, e, d)
+	})
+}
+
+// move runs one state change of an intake entry, retrying Redis errors for up to the
+// visibility timeout. A false result means another consumer owns the entry now, which is
+// not an error: that consumer moves it.
+func (in *intake) move(ctx context.Context, what string, e stream.Entry, op func(context.Context) (bool, error)) error {
+	var owned bool
+	err := retryRedis(ctx, in.done, in.cfg.Logger, what, in.cfg.VisibilityTimeout, func(ctx context.Context) (err error) {
+		owned, err = op(ctx)
+		return err
+	})
+	if err == nil && !owned {
+		in.cfg.Logger.Debug("dispatch: entry reclaimed by another consumer; left to it", "stream", e.Stream, "entry", e.ID)
+	}
+	return err
+}
+
+// endpointReason is the dead-letter reason for an endpoint the registry refuses. Resolve's
+// errors never quote the endpoint.
+func endpointReason(err error) string {
+	if errors.Is(err, providers.ErrNotHTTPS) {
+		return "subscription.endpoint: not https"
+	}
+	return "subscription.endpoint: " + strings.TrimPrefix(err.Error(), "providers: ")
+}
+
+// bestEffortID finds the "id" of a job that failed validation, so its dead record can be
+// matched by the upstream and by audit. It reads tokens only as far as the id, so it works on
+// a job whose JSON breaks after the id, and it gives up on anything unusual.
+func bestEffortID(raw string) string {
+	dec := json.NewDecoder(strings.NewReader(raw))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return ""
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		if tok == "id" {
+			v, err := dec.Token()
+			id, ok := v.(string)
+			if err != nil || !ok || id == "" || len(id) > stream.MaxIDLen || !printable(id) {
+				return ""
+			}
+			return id
+		}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return ""
+		}
+	}
+	return ""
+}
+
+func printable(s string) bool {
+	return bytes.IndexFunc([]byte(s), func(r rune) bool { return r < 0x20 || r > 0x7e }) < 0
+}

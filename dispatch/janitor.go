@@ -1,0 +1,79 @@
+package dispatch
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// janitorParams configure the consumer janitor.
+type janitorParams struct {
+	cfg       *Config // shared, read-only after Run applied the defaults
+	providers []string
+}
+
+// janitor removes consumers that left the groups (every restarted pod is a new consumer) once
+// they have been idle for JanitorIdle. The store's script removes a consumer only when it has
+// nothing pending, so no entry ever becomes unclaimable; this loop only decides when to ask.
+type janitor struct {
+	janitorParams
+	stopper
+}
+
+func newJanitor(p janitorParams) *janitor {
+	return &janitor{janitorParams: p, stopper: newStopper()}
+}
+
+// start runs the loop in a goroutine counted in wg.
+func (j *janitor) start(wg *sync.WaitGroup) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		j.run()
+	}()
+}
+
+func (j *janitor) run() {
+	ctx, cancel := untilClosed(j.done)
+	defer cancel()
+	t := time.NewTicker(j.cfg.JanitorEvery)
+	defer t.Stop()
+	var p pause
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := j.clean(ctx); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			j.cfg.Logger.Warn("dispatch: consumer janitor failed; retrying next round", "err", err)
+			p.wait(ctx, nil)
+			continue
+		}
+		p.reset()
+	}
+}
+
+// clean asks the store to remove idle, empty consumers from every grouped stream.
+func (j *janitor) clean(ctx context.Context) error {
+	cfg := j.cfg
+	for s := 0; s < cfg.Store.Shards(); s++ {
+		streams := []string{cfg.Store.IntakeStream(s)}
+		for _, p := range j.providers {
+			streams = append(streams, cfg.Store.LaneStream(s, p))
+		}
+		for _, st := range streams {
+			removed, err := cfg.Store.CleanConsumers(ctx, s, st, cfg.JanitorIdle)
+			if err != nil {
+				return err
+			}
+			if len(removed) > 0 {
+				cfg.Logger.Info("dispatch: idle consumers removed", "stream", st, "consumers", removed)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,109 @@
+package dispatch
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Redis error backoff: every loop waits this long after a failed call, doubling up to the
+// maximum, so a lost Redis costs a log line every few seconds instead of a spinning CPU.
+const (
+	redisRetryMin = 100 * time.Millisecond
+	redisRetryMax = 5 * time.Second
+)
+
+// stopper is the stop signal every loop embeds: shutdown closes done once; the loop's own
+// goroutine turns it into a context with untilClosed.
+type stopper struct {
+	done chan struct{}
+	once sync.Once
+}
+
+func newStopper() stopper { return stopper{done: make(chan struct{})} }
+
+// shutdown tells the loop to stop; it returns at once. The loop's goroutine is waited for
+// through the WaitGroup given to start, so that Run can stop several loops together and then
+// wait for all of them.
+func (s *stopper) shutdown() { s.once.Do(func() { close(s.done) }) }
+
+// untilClosed returns a context that is cancelled when done is closed. The returned cancel
+// must be called; it also waits for the watching goroutine, so nothing outlives the caller.
+func untilClosed(done <-chan struct{}) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		select {
+		case <-done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() {
+		cancel()
+		<-exited
+	}
+}
+
+// pause is the Redis error backoff of one loop. The zero value is ready.
+type pause struct{ next time.Duration }
+
+// wait sleeps the current backoff and doubles it; false when ctx ended or stop (nil: never)
+// was closed first.
+func (p *pause) wait(ctx context.Context, stop <-chan struct{}) bool {
+	p.next = max(p.next, redisRetryMin)
+	t := time.NewTimer(p.next)
+	defer t.Stop()
+	p.next = min(2*p.next, redisRetryMax)
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-stop:
+		return false
+	}
+}
+
+// reset starts the next failure's backoff from the minimum again.
+func (p *pause) reset() { p.next = 0 }
+
+// retryRedis runs op until it succeeds, logging each failure and backing off between tries.
+// It gives up when ctx ends, when stop is closed (nil: never), or, when limit > 0, once limit
+// has passed: a state change that cannot be written within the visibility timeout is left to
+// the reclaimer, which will find the entry still pending, rather than holding an in-flight slot
+// for as long as Redis is gone. Errors from stream never carry an endpoint or key material, so
+// they are logged as they are.
+func retryRedis(ctx context.Context, stop <-chan struct{}, log *slog.Logger, what string, limit time.Duration, op func(context.Context) error) error {
+	if limit > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, limit)
+		defer cancel()
+	}
+	var p pause
+	for {
+		err := op(ctx)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil || closed(stop) {
+			return err
+		}
+		log.Warn("dispatch: redis call failed; retrying", "op", what, "err", err, "retry_in", max(p.next, redisRetryMin))
+		if !p.wait(ctx, stop) {
+			return err
+		}
+	}
+}
+
+// closed reports whether ch is closed; a nil ch never is.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}

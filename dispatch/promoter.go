@@ -1,0 +1,85 @@
+package dispatch
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// promoteLimit is how many due retries one PromoteDue call moves: enough to drain a backlog in
+// a few calls, small enough that one script never holds Redis for long.
+const promoteLimit = 500
+
+// promoteRounds bounds the calls per shard per tick, so a huge backlog on one shard does not
+// keep the others waiting; the next tick continues.
+const promoteRounds = 20
+
+// promoterParams configure the promoter.
+type promoterParams struct {
+	cfg *Config // shared, read-only after Run applied the defaults
+}
+
+// promoter moves due members of every shard's delayed set back to their lanes, every
+// PromoteEvery. Due is decided by cfg.Now, so tests step a clock. The move is one atomic
+// script, so every replica runs a promoter and none needs to be elected.
+type promoter struct {
+	promoterParams
+	stopper
+}
+
+func newPromoter(p promoterParams) *promoter {
+	return &promoter{promoterParams: p, stopper: newStopper()}
+}
+
+// start runs the loop in a goroutine counted in wg.
+func (pr *promoter) start(wg *sync.WaitGroup) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		pr.run()
+	}()
+}
+
+func (pr *promoter) run() {
+	ctx, cancel := untilClosed(pr.done)
+	defer cancel()
+	t := time.NewTicker(pr.cfg.PromoteEvery)
+	defer t.Stop()
+	var p pause
+	for {
+		if err := pr.promote(ctx); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			pr.cfg.Logger.Warn("dispatch: promoting due retries failed; retrying", "err", err)
+			p.wait(ctx, nil)
+			continue
+		}
+		p.reset()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// promote runs one round over every shard.
+func (pr *promoter) promote(ctx context.Context) error {
+	cfg := pr.cfg
+	for s := 0; s < cfg.Store.Shards(); s++ {
+		for range promoteRounds {
+			n, err := cfg.Store.PromoteDue(ctx, s, cfg.Now(), promoteLimit)
+			if err != nil {
+				return err
+			}
+			if n > 0 {
+				cfg.Logger.Debug("dispatch: retries promoted", "shard", s, "count", n)
+			}
+			if n < promoteLimit {
+				break
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,124 @@
+package dispatch
+
+import (
+	"context"
+	"github.com/webpush-gateway/webpush-gateway/stream"
+	"sync"
+	"time"
+)
+
+// reclaimRounds bounds the intake reclaim calls per shard per tick; the next tick continues.
+const reclaimRounds = 10
+
+// reclaimerParams configure the reclaimer.
+type reclaimerParams struct {
+	cfg       *Config            // shared, read-only after Run applied the defaults
+	intakes   []*intake          // by shard
+	lanes     []map[string]*lane // by shard, then provider id
+	providers []string           // provider ids, in registry order
+}
+
+// reclaimer takes over entries that another consumer read and then left idle for longer than
+// the visibility timeout: that consumer died, or lost Redis, or is stuck. XAUTOCLAIM (in
+// stream's Reclaim) moves them to this consumer; entries delivered more than MaxDeliveries
+// times go to dead in the same script, so a job that kills every worker that reads it cannot
+// go round forever.
+//
+// A claimed entry is handled exactly like a fresh one: an intake entry through the intake's
+// handling, here; a lane entry through its lane, which starts it when it has a free in-flight
+// slot. The reclaimer never claims more lane entries than the provider has free slots, so
+// reclaimed work respects the same budget as read work.
+type reclaimer struct {
+	reclaimerParams
+	stopper
+}
+
+func newReclaimer(p reclaimerParams) *reclaimer {
+	return &reclaimer{reclaimerParams: p, stopper: newStopper()}
+}
+
+// start runs the loop in a goroutine counted in wg.
+func (r *reclaimer) start(wg *sync.WaitGroup) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r.run()
+	}()
+}
+
+func (r *reclaimer) run() {
+	ctx, cancel := untilClosed(r.done)
+	defer cancel()
+	t := time.NewTicker(r.cfg.ReclaimEvery)
+	defer t.Stop()
+	var p pause
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := r.reclaim(ctx); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			r.cfg.Logger.Warn("dispatch: reclaim failed; retrying", "err", err)
+			p.wait(ctx, nil)
+			continue
+		}
+		p.reset()
+	}
+}
+
+// reclaim runs one round over every shard's intake and lanes.
+func (r *reclaimer) reclaim(ctx context.Context) error {
+	cfg := r.cfg
+	for s := 0; s < cfg.Store.Shards(); s++ {
+		for range reclaimRounds {
+			claimed, err := r.claim(ctx, s, cfg.Store.IntakeStream(s), cfg.IntakeBatch)
+			if err != nil {
+				return err
+			}
+			for _, e := range claimed {
+				_ = r.intakes[s].handle(ctx, e) // a failed move leaves e pending for a later round
+			}
+			if len(claimed) < cfg.IntakeBatch {
+				break
+			}
+		}
+		for _, p := range r.providers {
+			l := r.lanes[s][p]
+			room := l.room()
+			if room == 0 {
+				continue // the provider's slots are taken; its entries wait for a later round
+			}
+			claimed, err := r.claim(ctx, s, cfg.Store.LaneStream(s, p), room)
+			if err != nil {
+				return err
+			}
+			for _, e := range claimed {
+				if !l.offer(e) {
+					// Only the reclaimer offers, and it claimed no more than the room: this
+					// cannot happen, but if it did the entry stays pending for the next round.
+					cfg.Logger.Warn("dispatch: lane had no room for a reclaimed entry", "stream", e.Stream, "entry", e.ID)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func (r *reclaimer) claim(ctx context.Context, shard int, stream string, count int) ([]stream.Entry, error) {
+	cfg := r.cfg
+	claimed, dead, err := cfg.Store.Reclaim(ctx, shard, stream, cfg.VisibilityTimeout, count, cfg.MaxDeliveries)
+	if err != nil {
+		return nil, err
+	}
+	if dead > 0 {
+		cfg.Logger.Warn("dispatch: entries delivered too many times dead-lettered", "stream", stream, "count", dead)
+	}
+	if len(claimed) > 0 {
+		cfg.Logger.Info("dispatch: entries reclaimed", "stream", stream, "count", len(claimed))
+	}
+	return claimed, nil
+}

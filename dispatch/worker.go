@@ -1,0 +1,263 @@
+// Package dispatch runs the worker: the loops that take delivery jobs from Redis Streams
+// (through package stream, the only code that talks to Redis), send them through the adapters
+// and record where each job goes next.
+//
+// One Run starts, per shard, an intake loop (validate, route, move to a provider's lane) and one
+// lane consumer per provider (read only as many jobs as the provider has free in-flight slots,
+// send, record the outcome), plus one promoter (due retries back to their lanes), one reclaimer
+// (entries a dead consumer left pending) and one janitor (idle consumers with nothing pending).
+// Every move of a job is one atomic script in stream that first checks the entry is still this
+// consumer's, so a worker that lost an entry to the reclaimer cannot act on it, and a job is in
+// exactly one place at a time.
+//
+// Delivery is at least once: an entry is acknowledged only after its outcome is written, so a
+// worker that dies mid-send leaves the entry pending and another replica reclaims and sends it
+// again (unless the sent mark says the first send was accepted).
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/webpush-gateway/webpush-gateway/adapter"
+	"github.com/webpush-gateway/webpush-gateway/limits"
+	"github.com/webpush-gateway/webpush-gateway/providers"
+	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/taxonomy"
+	"github.com/webpush-gateway/webpush-gateway/vapid"
+)
+
+// Sender sends one message and says what came of it; *adapter.Sender is one. Declared here, by
+// its only caller, so tests can put anything behind it.
+type Sender interface {
+	Send(ctx context.Context, m *adapter.Message) taxonomy.Outcome
+}
+
+// Config is everything Run needs. Zero durations and counts take the defaults listed per field.
+type Config struct {
+	Store    *stream.Store       // required; its Options name this process's consumer
+	Sender   Sender              // required
+	Registry *providers.Registry // required: lanes are its providers, routing is its Resolve
+	// Keys are the VAPID keys by the name jobs give in vapid_key ("default" when a job gives
+	// none). Required, at least one.
+	Keys map[string]*vapid.Key
+
+	// Now is the clock for TTLs, retry due times and ledger times; default time.Now.
+	Now func() time.Time
+	// Rand draws the retry jitter in [0, 1); default math/rand/v2's Float64. Lane consumers call
+	// it concurrently, so it must be safe for concurrent use.
+	Rand func() float64
+	// Backoff defaults to 5 s doubling to 10 min, 8 retries; MaxRetries < 0 turns retries off.
+	Backoff Backoff
+
+	// MaxDelayed caps the delayed set of a shard and MaxPerRecipient a recipient's jobs in it;
+	// past a cap a retry goes to dead with the cap named. Defaults 1,000,000 and 1,000; a
+	// negative value means no cap.
+	MaxDelayed      int64
+	MaxPerRecipient int64
+
+	VisibilityTimeout time.Duration // idle time before another consumer may reclaim an entry; default 60 s
+	MaxDeliveries     int64         // deliveries of one entry before it is dead-lettered; default 5
+	Grace             time.Duration // how long in-flight sends may run on after shutdown begins; default 25 s
+	Block             time.Duration // longest blocking read, which bounds shutdown's wait for a reader; default 1 s
+	IntakeBatch       int           // intake entries per read; default 100
+	PromoteEvery      time.Duration // default 250 ms
+	ReclaimEvery      time.Duration // default 5 s
+	JanitorEvery      time.Duration // default 60 s
+	JanitorIdle       time.Duration // a consumer idle this long with nothing pending is removed; default 10 min
+
+	Logger *slog.Logger // default slog.Default()
+}
+
+// withDefaults checks the required fields and fills every zero field with its default.
+func (c Config) withDefaults() (Config, error) {
+	switch {
+	case c.Store == nil:
+		return c, errors.New("dispatch: Config.Store is required")
+	case c.Sender == nil:
+		return c, errors.New("dispatch: Config.Sender is required")
+	case c.Registry == nil:
+		return c, errors.New("dispatch: Config.Registry is required")
+	case len(c.Keys) == 0:
+		return c, errors.New("dispatch: Config.Keys needs at least one VAPID key")
+	}
+	for name, k := range c.Keys {
+		if k == nil {
+			return c, errors.New("dispatch: Config.Keys[" + name + "] is nil")
+		}
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Rand == nil {
+		c.Rand = rand.Float64
+	}
+	setDefault(&c.Backoff.Base, 5*time.Second)
+	setDefault(&c.Backoff.Cap, 10*time.Minute)
+	switch {
+	case c.Backoff.MaxRetries == 0:
+		c.Backoff.MaxRetries = 8
+	case c.Backoff.MaxRetries < 0:
+		c.Backoff.MaxRetries = 0 // retries off: a retryable outcome goes straight to dead
+	}
+	if c.MaxDelayed == 0 {
+		c.MaxDelayed = 1_000_000
+	}
+	if c.MaxPerRecipient == 0 {
+		c.MaxPerRecipient = 1_000
+	}
+	setDefault(&c.VisibilityTimeout, 60*time.Second)
+	setDefault(&c.MaxDeliveries, 5)
+	setDefault(&c.Grace, 25*time.Second)
+	setDefault(&c.Block, time.Second)
+	setDefault(&c.IntakeBatch, 100)
+	setDefault(&c.PromoteEvery, 250*time.Millisecond)
+	setDefault(&c.ReclaimEvery, 5*time.Second)
+	setDefault(&c.JanitorEvery, 60*time.Second)
+	setDefault(&c.JanitorIdle, 10*time.Minute)
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Backoff.Cap < c.Backoff.Base {
+		c.Backoff.Cap = c.Backoff.Base
+	}
+	return c, nil
+}
+
+// setDefault sets *p to def when *p is the zero value (or negative, for numbers).
+func setDefault[T comparable](p *T, def T) {
+	var zero T
+	if *p == zero {
+		*p = def
+		return
+	}
+	switch v := any(p).(type) {
+	case *time.Duration:
+		if *v < 0 {
+			*p = def
+		}
+	case *int:
+		if *v < 0 {
+			*p = def
+		}
+	case *int64:
+		if *v < 0 {
+			*p = def
+		}
+	}
+}
+
+// Run is the worker: it creates the consumer groups, starts every loop, and on ctx's
+// cancellation shuts them down in this order:
+//
+//  1. The readers stop: intake loops, lane readers and the reclaimer (XAUTOCLAIM is a read
+//     too, and what it claims would have to be sent). A blocking read returns within Block.
+//     An intake batch already read is still moved to its lanes (quick writes, no sends; after
+//     the stop a failed move is not retried). Lane entries read but not yet started (waiting
+//     for an in-flight slot) stay pending for another replica to reclaim.
+//  2. Sends already in flight run on for up to Grace and record their outcomes. Their context
+//     is cancelled only when Grace ends; an entry whose send or record is cut short stays
+//     pending, and the sent mark keeps a reclaimed one from going out twice when the first
+//     send was accepted and recorded.
+//  3. The promoter and the janitor stop. They keep working during the grace period because
+//     they serve the whole fleet, not only this process's entries.
+//
+// Run returns nil once everything it started has returned; an error only for a bad Config.
+func Run(ctx context.Context, cfg Config) error {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return err
+	}
+	log := cfg.Logger
+	provs := cfg.Registry.Providers()
+	ids := make([]string, len(provs))
+	for i, p := range provs {
+		ids[i] = p.ID
+	}
+	// Redis may still be starting (a pod and its Redis come up together): keep trying.
+	if err := retryRedis(ctx, nil, log, "setup", 0, func(ctx context.Context) error {
+		return cfg.Store.Setup(ctx, ids)
+	}); err != nil {
+		return nil // ctx ended before Redis answered: nothing was started
+	}
+
+	// abort is closed when Grace ends: it cancels whatever sends are still in flight.
+	abort := make(chan struct{})
+	var (
+		readers sync.WaitGroup // intake loops and the reclaimer
+		lanes   sync.WaitGroup // lane readers, each of which waits for its own sends
+		fleet   sync.WaitGroup // promoter and janitor
+	)
+	shards := cfg.Store.Shards()
+	var (
+		intakes  []*intake
+		laneList []*lane
+		byShard  = make([]map[string]*lane, shards)
+	)
+	for s := 0; s < shards; s++ {
+		intakes = append(intakes, newIntake(intakeParams{cfg: &cfg, shard: s}))
+		byShard[s] = make(map[string]*lane, len(provs))
+	}
+	for _, p := range provs {
+		// One semaphore per provider for the whole process: MaxInFlight is what this replica's
+		// memory and sockets can carry for that provider, whatever shard the jobs come from.
+		sem := limits.NewSemaphore(p.MaxInFlight)
+		for s := 0; s < shards; s++ {
+			l := newLane(laneParams{cfg: &cfg, shard: s, provider: p.ID, sem: sem, abort: abort})
+			byShard[s][p.ID] = l
+			laneList = append(laneList, l)
+		}
+	}
+	rec := newReclaimer(reclaimerParams{cfg: &cfg, intakes: intakes, lanes: byShard, providers: ids})
+	prom := newPromoter(promoterParams{cfg: &cfg})
+	jan := newJanitor(janitorParams{cfg: &cfg, providers: ids})
+
+	for _, in := range intakes {
+		in.start(&readers)
+	}
+	for _, l := range laneList {
+		l.start(&lanes)
+	}
+	rec.start(&readers)
+	prom.start(&fleet)
+	jan.start(&fleet)
+	log.Info("dispatch: running", "shards", shards, "providers", len(ids))
+
+	<-ctx.Done()
+	// The grace period counts from the cancellation: sends keep running while readers stop.
+	grace := time.NewTimer(cfg.Grace)
+	defer grace.Stop()
+
+	// 1. Stop reading.
+	for _, in := range intakes {
+		in.shutdown()
+	}
+	rec.shutdown()
+	for _, l := range laneList {
+		l.shutdown()
+	}
+	readers.Wait()
+	// 2. Let in-flight sends finish within Grace, then cancel the rest.
+	sendsDone := make(chan struct{})
+	go func() { // owned by Run, which receives from sendsDone on both paths below
+		lanes.Wait()
+		close(sendsDone)
+	}()
+	select {
+	case <-sendsDone:
+	case <-grace.C:
+		log.Warn("dispatch: grace period over; cancelling sends still in flight", "grace", cfg.Grace)
+		close(abort)
+		<-sendsDone
+	}
+	// 3. Stop the fleet-wide loops.
+	prom.shutdown()
+	jan.shutdown()
+	fleet.Wait()
+	log.Info("dispatch: stopped")
+	return nil
+}
