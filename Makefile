@@ -5,14 +5,18 @@ BIN     := bin/gateway-worker
 PKGS    := ./...
 FUZZTIME ?= 20s
 
-.PHONY: demo test build vet fmt-check unit bench fuzz clean
+.PHONY: demo test deps build vet fmt-check unit bench fuzz clean
 
 ## demo: deliver one message to each simulated push service and show what it decrypted
-demo: build
+demo: deps build
 	$(BIN) demo
 
-## test: everything CI runs: formatting, vet, the race-enabled tests
-test: fmt-check vet unit
+## test: everything CI runs: what the tests need, formatting, vet, the race-enabled tests
+test: deps fmt-check vet unit
+
+## deps: redis-server from Debian's packages when it is missing
+deps:
+	@scripts/install-deps.sh
 
 build:
 	$(GO) build -o $(BIN) ./cmd/gateway-worker

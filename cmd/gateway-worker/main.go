@@ -20,6 +20,9 @@ type command struct {
 
 func commands() []command {
 	return []command{
+		{"run", "the worker: deliver jobs from Redis Streams", cmdRun},
+		{"enqueue", "put JSON-lines jobs on the intake streams", cmdEnqueue},
+		{"audit", "check that every job id reached exactly one terminal record", cmdAudit},
 		{"send", "send one message through the real adapter path and print its outcome", cmdSend},
 		{"keygen", "make a VAPID key pair", cmdKeygen},
 		{"check", "validate a registry file", cmdCheck},

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -141,16 +142,19 @@ func TestSendRefusesBadFlags(t *testing.T) {
 
 func TestDemo(t *testing.T) {
 	var stdout bytes.Buffer
-	if err := runDemo(context.Background(), "demo text", &stdout); err != nil {
+	if err := runDemo(context.Background(), demoOptions{jobs: 300, payload: "demo text"}, &stdout); err != nil {
 		t.Fatalf("demo: %v\n%s", err, stdout.String())
 	}
+	got := stdout.String()
 	for _, p := range []string{"fcm", "autopush", "apple", "wns", "fallback"} {
-		if !strings.Contains(stdout.String(), p) {
-			t.Errorf("demo output has no line for %s:\n%s", p, stdout.String())
+		if !regexp.MustCompile(`(?m)^` + p + ` +\d+ +\d+`).MatchString(got) {
+			t.Errorf("demo output has no summary row for %s:\n%s", p, got)
 		}
 	}
-	if got := strings.Count(stdout.String(), "ACCEPTED"); got != 5 {
-		t.Fatalf("demo printed %d ACCEPTED lines, want 5:\n%s", got, stdout.String())
+	for _, want := range []string{"302 jobs reached a terminal record", "INVALID_JOB", "started a throwaway redis-server"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("demo output lacks %q:\n%s", want, got)
+		}
 	}
 }
 

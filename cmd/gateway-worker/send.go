@@ -24,6 +24,8 @@ type transportFlags struct {
 	caFile    string
 	allow     listFlag
 	subject   string
+	// jobIDHeader is not a flag of send; run sets it from --job-id-header.
+	jobIDHeader string
 }
 
 func (t *transportFlags) register(fs *flag.FlagSet) {
@@ -42,12 +44,8 @@ func loadRegistry(path string) (*providers.Registry, error) {
 	return providers.Load(path)
 }
 
-// sender builds the adapter set from the flags.
-func (t *transportFlags) sender() (*adapter.Sender, error) {
-	reg, err := loadRegistry(t.registry)
-	if err != nil {
-		return nil, err
-	}
+// sender builds the adapter set for reg from the flags.
+func (t *transportFlags) sender(reg *providers.Registry) (*adapter.Sender, error) {
 	signer, err := vapid.NewSigner(vapid.SignerOptions{Subject: t.subject})
 	if err != nil {
 		return nil, err
@@ -68,7 +66,7 @@ func (t *transportFlags) sender() (*adapter.Sender, error) {
 		}
 		allow = append(allow, p)
 	}
-	return adapter.New(adapter.Config{Registry: reg, Signer: signer, ConnectTo: connectTo, RootCAs: roots, Allow: allow})
+	return adapter.New(adapter.Config{Registry: reg, Signer: signer, ConnectTo: connectTo, RootCAs: roots, Allow: allow, JobIDHeader: t.jobIDHeader})
 }
 
 func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -100,7 +98,12 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "gateway-worker send:", err)
 		return 2
 	}
-	s, err := tf.sender()
+	reg, err := loadRegistry(tf.registry)
+	if err != nil {
+		fmt.Fprintln(stderr, "gateway-worker send:", err)
+		return 2
+	}
+	s, err := tf.sender(reg)
 	if err != nil {
 		fmt.Fprintln(stderr, "gateway-worker send:", err)
 		return 2

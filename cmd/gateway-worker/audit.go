@@ -1,0 +1,122 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/webpush-gateway/webpush-gateway/stream"
+)
+
+func cmdAudit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("audit", stderr)
+	var rf redisFlags
+	rf.register(fs)
+	idsFile := fs.String("ids", "", "`FILE` of job ids, one per line (or JSON-lines jobs: their \"id\" is used)")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	if err := parseFlags(fs, args); err != nil {
+		return exitUsage(err)
+	}
+	if err := rf.check(); err != nil {
+		fmt.Fprintln(stderr, "gateway-worker audit:", err)
+		return 2
+	}
+	if *idsFile == "" {
+		fmt.Fprintln(stderr, "gateway-worker audit: --ids is required")
+		return 2
+	}
+	ids, err := readIDs(*idsFile)
+	if err != nil {
+		fmt.Fprintln(stderr, "gateway-worker audit:", err)
+		return 2
+	}
+	main, blocking, err := stream.Connect(rf.url, stream.ConnectOptions{ClientName: "gateway-audit"})
+	if err != nil {
+		fmt.Fprintln(stderr, "gateway-worker audit:", err)
+		return 2
+	}
+	defer main.Close()
+	defer blocking.Close()
+	st := stream.New(main, blocking, stream.Options{Prefix: rf.prefix, Shards: rf.shards, Consumer: "audit"})
+	rep, err := st.Audit(ctx, ids)
+	if err != nil {
+		fmt.Fprintln(stderr, "gateway-worker audit:", err)
+		return 1
+	}
+	if *asJSON {
+		_ = json.NewEncoder(stdout).Encode(rep)
+	} else {
+		printAudit(stdout, rep)
+	}
+	if rep.ExactlyOne != rep.Total {
+		return 1
+	}
+	return 0
+}
+
+func printAudit(w io.Writer, rep stream.AuditReport) {
+	fmt.Fprintf(w, "jobs:                     %d\n", rep.Total)
+	fmt.Fprintf(w, "exactly one terminal:     %d\n", rep.ExactlyOne)
+	fmt.Fprintf(w, "none yet:                 %d\n", rep.None)
+	where := make([]string, 0, len(rep.NoneWhere))
+	for k := range rep.NoneWhere {
+		where = append(where, k)
+	}
+	sort.Strings(where)
+	for _, k := range where {
+		label := k
+		if k == "nowhere" {
+			label = "nowhere (LOST)"
+		}
+		fmt.Fprintf(w, "  %-22s  %d\n", label, rep.NoneWhere[k])
+	}
+	fmt.Fprintf(w, "more than one terminal:   %d\n", rep.MoreThanOne)
+	for _, id := range first(rep.Duplicated, 10) {
+		fmt.Fprintf(w, "  duplicated: %s\n", id)
+	}
+	for _, id := range first(rep.Missing, 10) {
+		fmt.Fprintf(w, "  missing:    %s\n", id)
+	}
+}
+
+func first(s []string, n int) []string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+// readIDs reads one id per line, or takes the "id" of JSON-lines jobs, so the file given to
+// enqueue can be audited as it is.
+func readIDs(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var ids []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" {
+			continue
+		}
+		if strings.HasPrefix(line, "{") {
+			var j struct {
+				ID string `json:"id"`
+			}
+			if json.Unmarshal([]byte(line), &j) == nil && j.ID != "" {
+				ids = append(ids, j.ID)
+			}
+			continue
+		}
+		ids = append(ids, line)
+	}
+	return ids, sc.Err()
+}

@@ -1,0 +1,200 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/webpush-gateway/webpush-gateway/stream"
+)
+
+// enqueueBatch is how many jobs go to Redis in one pipeline.
+const enqueueBatch = 500
+
+func cmdEnqueue(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("enqueue", stderr)
+	var rf redisFlags
+	rf.register(fs)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: gateway-worker enqueue --redis URL [--shards N] [--prefix P] [FILE|-]\n\nOne job (JSON object with an \"id\") per line; see docs/job-format.md.")
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return exitUsage(err)
+	}
+	if err := rf.check(); err != nil {
+		fmt.Fprintln(stderr, "gateway-worker enqueue:", err)
+		return 2
+	}
+	in := io.Reader(os.Stdin)
+	name := "standard input"
+	if fs.NArg() > 1 {
+		fs.Usage()
+		return 2
+	}
+	if fs.NArg() == 1 && fs.Arg(0) != "-" {
+		f, err := os.Open(fs.Arg(0))
+		if err != nil {
+			fmt.Fprintln(stderr, "gateway-worker enqueue:", err)
+			return 2
+		}
+		defer f.Close()
+		in, name = f, fs.Arg(0)
+	}
+	main, blocking, err := stream.Connect(rf.url, stream.ConnectOptions{ClientName: "gateway-enqueue"})
+	if err != nil {
+		fmt.Fprintln(stderr, "gateway-worker enqueue:", err)
+		return 2
+	}
+	defer main.Close()
+	defer blocking.Close()
+	p := stream.NewProducer(main, rf.prefix, rf.shards)
+	res, err := enqueueLines(ctx, p, in, newProgress(stderr))
+	for _, r := range res.refused {
+		fmt.Fprintf(stderr, "%s:%d: not enqueued: %s\n", name, r.line, r.reason)
+	}
+	fmt.Fprintf(stdout, "enqueued %d jobs from %s", res.written, name)
+	if len(res.refused) > 0 {
+		fmt.Fprintf(stdout, "; %d lines refused (listed above)", len(res.refused))
+	}
+	fmt.Fprintln(stdout)
+	if err != nil {
+		fmt.Fprintf(stderr, "gateway-worker enqueue: stopped after %d jobs: %v\n", res.written, err)
+		return 1
+	}
+	if len(res.refused) > 0 {
+		return 1
+	}
+	return 0
+}
+
+type refusedLine struct {
+	line   int
+	reason string
+}
+
+type enqueueResult struct {
+	written int
+	refused []refusedLine
+}
+
+// enqueueLines sends every line that is a JSON object with an id, in pipelined batches. A line
+// without one cannot be sharded, so it is refused here with its line number rather than lost;
+// everything else, however malformed, is the worker's to dead-letter with a reason.
+func enqueueLines(ctx context.Context, p *stream.Producer, in io.Reader, prog *progress) (enqueueResult, error) {
+	var res enqueueResult
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 64<<10), 16<<20) // a line over the entry limit still reaches the worker's dead stream
+	batch := make([][]byte, 0, enqueueBatch)
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		n, err := p.Enqueue(ctx, batch...)
+		res.written += n
+		prog.update(res.written)
+		batch = batch[:0]
+		return err
+	}
+	line := 0
+	for sc.Scan() {
+		line++
+		b := sc.Bytes()
+		if len(trimSpace(b)) == 0 {
+			continue
+		}
+		if reason := jobIDProblem(b); reason != "" {
+			res.refused = append(res.refused, refusedLine{line, reason})
+			continue
+		}
+		batch = append(batch, append([]byte(nil), b...))
+		if len(batch) == enqueueBatch {
+			if err := flush(); err != nil {
+				return res, err
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		_ = flush()
+		return res, fmt.Errorf("line %d: %w", line+1, err)
+	}
+	err := flush()
+	prog.done(res.written)
+	return res, err
+}
+
+// jobIDProblem says why a line cannot be enqueued, or "" when it has a string id.
+func jobIDProblem(line []byte) string {
+	var head struct {
+		ID json.RawMessage `json:"id"`
+	}
+	if err := json.Unmarshal(line, &head); err != nil {
+		return "not a JSON object: " + err.Error()
+	}
+	var id string
+	if len(head.ID) == 0 || json.Unmarshal(head.ID, &id) != nil || id == "" {
+		return `no "id" string (the shard is chosen from it)`
+	}
+	return ""
+}
+
+func trimSpace(b []byte) []byte {
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t' || b[0] == '\r') {
+		b = b[1:]
+	}
+	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t' || b[len(b)-1] == '\r') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+// progress draws a one-line counter on a terminal, at most ten times a second, and nothing
+// when the output is a file or a pipe.
+type progress struct {
+	w    io.Writer
+	on   bool
+	last time.Time
+	t0   time.Time
+}
+
+func newProgress(w io.Writer) *progress {
+	on := false
+	if f, ok := w.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			on = true
+		}
+	}
+	return &progress{w: w, on: on, t0: time.Now()}
+}
+
+func (p *progress) update(n int) {
+	if !p.on || time.Since(p.last) < 100*time.Millisecond {
+		return
+	}
+	p.last = time.Now()
+	rate := float64(n) / time.Since(p.t0).Seconds()
+	fmt.Fprintf(p.w, "\r[%-30s] %d jobs, %.0f/s", bar(n), n, rate)
+}
+
+func (p *progress) done(n int) {
+	if p.on {
+		fmt.Fprintf(p.w, "\r[%-30s] %d jobs in %s\n", bar(-1), n, time.Since(p.t0).Round(time.Millisecond))
+	}
+}
+
+// bar is a spinner-like fill: the total is unknown while reading a stream.
+func bar(n int) string {
+	if n < 0 {
+		return "=============================="
+	}
+	w := (n / enqueueBatch) % 31
+	s := make([]byte, w)
+	for i := range s {
+		s[i] = '='
+	}
+	return string(s)
+}

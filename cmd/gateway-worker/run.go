@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/webpush-gateway/webpush-gateway/dispatch"
+	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/vapid"
+)
+
+// redisFlags are the flags every command that talks to Redis shares.
+type redisFlags struct {
+	url    string
+	prefix string
+	shards int
+}
+
+func (r *redisFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&r.url, "redis", "", "Redis `URL`: redis://, rediss://, redis+sentinel://h:p,h:p/master, redis+cluster://h:p,h:p")
+	fs.StringVar(&r.prefix, "prefix", stream.DefaultPrefix, "key `PREFIX` of every key")
+	fs.IntVar(&r.shards, "shards", 1, "number of shards; producers and workers must agree")
+}
+
+func (r *redisFlags) check() error {
+	if r.url == "" {
+		return fmt.Errorf("--redis is required")
+	}
+	if r.shards < 1 {
+		return fmt.Errorf("--shards must be at least 1")
+	}
+	return nil
+}
+
+// vapidKeyFlags loads --vapid-key [NAME=]FILE values; a bare FILE is the key named "default".
+func loadVAPIDKeys(specs []string) (map[string]*vapid.Key, error) {
+	keys := make(map[string]*vapid.Key, len(specs))
+	for _, spec := range specs {
+		name, file, ok := strings.Cut(spec, "=")
+		if !ok {
+			name, file = "default", spec
+		}
+		if _, dup := keys[name]; dup {
+			return nil, fmt.Errorf("--vapid-key: two keys named %q", name)
+		}
+		k, err := vapid.LoadKeyFile(name, file)
+		if err != nil {
+			return nil, err
+		}
+		keys[name] = k
+	}
+	return keys, nil
+}
+
+// consumerName is unique per process: the pod name (or host name) and a random suffix, so a
+// restarted process never inherits a dead one's pending entries by name.
+func consumerName() string {
+	base := os.Getenv("POD_NAME")
+	if base == "" {
+		base, _ = os.Hostname()
+	}
+	if base == "" {
+		base = "worker"
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return base + "-" + hex.EncodeToString(b[:])
+}
+
+func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("run", stderr)
+	var (
+		rf        redisFlags
+		tf        transportFlags
+		keySpecs  listFlag
+		consumer  = fs.String("consumer", "", "consumer `NAME` in the group (default: $POD_NAME or the host name, plus a random suffix)")
+		jobHeader = fs.String("job-id-header", "", "send each job's id in this request `HEADER` (for simulators; off in production)")
+		logLevel  = fs.String("log-level", "info", "debug, info, warn or error")
+		cfg       dispatch.Config
+	)
+	rf.register(fs)
+	tf.register(fs)
+	fs.Var(&keySpecs, "vapid-key", "VAPID private key as [NAME=]`FILE`; repeat for every key name jobs may give in vapid_key")
+	fs.DurationVar(&cfg.Grace, "grace", 25*time.Second, "how long in-flight sends may finish after SIGTERM")
+	fs.DurationVar(&cfg.VisibilityTimeout, "visibility-timeout", 60*time.Second, "idle time after which another worker reclaims an entry")
+	fs.Int64Var(&cfg.MaxDeliveries, "max-deliveries", 5, "deliveries of one entry before it goes to dead")
+	fs.DurationVar(&cfg.Backoff.Base, "retry-base", 5*time.Second, "first retry delay, doubling each attempt")
+	fs.DurationVar(&cfg.Backoff.Cap, "retry-cap", 10*time.Minute, "longest retry delay")
+	fs.IntVar(&cfg.Backoff.MaxRetries, "max-retries", 8, "retries after the first attempt")
+	fs.Int64Var(&cfg.MaxDelayed, "max-delayed", 1_000_000, "jobs a shard's delayed set holds before retries go to dead")
+	fs.Int64Var(&cfg.MaxPerRecipient, "max-per-recipient", 1_000, "one recipient's jobs in the delayed set before its retries go to dead")
+	fs.DurationVar(&cfg.Block, "block", time.Second, "longest blocking read (bounds how long shutdown waits for a reader)")
+	fs.DurationVar(&cfg.ReclaimEvery, "reclaim-every", 5*time.Second, "how often entries of dead workers are reclaimed")
+	fs.DurationVar(&cfg.PromoteEvery, "promote-every", 250*time.Millisecond, "how often due retries return to their lanes")
+	if err := parseFlags(fs, args); err != nil {
+		return exitUsage(err)
+	}
+	fail := func(err error) int {
+		fmt.Fprintln(stderr, "gateway-worker run:", err)
+		return 2
+	}
+	if err := rf.check(); err != nil {
+		return fail(err)
+	}
+	if len(keySpecs) == 0 || tf.subject == "" {
+		return fail(fmt.Errorf("--vapid-key and --subject are required"))
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return fail(fmt.Errorf("--log-level: %w", err))
+	}
+	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	keys, err := loadVAPIDKeys(keySpecs)
+	if err != nil {
+		return fail(err)
+	}
+	reg, err := loadRegistry(tf.registry)
+	if err != nil {
+		return fail(err)
+	}
+	tf.jobIDHeader = *jobHeader
+	sender, err := tf.sender(reg)
+	if err != nil {
+		return fail(err)
+	}
+	defer sender.Close()
+	if *consumer == "" {
+		*consumer = consumerName()
+	}
+	main, blocking, err := stream.Connect(rf.url, stream.ConnectOptions{
+		ClientName:       "gateway-worker",
+		BlockingPoolSize: rf.shards*(1+len(reg.Providers())) + 4,
+	})
+	if err != nil {
+		return fail(err)
+	}
+	defer main.Close()
+	defer blocking.Close()
+	cfg.Store = stream.New(main, blocking, stream.Options{Prefix: rf.prefix, Shards: rf.shards, Consumer: *consumer})
+	cfg.Sender, cfg.Registry, cfg.Keys, cfg.Logger = sender, reg, keys, logger
+	logger.Info("worker starting", "consumer", *consumer, "shards", rf.shards, "providers", len(reg.Providers()))
+	if err := dispatch.Run(ctx, cfg); err != nil {
+		logger.Error("worker stopped", "err", err)
+		return 1
+	}
+	logger.Info("worker stopped")
+	return 0
+}

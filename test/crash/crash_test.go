@@ -1,0 +1,87 @@
+// Package crash_test runs the real gateway-worker binary against a real Redis and pushsim, and
+// kills things: workers with SIGKILL at random moments, and Redis itself. At quiescence every
+// job must have exactly one terminal record, and duplicate sends must stay within what
+// at-least-once delivery allows.
+package crash_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+const (
+	crashJobs    = 2000
+	crashWorkers = 3
+	crashKills   = 12
+)
+
+func TestWorkersKilledLoseNoJob(t *testing.T) {
+	c := newCluster(t)
+	defer c.dumpLogs()
+	lines, ids := c.jobs(crashJobs)
+	for range crashWorkers {
+		c.startWorker()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fed := make(chan error, 1)
+	go func() { fed <- c.enqueueSlowly(ctx, lines, 25, 60*time.Millisecond) }() // about 5 s of load, the span of the kills
+
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+	for k := range crashKills {
+		time.Sleep(time.Duration(100+rng.IntN(400)) * time.Millisecond) // a random moment to kill at
+		c.killAndReplace(rng.IntN(crashWorkers))
+		t.Logf("kill %d done", k+1)
+	}
+	if err := <-fed; err != nil {
+		t.Fatalf("enqueue: %v", err)
+	}
+	rep := c.waitQuiet(ids, 2*time.Minute)
+	if rep.ExactlyOne != crashJobs || rep.None != 0 || rep.MoreThanOne != 0 {
+		t.Fatalf("audit: %s; want all %d with exactly one terminal record", summarize(rep), crashJobs)
+	}
+	dups, delivered := c.duplicates()
+	bound := crashKills * inFlightPerProvider * 5 // the in-flight cap of one process, per kill
+	t.Logf("%d jobs, %d kills, %d duplicate sends (bound %d)", crashJobs, crashKills, dups, bound)
+	if dups > bound {
+		t.Fatalf("%d duplicate sends after %d kills; at most %d allowed", dups, crashKills, bound)
+	}
+	if len(delivered) != crashJobs {
+		t.Fatalf("pushsim accepted %d distinct jobs, want %d", len(delivered), crashJobs)
+	}
+}
+
+func TestRedisKilledLosesNoJob(t *testing.T) {
+	c := newCluster(t)
+	defer c.dumpLogs()
+	const jobs = 1500
+	lines, ids := c.jobs(jobs)
+	for range crashWorkers {
+		c.startWorker()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fed := make(chan error, 1)
+	go func() { fed <- c.enqueueSlowly(ctx, lines, 25, 40*time.Millisecond) }() // about 2.4 s of load, the span of the restarts
+	for k := range 3 {
+		time.Sleep(300 * time.Millisecond) // let work flow between restarts
+		c.redis.Kill()
+		time.Sleep(200 * time.Millisecond) // Redis stays down for a moment, as in an outage
+		c.redis.Restart()
+		t.Logf("redis restart %d done", k+1)
+	}
+	if err := <-fed; err != nil {
+		t.Fatalf("enqueue: %v", err)
+	}
+	rep := c.waitQuiet(ids, 2*time.Minute)
+	if rep.ExactlyOne != jobs || rep.None != 0 || rep.MoreThanOne != 0 {
+		t.Fatalf("audit: %s; want all %d with exactly one terminal record", summarize(rep), jobs)
+	}
+	dups, delivered := c.duplicates()
+	t.Logf("%d jobs, 3 Redis kills, %d duplicate sends", jobs, dups)
+	if len(delivered) != jobs {
+		t.Fatalf("pushsim accepted %d distinct jobs, want %d", len(delivered), jobs)
+	}
+}

@@ -1,0 +1,281 @@
+package crash_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/webpush-gateway/webpush-gateway/internal/redistest"
+	"github.com/webpush-gateway/webpush-gateway/pushsim"
+	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/vapid"
+)
+
+// inFlightPerProvider is the registry's max_in_flight for every provider in these tests: the
+// bound on duplicate sends is this process-wide cap times the number of kills.
+const inFlightPerProvider = 8
+
+const testRegistry = `
+version: 1
+defaults:
+  max_in_flight: 8
+  rate: 10000
+  burst: 1000
+  timeout: 5s
+  connect_timeout: 2s
+  tls_timeout: 2s
+  response_header_timeout: 4s
+providers:
+  - id: fcm
+    hosts: [fcm.googleapis.com]
+  - id: autopush
+    hosts: [push.services.mozilla.com]
+  - id: apple
+    hosts: [web.push.apple.com]
+  - id: wns
+    hosts: [notify.windows.com]
+  - id: fallback
+    kind: generic
+`
+
+const genericHost = "push.example.net"
+
+// cluster is a real Redis, pushsim, and worker processes of the real binary.
+type cluster struct {
+	t        *testing.T
+	redis    *redistest.Server
+	sim      *pushsim.Server
+	bin      string
+	args     []string
+	producer *stream.Producer
+	store    *stream.Store
+	// subscribeKey is the application server key every subscription is bound to.
+	subscribeKey string
+
+	mu      sync.Mutex
+	workers []*exec.Cmd // guarded by mu
+	logs    []string    // guarded by mu: log file of every worker started
+}
+
+func newCluster(t *testing.T) *cluster {
+	t.Helper()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "gateway-worker")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/gateway-worker")
+	build.Dir = "../.."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	r := redistest.Start(t)
+	sim, err := pushsim.Start(pushsim.Config{Dir: dir, MaxDeliveries: 1_000_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sim.Close() })
+	key, err := vapid.GenerateKey("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pem, _ := key.MarshalPEM()
+	keyFile := filepath.Join(dir, "vapid.pem")
+	regFile := filepath.Join(dir, "registry.yaml")
+	if err := os.WriteFile(keyFile, pem, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(regFile, []byte(testRegistry), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"run", "--redis", r.URL(), "--registry", regFile, "--vapid-key", keyFile,
+		"--subject", "mailto:ops@webpush-gateway.example.com", "--ca-file", sim.CAFile(),
+		"--job-id-header", "X-Job-Id", "--visibility-timeout", "2s", "--reclaim-every", "250ms",
+		"--grace", "2s", "--block", "200ms", "--log-level", "warn"}
+	for _, ct := range append(sim.ConnectTo(), net.JoinHostPort(genericHost, "443")+"="+sim.Addr()) {
+		args = append(args, "--connect-to", ct)
+	}
+	c := &cluster{t: t, redis: r, sim: sim, bin: bin, args: args}
+	c.producer = stream.NewProducer(r.Client(t), "", 1)
+	c.store = stream.New(r.Client(t), r.Client(t), stream.Options{Consumer: "audit"})
+	t.Cleanup(c.stopAll)
+	c.subscribeKey = key.PublicKey()
+	return c
+}
+
+// startWorker starts one more worker process.
+func (c *cluster) startWorker() {
+	c.t.Helper()
+	cmd := c.spawn()
+	c.mu.Lock()
+	c.workers = append(c.workers, cmd)
+	c.mu.Unlock()
+}
+
+// spawn starts a worker process; the binary names its consumer itself, so a restarted worker
+// is always a new consumer.
+func (c *cluster) spawn() *exec.Cmd {
+	c.t.Helper()
+	cmd := exec.Command(c.bin, c.args...)
+	logFile, err := os.CreateTemp(c.t.TempDir(), "worker-*.log")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	c.mu.Lock()
+	c.logs = append(c.logs, logFile.Name())
+	c.mu.Unlock()
+	return cmd
+}
+
+// killAndReplace SIGKILLs worker i and starts a replacement in its place.
+func (c *cluster) killAndReplace(i int) {
+	c.mu.Lock()
+	w := c.workers[i]
+	c.mu.Unlock()
+	_ = w.Process.Signal(syscall.SIGKILL)
+	_ = w.Wait()
+	nw := c.spawn()
+	c.mu.Lock()
+	c.workers[i] = nw
+	c.mu.Unlock()
+}
+
+// stopAll sends SIGTERM to every worker and waits for it: a clean shutdown must exit 0.
+func (c *cluster) stopAll() {
+	c.mu.Lock()
+	ws := append([]*exec.Cmd(nil), c.workers...)
+	c.workers = nil
+	c.mu.Unlock()
+	for _, w := range ws {
+		_ = w.Process.Signal(syscall.SIGTERM)
+	}
+	for _, w := range ws {
+		if err := w.Wait(); err != nil {
+			c.t.Errorf("worker exit after SIGTERM: %v", err)
+		}
+	}
+}
+
+// dumpLogs prints the workers' logs when a test failed.
+func (c *cluster) dumpLogs() {
+	if !c.t.Failed() {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, l := range c.logs {
+		data, _ := os.ReadFile(l)
+		if len(data) > 4000 {
+			data = data[len(data)-4000:]
+		}
+		c.t.Logf("--- %s\n%s", l, data)
+	}
+}
+
+// jobs makes n jobs over subscriptions across every provider.
+func (c *cluster) jobs(n int) ([][]byte, []string) {
+	c.t.Helper()
+	var subs []pushsim.Subscription
+	for _, p := range []string{"fcm", "autopush", "apple", "wns", "generic"} {
+		host := ""
+		if p == "generic" {
+			host = genericHost
+		}
+		for range 20 {
+			s, err := c.sim.Subscribe(p, host, c.subscribeKey)
+			if err != nil {
+				c.t.Fatal(err)
+			}
+			subs = append(subs, s)
+		}
+	}
+	lines := make([][]byte, n)
+	ids := make([]string, n)
+	for i := range n {
+		ids[i] = fmt.Sprintf("job-%05d", i)
+		line, err := json.Marshal(map[string]any{
+			"id": ids[i], "subscription": subs[i%len(subs)], "payload": "message " + ids[i], "ttl": 3600,
+		})
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		lines[i] = line
+	}
+	return lines, ids
+}
+
+// enqueueSlowly feeds jobs in batches so that kills land while work is flowing.
+func (c *cluster) enqueueSlowly(ctx context.Context, lines [][]byte, batch int, every time.Duration) error {
+	for i := 0; i < len(lines); i += batch {
+		end := min(i+batch, len(lines))
+		for {
+			_, err := c.producer.Enqueue(ctx, lines[i:end]...)
+			if err == nil {
+				break
+			}
+			// Redis may be down in the Redis-kill test: the producer retries like an upstream would.
+			select {
+			case <-ctx.Done():
+				return err
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(every):
+		}
+	}
+	return nil
+}
+
+// waitQuiet polls the audit until every id has a terminal record, or the deadline passes.
+func (c *cluster) waitQuiet(ids []string, deadline time.Duration) stream.AuditReport {
+	c.t.Helper()
+	end := time.Now().Add(deadline)
+	var rep stream.AuditReport
+	for {
+		var err error
+		rep, err = c.store.Audit(context.Background(), ids)
+		if err == nil && rep.ExactlyOne+rep.MoreThanOne == rep.Total {
+			return rep
+		}
+		if time.Now().After(end) {
+			c.t.Fatalf("not quiet after %s: %+v (last error %v)", deadline, summarize(rep), err)
+		}
+		time.Sleep(200 * time.Millisecond) // polling Redis for a state, not waiting for an event
+	}
+}
+
+func summarize(r stream.AuditReport) string {
+	return fmt.Sprintf("total %d exactly-one %d none %d (%v) more-than-one %d", r.Total, r.ExactlyOne, r.None, r.NoneWhere, r.MoreThanOne)
+}
+
+// duplicates counts accepted sends beyond the first per job id, and fails on an accepted send
+// that carried no job id.
+func (c *cluster) duplicates() (dups int, delivered map[string]int) {
+	delivered = map[string]int{}
+	for _, d := range c.sim.Deliveries() {
+		if d.Code != "ACCEPTED" {
+			continue
+		}
+		if d.JobID == "" {
+			c.t.Errorf("an accepted push without X-Job-Id: %s", d.Provider)
+			continue
+		}
+		delivered[d.JobID]++
+	}
+	for _, n := range delivered {
+		dups += n - 1
+	}
+	return dups, delivered
+}
