@@ -1,0 +1,191 @@
+// Package pipeline_test measures the whole pipeline on one machine: jobs enqueued on Redis
+// Streams, the worker's intake and lanes (dispatch.Run, in this process), sends over TLS and
+// HTTP/2 to pushsim, and the ledger. It reports jobs per second and what each job costs Redis:
+// the commands it executes (INFO commandstats, commands run inside scripts included) and the
+// round trips the worker makes (counted by a go-redis hook).
+//
+//	go test -run '^$' -bench BenchmarkPipeline -benchtime 3x ./test/pipeline/
+package pipeline_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	webpushgateway "github.com/webpush-gateway/webpush-gateway"
+	"github.com/webpush-gateway/webpush-gateway/adapter"
+	"github.com/webpush-gateway/webpush-gateway/dispatch"
+	"github.com/webpush-gateway/webpush-gateway/internal/redistest"
+	"github.com/webpush-gateway/webpush-gateway/providers"
+	"github.com/webpush-gateway/webpush-gateway/pushsim"
+	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/vapid"
+)
+
+const jobsPerRound = 2000
+
+// roundTrips counts what a client sends to Redis: one per command, one per pipeline.
+type roundTrips struct{ n atomic.Int64 }
+
+func (r *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (r *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		r.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		r.n.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+func BenchmarkPipeline(b *testing.B) {
+	srv := redistest.Start(b)
+	sim, err := pushsim.Start(pushsim.Config{Dir: b.TempDir(), MaxDeliveries: 10})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sim.Close()
+	key, err := vapid.GenerateKey("default")
+	if err != nil {
+		b.Fatal(err)
+	}
+	reg, err := providers.Parse("registry.yaml", webpushgateway.DefaultRegistry)
+	if err != nil {
+		b.Fatal(err)
+	}
+	signer, err := vapid.NewSigner(vapid.SignerOptions{Subject: "mailto:ops@example.com"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ct, err := adapter.ParseConnectTo(append(sim.ConnectTo(), net.JoinHostPort("push.example.net", "443")+"="+sim.Addr()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	sender, err := adapter.New(adapter.Config{Registry: reg, Signer: signer, ConnectTo: ct, RootCAs: sim.CertPool()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sender.Close()
+	main, blocking, err := stream.Connect(srv.URL(), stream.ConnectOptions{BlockingPoolSize: 16})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer main.Close()
+	defer blocking.Close()
+	var rt roundTrips
+	main.AddHook(&rt)
+	blocking.AddHook(&rt)
+	store := stream.New(main, blocking, stream.Options{Consumer: "bench"})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- dispatch.Run(ctx, dispatch.Config{Store: store, Sender: sender, Registry: reg,
+			Keys: map[string]*vapid.Key{"default": key}, Block: 50 * time.Millisecond,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			b.Error(err)
+		}
+	}()
+
+	subs := subscriptions(b, sim, key)
+	producer := stream.NewProducer(srv.Client(b), "", 1)
+	poll, ledger := srv.Client(b), store.Keys(0).Results
+	var jobs, rounds, cmds int64
+	perCmd := map[string]int64{}
+	var busy time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		b.StopTimer()
+		lines := make([][]byte, jobsPerRound)
+		for j := range lines {
+			lines[j], _ = json.Marshal(map[string]any{"id": fmt.Sprintf("r%d-%05d", i, j),
+				"subscription": subs[j%len(subs)], "payload": `{"title":"Your order shipped","body":"Order 4417 arrives Thursday."}`, "ttl": 3600})
+		}
+		srv.ResetStats(b)
+		before := rt.n.Load()
+		b.StartTimer()
+		start := time.Now()
+		if _, err := producer.Enqueue(context.Background(), lines...); err != nil {
+			b.Fatal(err)
+		}
+		want := int64((i + 1) * jobsPerRound)
+		polls := int64(0)
+		for {
+			n, err := poll.XLen(context.Background(), ledger).Result()
+			polls++
+			if err != nil {
+				b.Fatal(err)
+			}
+			if n >= want {
+				break
+			}
+			time.Sleep(10 * time.Millisecond) // polling Redis for the ledger to fill
+		}
+		busy += time.Since(start)
+		b.StopTimer()
+		rounds += rt.n.Load() - before
+		for name, n := range srv.CommandStats(b) {
+			if name == "info" || name == "config|resetstat" || name == "config" || strings.HasPrefix(name, "client") || name == "hello" || name == "ping" {
+				continue
+			}
+			perCmd[name] += n
+			cmds += n
+		}
+		// The poller's own reads are not the pipeline's work.
+		perCmd["xlen"] -= polls
+		cmds -= polls
+		jobs += jobsPerRound
+		b.StartTimer()
+	}
+	b.StopTimer()
+	if c, err := store.Counts(context.Background()); err != nil || c["dead"] != 0 {
+		b.Fatalf("dead-lettered: %v %v", c["dead"], err)
+	}
+	b.ReportMetric(float64(jobs)/busy.Seconds(), "jobs/s")
+	b.ReportMetric(float64(rounds)/float64(jobs), "worker-round-trips/job")
+	b.ReportMetric(float64(cmds)/float64(jobs), "redis-commands/job")
+	names := make([]string, 0, len(perCmd))
+	for n := range perCmd {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var parts []string
+	for _, n := range names {
+		parts = append(parts, fmt.Sprintf("%s %.2f", n, float64(perCmd[n])/float64(jobs)))
+	}
+	b.Logf("commands per job (commandstats, scripts' inner calls included, the benchmark's polling taken out): %s", strings.Join(parts, ", "))
+}
+
+// subscriptions makes 100 subscriptions over the market mix of push services.
+func subscriptions(b *testing.B, sim *pushsim.Server, key *vapid.Key) []pushsim.Subscription {
+	var subs []pushsim.Subscription
+	for _, m := range []struct {
+		p, host string
+		n       int
+	}{{"fcm", "", 72}, {"autopush", "", 19}, {"apple", "", 6}, {"wns", "", 3}, {"generic", "push.example.net", 2}} {
+		for range m.n {
+			s, err := sim.Subscribe(m.p, m.host, key.PublicKey())
+			if err != nil {
+				b.Fatal(err)
+			}
+			subs = append(subs, s)
+		}
+	}
+	return subs
+}
