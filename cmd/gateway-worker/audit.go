@@ -30,10 +30,13 @@ func cmdAudit(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, "gateway-worker audit: --ids is required")
 		return 2
 	}
-	ids, err := readIDs(*idsFile)
+	ids, skipped, err := readIDs(*idsFile)
 	if err != nil {
 		fmt.Fprintln(stderr, "gateway-worker audit:", err)
 		return 2
+	}
+	if skipped > 0 {
+		fmt.Fprintf(stderr, "gateway-worker audit: %d lines of %s have no job id and were not audited\n", skipped, *idsFile)
 	}
 	main, blocking, err := stream.Connect(rf.url, stream.ConnectOptions{ClientName: "gateway-audit"})
 	if err != nil {
@@ -91,32 +94,38 @@ func first(s []string, n int) []string {
 	return s
 }
 
-// readIDs reads one id per line, or takes the "id" of JSON-lines jobs, so the file given to
-// enqueue can be audited as it is.
-func readIDs(path string) ([]string, error) {
+// readIDs reads one id per line or, when the first line is a JSON object, the "id" of each
+// JSON-lines job, so the file given to enqueue can be audited as it is. In that form a line
+// without an id was refused by enqueue too, so it is skipped and counted.
+func readIDs(path string) (ids []string, skipped int, err error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer f.Close()
-	var ids []string
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	jsonLines, first := false, true
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
 		if line == "" {
 			continue
 		}
-		if strings.HasPrefix(line, "{") {
-			var j struct {
-				ID string `json:"id"`
-			}
-			if json.Unmarshal([]byte(line), &j) == nil && j.ID != "" {
-				ids = append(ids, j.ID)
-			}
+		if first {
+			jsonLines, first = strings.HasPrefix(line, "{"), false
+		}
+		if !jsonLines {
+			ids = append(ids, line)
 			continue
 		}
-		ids = append(ids, line)
+		var j struct {
+			ID string `json:"id"`
+		}
+		if json.Unmarshal([]byte(line), &j) != nil || j.ID == "" {
+			skipped++
+			continue
+		}
+		ids = append(ids, j.ID)
 	}
-	return ids, sc.Err()
+	return ids, skipped, sc.Err()
 }

@@ -10,7 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/webpush-gateway/webpush-gateway/internal/redistest"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
+	"github.com/webpush-gateway/webpush-gateway/stream"
 )
 
 // run calls the command line in-process and returns its exit code and outputs.
@@ -161,5 +163,42 @@ func TestDemo(t *testing.T) {
 func TestUnknownCommand(t *testing.T) {
 	if code, _, stderr := run(t, "nope"); code != 2 || !strings.Contains(stderr, "unknown command") {
 		t.Fatalf("exit %d, %q", code, stderr)
+	}
+}
+
+func TestEnqueueAndAudit(t *testing.T) {
+	srv := redistest.Start(t)
+	dir := t.TempDir()
+	jobs := filepath.Join(dir, "jobs.jsonl")
+	lines := []string{
+		`{"id":"a","subscription":{"endpoint":"https://fcm.googleapis.com/fcm/send/x","keys":{"p256dh":"k","auth":"a"}}}`,
+		``,
+		`{"id":"b"}`,
+		`no id here`,
+		`{"id":"c","payload":"whatever the worker makes of it"}`,
+	}
+	if err := os.WriteFile(jobs, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := run(t, "enqueue", "--redis", srv.URL(), "--shards", "2", jobs)
+	if code != 1 || !strings.Contains(stdout, "enqueued 3 jobs") || !strings.Contains(stderr, jobs+":4: not enqueued") {
+		t.Fatalf("enqueue: exit %d\nstdout %q\nstderr %q\nwant exit 1, 3 jobs, and line 4 refused", code, stdout, stderr)
+	}
+	c := srv.Client(t)
+	var total int64
+	for shard := range 2 {
+		n, err := c.XLen(context.Background(), stream.KeysFor(stream.DefaultPrefix, shard).Intake).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += n
+	}
+	if total != 3 {
+		t.Fatalf("intake streams hold %d entries, want 3", total)
+	}
+	// No worker ran: audit finds every job still in the intake and says so, exit 1.
+	code, stdout, _ = run(t, "audit", "--redis", srv.URL(), "--shards", "2", "--ids", jobs)
+	if code != 1 || !strings.Contains(stdout, "none yet:                 3") || !strings.Contains(stdout, "intake") {
+		t.Fatalf("audit: exit %d\n%s\nwant exit 1 with 3 jobs still in the intake", code, stdout)
 	}
 }

@@ -42,6 +42,7 @@ func TestWorkersKilledLoseNoJob(t *testing.T) {
 	if rep.ExactlyOne != crashJobs || rep.None != 0 || rep.MoreThanOne != 0 {
 		t.Fatalf("audit: %s; want all %d with exactly one terminal record", summarize(rep), crashJobs)
 	}
+	c.auditCLI(ids)
 	dups, delivered := c.duplicates()
 	bound := crashKills * inFlightPerProvider * 5 // the in-flight cap of one process, per kill
 	t.Logf("%d jobs, %d kills, %d duplicate sends (bound %d)", crashJobs, crashKills, dups, bound)

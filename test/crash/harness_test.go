@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -278,4 +279,22 @@ func (c *cluster) duplicates() (dups int, delivered map[string]int) {
 		dups += n - 1
 	}
 	return dups, delivered
+}
+
+// auditCLI runs `gateway-worker audit` on ids, as an operator would, and requires its verdict:
+// exit 0 and every job with exactly one terminal record.
+func (c *cluster) auditCLI(ids []string) {
+	c.t.Helper()
+	file := filepath.Join(c.t.TempDir(), "ids.txt")
+	if err := os.WriteFile(file, []byte(strings.Join(ids, "\n")+"\n"), 0o644); err != nil {
+		c.t.Fatal(err)
+	}
+	out, err := exec.Command(c.bin, "audit", "--redis", c.redis.URL(), "--ids", file).CombinedOutput()
+	if err != nil {
+		c.t.Fatalf("gateway-worker audit: %v\n%s", err, out)
+	}
+	want := fmt.Sprintf("exactly one terminal:     %d", len(ids))
+	if !strings.Contains(string(out), want) {
+		c.t.Fatalf("gateway-worker audit printed:\n%s\nwant a line %q", out, want)
+	}
 }
