@@ -34,10 +34,11 @@ unit:
 ## bench: the micro-benchmarks recorded in BENCHMARKS.md
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./ece/ ./vapid/ ./adapter/ ./taxonomy/ ./providers/
+	$(GO) test -run '^$$' -bench BenchmarkPipeline -benchtime 3x ./test/pipeline/
 
 ## fuzz: a short run of every fuzz target (FUZZTIME each); crashers land in testdata/fuzz
 fuzz:
-	@for spec in ece:FuzzDecrypt ece:FuzzParseKeys providers:FuzzParse providers:FuzzResolve taxonomy:FuzzClassify; do \
+	@for spec in ece:FuzzDecrypt ece:FuzzParseKeys providers:FuzzParse providers:FuzzResolve taxonomy:FuzzClassify stream:FuzzDecodeJob; do \
 		pkg=$${spec%%:*}; fn=$${spec##*:}; \
 		echo "== $$pkg $$fn"; $(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) ./$$pkg/ || exit 1; \
 	done
