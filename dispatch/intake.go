@@ -34,11 +34,7 @@ func newIntake(p intakeParams) *intake {
 
 // start runs the loop in a goroutine counted in wg.
 func (in *intake) start(wg *sync.WaitGroup) {
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		in.run()
-	}()
+	goCounted(wg, in.run)
 }
 
 func (in *intake) run() {

@@ -3,7 +3,6 @@ package dispatch
 import (
 	"context"
 	"sync"
-	"time"
 )
 
 // janitorParams configure the consumer janitor.
@@ -24,37 +23,9 @@ func newJanitor(p janitorParams) *janitor {
 	return &janitor{janitorParams: p, stopper: newStopper()}
 }
 
-// start runs the loop in a goroutine counted in wg.
+// start runs the loop in a goroutine counted in wg; the first round is one period in.
 func (j *janitor) start(wg *sync.WaitGroup) {
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		j.run()
-	}()
-}
-
-func (j *janitor) run() {
-	ctx, cancel := untilClosed(j.done)
-	defer cancel()
-	t := time.NewTicker(j.cfg.JanitorEvery)
-	defer t.Stop()
-	var p pause
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if err := j.clean(ctx); err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			j.cfg.Logger.Warn("dispatch: consumer janitor failed; retrying next round", "err", err)
-			p.wait(ctx, nil)
-			continue
-		}
-		p.reset()
-	}
+	goCounted(wg, func() { ticking(j.done, j.cfg.JanitorEvery, false, j.cfg.Logger, "consumer janitor", j.clean) })
 }
 
 // clean asks the store to remove idle, empty consumers from every grouped stream.

@@ -64,11 +64,7 @@ func newLane(p laneParams) *lane {
 // start runs the reader in a goroutine counted in wg. That goroutine returns only after every
 // send it started has returned, so wg also covers the sends.
 func (l *lane) start(wg *sync.WaitGroup) {
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		l.run()
-	}()
+	goCounted(wg, l.run)
 }
 
 // room is how many reclaimed entries the lane can take now.

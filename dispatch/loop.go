@@ -107,3 +107,46 @@ func closed(ch <-chan struct{}) bool {
 		return false
 	}
 }
+
+// ticking runs round once a period until done is closed: the shape of the promoter, the
+// reclaimer and the janitor. With atOnce the first round runs before the first tick. A failed
+// round is logged and tried again after the Redis backoff; a good one resets the backoff.
+func ticking(done <-chan struct{}, period time.Duration, atOnce bool, log *slog.Logger, what string, round func(context.Context) error) {
+	ctx, cancel := untilClosed(done)
+	defer cancel()
+	t := time.NewTicker(period)
+	defer t.Stop()
+	var p pause
+	wait := !atOnce
+	for {
+		if wait {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+		wait = true
+		if err := round(ctx); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			log.Warn("dispatch: "+what+" failed; retrying", "err", err)
+			if !p.wait(ctx, nil) {
+				return
+			}
+			wait = false
+			continue
+		}
+		p.reset()
+	}
+}
+
+// goCounted runs fn in a goroutine counted in wg.
+func goCounted(wg *sync.WaitGroup, fn func()) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		fn()
+	}()
+}

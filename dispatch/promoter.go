@@ -3,7 +3,6 @@ package dispatch
 import (
 	"context"
 	"sync"
-	"time"
 )
 
 // promoteLimit is how many due retries one PromoteDue call moves: enough to drain a backlog in
@@ -31,37 +30,9 @@ func newPromoter(p promoterParams) *promoter {
 	return &promoter{promoterParams: p, stopper: newStopper()}
 }
 
-// start runs the loop in a goroutine counted in wg.
+// start runs the loop in a goroutine counted in wg; the first round runs at once.
 func (pr *promoter) start(wg *sync.WaitGroup) {
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		pr.run()
-	}()
-}
-
-func (pr *promoter) run() {
-	ctx, cancel := untilClosed(pr.done)
-	defer cancel()
-	t := time.NewTicker(pr.cfg.PromoteEvery)
-	defer t.Stop()
-	var p pause
-	for {
-		if err := pr.promote(ctx); err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			pr.cfg.Logger.Warn("dispatch: promoting due retries failed; retrying", "err", err)
-			p.wait(ctx, nil)
-			continue
-		}
-		p.reset()
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	goCounted(wg, func() { ticking(pr.done, pr.cfg.PromoteEvery, true, pr.cfg.Logger, "promoting due retries", pr.promote) })
 }
 
 // promote runs one round over every shard.

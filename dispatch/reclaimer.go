@@ -4,7 +4,6 @@ import (
 	"context"
 	"github.com/webpush-gateway/webpush-gateway/stream"
 	"sync"
-	"time"
 )
 
 // reclaimRounds bounds the intake reclaim calls per shard per tick; the next tick continues.
@@ -37,37 +36,9 @@ func newReclaimer(p reclaimerParams) *reclaimer {
 	return &reclaimer{reclaimerParams: p, stopper: newStopper()}
 }
 
-// start runs the loop in a goroutine counted in wg.
+// start runs the loop in a goroutine counted in wg; the first round is one period in.
 func (r *reclaimer) start(wg *sync.WaitGroup) {
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		r.run()
-	}()
-}
-
-func (r *reclaimer) run() {
-	ctx, cancel := untilClosed(r.done)
-	defer cancel()
-	t := time.NewTicker(r.cfg.ReclaimEvery)
-	defer t.Stop()
-	var p pause
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if err := r.reclaim(ctx); err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			r.cfg.Logger.Warn("dispatch: reclaim failed; retrying", "err", err)
-			p.wait(ctx, nil)
-			continue
-		}
-		p.reset()
-	}
+	goCounted(wg, func() { ticking(r.done, r.cfg.ReclaimEvery, false, r.cfg.Logger, "reclaim", r.reclaim) })
 }
 
 // reclaim runs one round over every shard's intake and lanes.
