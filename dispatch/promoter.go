@@ -32,7 +32,9 @@ func newPromoter(p promoterParams) *promoter {
 
 // start runs the loop in a goroutine counted in wg; the first round runs at once.
 func (pr *promoter) start(wg *sync.WaitGroup) {
-	goCounted(wg, func() { ticking(pr.done, pr.cfg.PromoteEvery, true, pr.cfg.Logger, "promoting due retries", pr.promote) })
+	goCounted(wg, func() {
+		ticking(pr.done, pr.cfg.PromoteEvery, true, pr.cfg.Logger, "promoting due retries", pr.promote)
+	})
 }
 
 // promote runs one round over every shard.
