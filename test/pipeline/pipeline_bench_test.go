@@ -51,43 +51,76 @@ func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 	}
 }
 
-func BenchmarkPipeline(b *testing.B) {
-	srv := redistest.Start(b)
-	sim, err := pushsim.Start(pushsim.Config{Dir: b.TempDir(), MaxDeliveries: 10})
-	if err != nil {
-		b.Fatal(err)
+// TestPipelineSmoke runs one short round of the benchmark's pipeline so that it cannot rot
+// between benchmark runs: every job must reach the ledger as ACCEPTED.
+func TestPipelineSmoke(t *testing.T) {
+	p := startPipeline(t)
+	lines := p.round(0, 200)
+	if _, err := p.producer.Enqueue(context.Background(), lines...); err != nil {
+		t.Fatal(err)
 	}
-	defer sim.Close()
+	p.waitLedger(t, 200)
+	accepted := 0
+	if err := p.store.Results(context.Background(), func(r stream.Result) {
+		if r.Code == "ACCEPTED" {
+			accepted++
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if accepted != 200 {
+		t.Fatalf("%d of 200 jobs ACCEPTED", accepted)
+	}
+}
+
+// pipeline is Redis, pushsim and a running worker, with the counters the benchmark reads.
+type pipeline struct {
+	srv      *redistest.Server
+	store    *stream.Store
+	producer *stream.Producer
+	subs     []pushsim.Subscription
+	rt       *roundTrips
+	poll     *redis.Client
+	ledger   string
+}
+
+func startPipeline(tb testing.TB) *pipeline {
+	tb.Helper()
+	srv := redistest.Start(tb)
+	sim, err := pushsim.Start(pushsim.Config{Dir: tb.TempDir(), MaxDeliveries: 10})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { sim.Close() })
 	key, err := vapid.GenerateKey("default")
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	reg, err := providers.Parse("registry.yaml", webpushgateway.DefaultRegistry)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	signer, err := vapid.NewSigner(vapid.SignerOptions{Subject: "mailto:ops@example.com"})
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	ct, err := adapter.ParseConnectTo(append(sim.ConnectTo(), net.JoinHostPort("push.example.net", "443")+"="+sim.Addr()))
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	sender, err := adapter.New(adapter.Config{Registry: reg, Signer: signer, ConnectTo: ct, RootCAs: sim.CertPool()})
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	defer sender.Close()
+	tb.Cleanup(sender.Close)
 	main, blocking, err := stream.Connect(srv.URL(), stream.ConnectOptions{BlockingPoolSize: 16})
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	defer main.Close()
-	defer blocking.Close()
-	var rt roundTrips
-	main.AddHook(&rt)
-	blocking.AddHook(&rt)
+	tb.Cleanup(func() { main.Close(); blocking.Close() })
+	rt := &roundTrips{}
+	main.AddHook(rt)
+	blocking.AddHook(rt)
 	store := stream.New(main, blocking, stream.Options{Consumer: "bench"})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -96,47 +129,68 @@ func BenchmarkPipeline(b *testing.B) {
 			Keys: map[string]*vapid.Key{"default": key}, Block: 50 * time.Millisecond,
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	}()
-	defer func() {
+	tb.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
-			b.Error(err)
+			tb.Error(err)
 		}
-	}()
+	})
 
-	subs := subscriptions(b, sim, key)
-	producer := stream.NewProducer(srv.Client(b), "", 1)
-	poll, ledger := srv.Client(b), store.Keys(0).Results
+	p := &pipeline{srv: srv, store: store, subs: subscriptions(tb, sim, key), rt: rt}
+	p.producer = stream.NewProducer(srv.Client(tb), "", 1)
+	p.poll, p.ledger = srv.Client(tb), store.Keys(0).Results
+	return p
+}
+
+// round makes n jobs with ids unique to round i.
+func (p *pipeline) round(i, n int) [][]byte {
+	lines := make([][]byte, n)
+	for j := range lines {
+		lines[j], _ = json.Marshal(map[string]any{"id": fmt.Sprintf("r%d-%05d", i, j),
+			"subscription": p.subs[j%len(p.subs)], "payload": `{"title":"Your order shipped","body":"Order 4417 arrives Thursday."}`, "ttl": 3600})
+	}
+	return lines
+}
+
+// waitLedger polls Redis until the ledger holds want records; it returns how many polls that took.
+func (p *pipeline) waitLedger(tb testing.TB, want int64) int64 {
+	polls := int64(0)
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		n, err := p.poll.XLen(context.Background(), p.ledger).Result()
+		polls++
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if n >= want {
+			return polls
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("ledger holds %d records after 2 minutes, want %d", n, want)
+		}
+		time.Sleep(10 * time.Millisecond) // polling Redis for the ledger to fill
+	}
+}
+
+func BenchmarkPipeline(b *testing.B) {
+	p := startPipeline(b)
+	srv, store, rt := p.srv, p.store, p.rt
+
 	var jobs, rounds, cmds int64
 	perCmd := map[string]int64{}
 	var busy time.Duration
 	b.ResetTimer()
 	for i := range b.N {
 		b.StopTimer()
-		lines := make([][]byte, jobsPerRound)
-		for j := range lines {
-			lines[j], _ = json.Marshal(map[string]any{"id": fmt.Sprintf("r%d-%05d", i, j),
-				"subscription": subs[j%len(subs)], "payload": `{"title":"Your order shipped","body":"Order 4417 arrives Thursday."}`, "ttl": 3600})
-		}
+		lines := p.round(i, jobsPerRound)
 		srv.ResetStats(b)
 		before := rt.n.Load()
 		b.StartTimer()
 		start := time.Now()
-		if _, err := producer.Enqueue(context.Background(), lines...); err != nil {
+		if _, err := p.producer.Enqueue(context.Background(), lines...); err != nil {
 			b.Fatal(err)
 		}
-		want := int64((i + 1) * jobsPerRound)
-		polls := int64(0)
-		for {
-			n, err := poll.XLen(context.Background(), ledger).Result()
-			polls++
-			if err != nil {
-				b.Fatal(err)
-			}
-			if n >= want {
-				break
-			}
-			time.Sleep(10 * time.Millisecond) // polling Redis for the ledger to fill
-		}
+		polls := p.waitLedger(b, int64((i+1)*jobsPerRound))
 		busy += time.Since(start)
 		b.StopTimer()
 		rounds += rt.n.Load() - before
@@ -173,7 +227,7 @@ func BenchmarkPipeline(b *testing.B) {
 }
 
 // subscriptions makes 100 subscriptions over the market mix of push services.
-func subscriptions(b *testing.B, sim *pushsim.Server, key *vapid.Key) []pushsim.Subscription {
+func subscriptions(b testing.TB, sim *pushsim.Server, key *vapid.Key) []pushsim.Subscription {
 	var subs []pushsim.Subscription
 	for _, m := range []struct {
 		p, host string
