@@ -45,7 +45,7 @@ func TestCommandsPerJob(t *testing.T) {
 	want := map[string]int64{
 		"xreadgroup": 2,     // one batch from the intake, one from the lane
 		"evalsha":    2 * n, // to_lane, finish
-		"exists":     n,     // WasSent
+		"exists":     2 * n, // WasSent, and finish's check that no other attempt was recorded
 		"xadd":       3 * n, // upstream, lane, ledger
 		"xpending":   2 * n, // the owner check of each script
 		"xack":       2 * n, // intake, lane

@@ -17,11 +17,18 @@
 -- ARGV[10] number of ledger field/value arguments that follow (n)
 -- ARGV[11 .. 10+n] ledger record, field/value pairs
 -- ARGV[11+n ..]    gone record, field/value pairs
--- Returns 1 when recorded; 0 when the entry is not pending for ARGV[3] (nothing changed).
+-- Returns 1 when recorded (or already recorded by another attempt); 0 when nothing changed.
+--
+-- Exactly one terminal record per job, even when a send overlaps a reclaim:
+-- * not the owner any more (the entry was reclaimed while this send was in flight) and the
+--   send was accepted: the push is out, so record it now with its sent mark; the new owner
+--   finds the mark and acks the entry without sending again. Any other outcome: nothing.
+-- * the owner, and the job's sent mark is already set (another attempt was accepted and
+--   recorded): ack and delete the entry, no second record.
 local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)
-if #p == 0 or p[1][2] ~= ARGV[3] then
-  return 0
-end
+local owner = #p > 0 and p[1][2] == ARGV[3]
+local marked = redis.call('EXISTS', KEYS[4]) == 1
+local n = tonumber(ARGV[10])
 
 local function xadd(key, cap, first, last)
   local args = {'XADD', key}
@@ -37,7 +44,19 @@ local function xadd(key, cap, first, last)
   redis.call(unpack(args))
 end
 
-local n = tonumber(ARGV[10])
+if not owner then
+  if ARGV[4] == '1' and not marked then
+    redis.call('SET', KEYS[4], '1', 'PX', ARGV[5])
+    xadd(KEYS[2], ARGV[8], 11, 10 + n)
+    return 1
+  end
+  return 0
+end
+if marked then
+  redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
+  redis.call('XDEL', KEYS[1], ARGV[2])
+  return 1
+end
 if ARGV[4] == '1' then
   redis.call('SET', KEYS[4], '1', 'PX', ARGV[5])
 end

@@ -13,18 +13,34 @@
 -- ARGV[8] dead stream cap (approximate MAXLEN; 0 = none)
 -- Returns {dead, claimed1, claimed2, ...}: the number of entries dead-lettered, then each
 -- claimed entry as {id, {field, value, ...}}.
-local r = redis.call('XAUTOCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[3], '0-0', 'COUNT', tonumber(ARGV[4]))
--- Entries deleted while pending: Redis 7 drops them from the PEL and lists their ids here;
--- acking them as well costs nothing and keeps older servers' PELs clean.
-if r[3] then
-  for _, id in ipairs(r[3]) do
-    redis.call('XACK', KEYS[1], ARGV[1], id)
+-- XAUTOCLAIM looks at no more than 10 x COUNT pending entries per call, and entries claimed a
+-- moment ago (not idle, low ids) sit at the front of the PEL: one call with a small COUNT could
+-- find nothing behind them. So follow the cursor, a bounded number of calls, until COUNT entries
+-- are claimed or the whole PEL has been looked at.
+local want = tonumber(ARGV[4])
+local found = {}
+local cursor = '0-0'
+for _ = 1, 64 do
+  local r = redis.call('XAUTOCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[3], cursor, 'COUNT', want - #found)
+  -- Entries deleted while pending: Redis 7 drops them from the PEL and lists their ids here;
+  -- acking them as well costs nothing and keeps older servers' PELs clean.
+  if r[3] then
+    for _, id in ipairs(r[3]) do
+      redis.call('XACK', KEYS[1], ARGV[1], id)
+    end
+  end
+  for _, e in ipairs(r[2]) do
+    table.insert(found, e)
+  end
+  cursor = r[1]
+  if #found >= want or cursor == '0-0' then
+    break
   end
 end
 local maxDeliveries = tonumber(ARGV[5])
 local out = {0}
 local dead = 0
-for _, e in ipairs(r[2]) do
+for _, e in ipairs(found) do
   if type(e) == 'table' and e[1] and type(e[2]) == 'table' then
     local id, fields = e[1], e[2]
     local count = 0

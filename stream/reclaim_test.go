@@ -107,3 +107,25 @@ func TestReclaimIntakeNoLimit(t *testing.T) {
 		t.Errorf("dead record = %v", f)
 	}
 }
+
+// TestReclaimLooksPastBusyEntries: XAUTOCLAIM inspects at most 10 x COUNT pending entries per
+// call, so with COUNT 1 and a dozen busy (not idle) entries at the front of the pending list, a
+// single call would claim nothing. Reclaim must follow the cursor to the idle entry behind them.
+func TestReclaimLooksPastBusyEntries(t *testing.T) {
+	env := newEnv(t)
+	w1 := env.store(t, "w1", Options{}, "fcm")
+	w2 := env.store(t, "w2", Options{}, "fcm")
+	lane := w1.LaneStream(0, "fcm")
+	for i := range 25 {
+		env.laneEntry(t, w1, "fcm", "busy-"+itoa(int64(i)))
+	}
+	idle := env.laneEntry(t, w1, "fcm", "idle")
+	env.age(t, lane, "w1", idle.ID, 10*time.Minute, 1)
+	claimed, dead, err := w2.Reclaim(env.ctx, 0, lane, 5*time.Minute, 1, 5)
+	if err != nil || dead != 0 {
+		t.Fatalf("Reclaim: %v, %d dead", err, dead)
+	}
+	if len(claimed) != 1 || claimed[0].ID != idle.ID {
+		t.Fatalf("claimed %+v, want the one idle entry %s behind 25 busy ones", claimed, idle.ID)
+	}
+}

@@ -90,7 +90,7 @@ func deadFields(d DeadRecord, from, entry string) []any {
 func (s *Store) ToDead(ctx context.Context, e Entry, d DeadRecord) (bool, error) {
 	k := s.Keys(e.Shard)
 	args := append([]any{Group, e.ID, s.o.Consumer, s.o.DeadMaxLen}, deadFields(d, e.Stream, e.ID)...)
-	return s.runBool(ctx, toDeadScript, "to dead", []string{e.Stream, k.Dead}, args...)
+	return s.runBool(ctx, toDeadScript, "to dead", []string{e.Stream, k.Dead, k.Sent(d.ID)}, args...)
 }
 
 // Result is the terminal outcome of a job.
@@ -110,7 +110,10 @@ type Result struct {
 
 // Finish writes the ledger record of r (and, as r asks, the gone record, the gone mark and
 // the sent mark) and removes the entry, in one script. It returns false, and changes nothing,
-// when the entry is no longer pending for this consumer.
+// when the entry is no longer pending for this consumer, with one exception: an accepted send
+// (r.Sent) whose entry was reclaimed meanwhile is still recorded, with its sent mark, because
+// the push is out and the new owner must not send it again (it finds the mark and acks). When
+// the job's sent mark is already set, the entry is acked with no second record.
 func (s *Store) Finish(ctx context.Context, e Entry, r Result) (bool, error) {
 	k := s.Keys(e.Shard)
 	detail := cut(r.Detail, MaxDetail)

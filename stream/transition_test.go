@@ -42,8 +42,8 @@ func TestTransitionsRefuseNonOwner(t *testing.T) {
 		{"ToDead from lane", false, func(s *Store, e Entry) (bool, error) {
 			return s.ToDead(env.ctx, e, DeadRecord{ID: "x", Code: "PROVIDER_DOWN", Reason: "r", Job: "j", At: t0})
 		}},
-		{"Finish sent and gone", false, func(s *Store, e Entry) (bool, error) {
-			return s.Finish(env.ctx, e, Result{ID: "x", Code: "ACCEPTED", At: t0, Sent: true, Gone: true, Endpoint: testEndpoint})
+		{"Finish gone", false, func(s *Store, e Entry) (bool, error) {
+			return s.Finish(env.ctx, e, Result{ID: "x", Code: "GONE", At: t0, Gone: true, Endpoint: testEndpoint})
 		}},
 		{"AckSent", false, func(s *Store, e Entry) (bool, error) {
 			return s.AckSent(env.ctx, e)
@@ -94,6 +94,57 @@ func TestTransitionsRefuseNonOwner(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// TestFinishAcceptedAfterReclaim: a send accepted while its entry was reclaimed by another
+// consumer is still recorded (the push is out), with its sent mark, and the entry is left to
+// its new owner; the new owner's Finish then only acks, so the job has one ledger record.
+func TestFinishAcceptedAfterReclaim(t *testing.T) {
+	env := newEnv(t)
+	w1 := env.store(t, "w1", Options{}, "fcm")
+	w2 := env.store(t, "w2", Options{}, "fcm")
+	e := env.laneEntry(t, w1, "fcm", "j1")
+	lane := w1.LaneStream(0, "fcm")
+	env.age(t, lane, "w1", e.ID, 10*time.Minute, 1)
+	claimed, _, err := w2.Reclaim(env.ctx, 0, lane, time.Minute, 10, 5)
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("Reclaim: %v, %d claimed", err, len(claimed))
+	}
+	// w1's send, started before the reclaim, comes back accepted.
+	if ok, err := w1.Finish(env.ctx, e, Result{ID: "j1", Provider: "fcm", Code: "ACCEPTED", Status: 201, Sent: true, At: t0}); !ok || err != nil {
+		t.Fatalf("w1 Finish after reclaim = %v, %v; want recorded", ok, err)
+	}
+	if sent, err := w2.WasSent(env.ctx, 0, "j1"); !sent || err != nil {
+		t.Fatalf("WasSent = %v, %v; want the mark set", sent, err)
+	}
+	if n := env.pending(t, lane); n != 1 {
+		t.Fatalf("pending = %d, want 1: the entry stays w2's to ack", n)
+	}
+	// A second accepted record from the stale owner is refused.
+	if ok, _ := w1.Finish(env.ctx, e, Result{ID: "j1", Code: "ACCEPTED", Sent: true, At: t0}); ok {
+		t.Fatal("a second stale Finish recorded again")
+	}
+	// w2 finishes with any outcome: only the ack happens.
+	if ok, err := w2.Finish(env.ctx, claimed[0], Result{ID: "j1", Provider: "fcm", Code: "GONE", Status: 410, At: t0}); !ok || err != nil {
+		t.Fatalf("w2 Finish = %v, %v", ok, err)
+	}
+	if n := env.xlen(t, w1.Keys(0).Results); n != 1 {
+		t.Fatalf("ledger holds %d records for j1, want 1", n)
+	}
+	if n := env.xlen(t, lane); n != 0 {
+		t.Fatalf("lane XLEN = %d, want 0", n)
+	}
+	// Exhausted retries of a job already recorded as accepted: acked, no dead record.
+	e2 := env.laneEntry(t, w1, "fcm", "j2")
+	if err := env.c.Set(env.ctx, w1.Keys(0).Sent("j2"), "1", time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := w1.ToDead(env.ctx, e2, DeadRecord{ID: "j2", Code: "PROVIDER_DOWN", Reason: "gave up", At: t0}); !ok || err != nil {
+		t.Fatalf("ToDead = %v, %v", ok, err)
+	}
+	if n := env.xlen(t, w1.Keys(0).Dead); n != 0 {
+		t.Fatalf("dead stream holds %d records for an accepted job, want 0", n)
 	}
 }
 
