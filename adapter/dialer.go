@@ -46,6 +46,9 @@ var blockedRanges = []struct {
 	{netip.MustParsePrefix("240.0.0.0/4"), "reserved"},
 	{netip.MustParsePrefix("::/128"), "unspecified"},
 	{netip.MustParsePrefix("::1/128"), "loopback"},
+	{netip.MustParsePrefix("::/96"), "IPv4-compatible (deprecated; may reach an inside IPv4 address)"},
+	{netip.MustParsePrefix("2001::/32"), "Teredo (may reach an inside IPv4 address)"},
+	{netip.MustParsePrefix("2002::/16"), "6to4 (may reach an inside IPv4 address)"},
 	{netip.MustParsePrefix("64:ff9b::/96"), "NAT64 (may reach an inside IPv4 address)"},
 	{netip.MustParsePrefix("64:ff9b:1::/48"), "NAT64 (may reach an inside IPv4 address)"},
 	{netip.MustParsePrefix("fc00::/7"), "unique local (private, cloud metadata)"},
@@ -55,7 +58,7 @@ var blockedRanges = []struct {
 
 // checkAddr refuses an address in a blocked range unless an operator allowed it.
 func checkAddr(a netip.Addr, allow []netip.Prefix) error {
-	a = a.Unmap() // ::ffff:10.0.0.1 is 10.0.0.1
+	a = a.Unmap().WithZone("") // ::ffff:10.0.0.1 is 10.0.0.1; a zone would hide fe80::1 from Contains
 	for _, p := range allow {
 		if p.Contains(a) {
 			return nil

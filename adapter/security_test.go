@@ -39,6 +39,7 @@ func TestBlockedDestinations(t *testing.T) {
 		{"unspecified", "https://0.0.0.0:" + port + "/push/x", taxonomy.Blocked},
 		{"unique local v6", "https://[fd00::1]/push/x", taxonomy.Blocked},
 		{"multicast", "https://224.0.0.1/push/x", taxonomy.Blocked},
+		{"6to4 wrapping a private address", "https://[2002:a00:1::1]/push/x", taxonomy.Blocked},
 		{"plain http", "http://fcm.googleapis.com/fcm/send/x", taxonomy.Blocked},
 	}
 	for _, tc := range tests {
