@@ -31,7 +31,8 @@ func NewProducer(c redis.UniversalClient, prefix string, shards int) *Producer {
 // Enqueue writes each job, exactly as given, as the "job" field of a new intake entry, in one
 // pipeline. Every job must be a JSON object with a non-empty string "id" (the shard depends on
 // it); if any is not, nothing is written. Full validation is the workers' job: an invalid job
-// is dead-lettered with its reason. It returns how many jobs were written.
+// is dead-lettered with its reason. It returns how many jobs, from the first, were written
+// before any failure: a caller resumes from there.
 func (p *Producer) Enqueue(ctx context.Context, jobs ...[]byte) (int, error) {
 	if len(jobs) == 0 {
 		return 0, nil
@@ -58,14 +59,18 @@ func (p *Producer) Enqueue(ctx context.Context, jobs ...[]byte) (int, error) {
 		})
 	}
 	_, err := pipe.Exec(ctx)
+	// n counts the unbroken run of written jobs from the first: a caller that resumes from
+	// jobs[n] loses nothing. Jobs after the first failure may have been written too; sending
+	// them again is harmless (a copy of an accepted job is acknowledged without a send).
 	n := 0
 	for _, c := range cmds {
-		if c.Err() == nil {
-			n++
+		if c.Err() != nil {
+			break
 		}
+		n++
 	}
 	if err != nil {
-		return n, fmt.Errorf("stream: enqueue: %w", err)
+		return n, fmt.Errorf("stream: enqueue: job %d: %w", n, err)
 	}
 	return n, nil
 }

@@ -20,7 +20,7 @@ type Options struct {
 	// Consumer is this process's consumer name in the group: unique per process (pod name and
 	// a random suffix), never reused by a restarted process.
 	Consumer string
-	// SentTTL is how long the sent mark of an accepted job lives (default 24h): longer than any
+	// SentTTL is how long the sent mark of an accepted job lives (default 1h): longer than any
 	// plausible redelivery of the same entry.
 	SentTTL time.Duration
 	// GoneTTL is how long an endpoint reported gone is remembered (default 7 days), so queued
@@ -56,7 +56,7 @@ func New(c redis.UniversalClient, blocking redis.UniversalClient, o Options) *St
 		o.Shards = 1
 	}
 	if o.SentTTL <= 0 {
-		o.SentTTL = 24 * time.Hour
+		o.SentTTL = time.Hour
 	}
 	if o.GoneTTL <= 0 {
 		o.GoneTTL = 7 * 24 * time.Hour

@@ -22,6 +22,9 @@ func cmdAudit(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err := parseFlags(fs, args); err != nil {
 		return exitUsage(err)
 	}
+	if err := noArgs(fs); err != nil {
+		return 2
+	}
 	if err := rf.check(); err != nil {
 		fmt.Fprintln(stderr, "gateway-worker audit:", err)
 		return 2

@@ -46,6 +46,9 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := parseFlags(fs, args); err != nil {
 		return exitUsage(err)
 	}
+	if err := noArgs(fs); err != nil {
+		return 2
+	}
 	if err := runDemo(ctx, o, stdout); err != nil {
 		fmt.Fprintln(stderr, "gateway-worker demo:", err)
 		return 1

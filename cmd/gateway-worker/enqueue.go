@@ -63,7 +63,11 @@ func cmdEnqueue(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	fmt.Fprintln(stdout)
 	if err != nil {
-		fmt.Fprintf(stderr, "gateway-worker enqueue: stopped after %d jobs: %v\n", res.written, err)
+		if res.resumeAt > 0 {
+			fmt.Fprintf(stderr, "gateway-worker enqueue: %v\nevery job before line %d is enqueued; run again from line %d\n", err, res.resumeAt, res.resumeAt)
+		} else {
+			fmt.Fprintf(stderr, "gateway-worker enqueue: stopped after %d jobs: %v\n", res.written, err)
+		}
 		return 1
 	}
 	if len(res.refused) > 0 {
@@ -80,6 +84,8 @@ type refusedLine struct {
 type enqueueResult struct {
 	written int
 	refused []refusedLine
+	// resumeAt is the input line to run again from after a failure (0: none failed).
+	resumeAt int
 }
 
 // enqueueLines sends every line that is a JSON object with an id, in pipelined batches. A line
@@ -90,14 +96,18 @@ func enqueueLines(ctx context.Context, p *stream.Producer, in io.Reader, prog *p
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64<<10), 16<<20) // a line over the entry limit still reaches the worker's dead stream
 	batch := make([][]byte, 0, enqueueBatch)
+	batchLines := make([]int, 0, enqueueBatch)
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
 		}
 		n, err := p.Enqueue(ctx, batch...)
 		res.written += n
+		if err != nil {
+			res.resumeAt = batchLines[n]
+		}
 		prog.update(res.written)
-		batch = batch[:0]
+		batch, batchLines = batch[:0], batchLines[:0]
 		return err
 	}
 	line := 0
@@ -112,6 +122,7 @@ func enqueueLines(ctx context.Context, p *stream.Producer, in io.Reader, prog *p
 			continue
 		}
 		batch = append(batch, append([]byte(nil), b...))
+		batchLines = append(batchLines, line)
 		if len(batch) == enqueueBatch {
 			if err := flush(); err != nil {
 				return res, err

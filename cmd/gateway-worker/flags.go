@@ -51,5 +51,20 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 			}
 		}
 	})
+	if err != nil {
+		// The flag package prints its own parse errors; these it never saw.
+		fmt.Fprintf(fs.Output(), "%s: %v\n", fs.Name(), err)
+	}
+	return err
+}
+
+// noArgs refuses words left after the flags: a stray word stops flag parsing, so every flag
+// after it would be silently ignored.
+func noArgs(fs *flag.FlagSet) error {
+	if fs.NArg() == 0 {
+		return nil
+	}
+	err := fmt.Errorf("unexpected argument %q (flags after it were not read)", fs.Arg(0))
+	fmt.Fprintf(fs.Output(), "%s: %v\n", fs.Name(), err)
 	return err
 }

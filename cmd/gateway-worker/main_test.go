@@ -131,6 +131,8 @@ func TestSendRefusesBadFlags(t *testing.T) {
 		{"bad subject", []string{"send", "--subscription", "testdata/sub.json", "--vapid-key", "testdata/vapid.pem", "--subject", "mailto:me@localhost"}, "localhost"},
 		{"missing key file", []string{"send", "--subscription", "testdata/sub.json", "--vapid-key", "testdata/none.pem", "--subject", "mailto:a@example.com"}, "none.pem"},
 		{"bad connect-to", []string{"send", "--subscription", "testdata/sub.json", "--vapid-key", "testdata/vapid.pem", "--subject", "mailto:a@example.com", "--connect-to", "nonsense"}, "connect-to"},
+		{"stray word hides later flags", []string{"send", "--subscription", "testdata/sub.json", "stray", "--vapid-key", "testdata/vapid.pem"}, `unexpected argument "stray"`},
+		{"run with a stray word", []string{"run", "--redis", "redis://127.0.0.1:1/0", "stray", "--grace", "1s"}, `unexpected argument "stray"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -200,5 +202,13 @@ func TestEnqueueAndAudit(t *testing.T) {
 	code, stdout, _ = run(t, "audit", "--redis", srv.URL(), "--shards", "2", "--ids", jobs)
 	if code != 1 || !strings.Contains(stdout, "none yet:                 3") || !strings.Contains(stdout, "intake") {
 		t.Fatalf("audit: exit %d\n%s\nwant exit 1 with 3 jobs still in the intake", code, stdout)
+	}
+}
+
+func TestBadEnvironmentValueIsReported(t *testing.T) {
+	t.Setenv("GATEWAY_SHARDS", "abc")
+	code, _, stderr := run(t, "audit", "--redis", "redis://127.0.0.1:1/0", "--ids", "x")
+	if code != 2 || !strings.Contains(stderr, "GATEWAY_SHARDS") {
+		t.Fatalf("exit %d, stderr %q; want 2 naming GATEWAY_SHARDS", code, stderr)
 	}
 }

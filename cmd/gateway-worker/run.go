@@ -94,14 +94,23 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Int64Var(&cfg.MaxDeliveries, "max-deliveries", 5, "deliveries of one entry before it goes to dead")
 	fs.DurationVar(&cfg.Backoff.Base, "retry-base", 5*time.Second, "first retry delay, doubling each attempt")
 	fs.DurationVar(&cfg.Backoff.Cap, "retry-cap", 10*time.Minute, "longest retry delay")
-	fs.IntVar(&cfg.Backoff.MaxRetries, "max-retries", 8, "retries after the first attempt")
-	fs.Int64Var(&cfg.MaxDelayed, "max-delayed", 1_000_000, "jobs a shard's delayed set holds before retries go to dead")
-	fs.Int64Var(&cfg.MaxPerRecipient, "max-per-recipient", 1_000, "one recipient's jobs in the delayed set before its retries go to dead")
+	fs.IntVar(&cfg.Backoff.MaxRetries, "max-retries", 8, "retries after the first attempt (0: none)")
+	fs.Int64Var(&cfg.MaxDelayed, "max-delayed", 1_000_000, "jobs a shard's delayed set holds before retries go to dead (0: no cap)")
+	fs.Int64Var(&cfg.MaxPerRecipient, "max-per-recipient", 1_000, "one recipient's jobs in the delayed set before its retries go to dead (0: no cap)")
+	var so stream.Options
+	fs.DurationVar(&so.SentTTL, "sent-ttl", time.Hour, "how long an accepted job's id is remembered: a redelivered or re-enqueued copy within it is not sent again")
+	fs.DurationVar(&so.GoneTTL, "gone-ttl", 7*24*time.Hour, "how long an endpoint reported gone is remembered, so its queued retries are dropped")
+	fs.Int64Var(&so.ResultsMaxLen, "results-maxlen", 0, "cap the ledger stream at about this many records (0: no cap; the upstream trims it)")
+	fs.Int64Var(&so.GoneMaxLen, "gone-maxlen", 0, "cap the gone stream (0: no cap)")
+	fs.Int64Var(&so.DeadMaxLen, "dead-maxlen", 0, "cap the dead stream (0: no cap)")
 	fs.DurationVar(&cfg.Block, "block", time.Second, "longest blocking read (bounds how long shutdown waits for a reader)")
 	fs.DurationVar(&cfg.ReclaimEvery, "reclaim-every", 5*time.Second, "how often entries of dead workers are reclaimed")
 	fs.DurationVar(&cfg.PromoteEvery, "promote-every", 250*time.Millisecond, "how often due retries return to their lanes")
 	if err := parseFlags(fs, args); err != nil {
 		return exitUsage(err)
+	}
+	if err := noArgs(fs); err != nil {
+		return 2
 	}
 	fail := func(err error) int {
 		fmt.Fprintln(stderr, "gateway-worker run:", err)
@@ -109,6 +118,16 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if err := rf.check(); err != nil {
 		return fail(err)
+	}
+	// On the command line 0 means "none"; in dispatch.Config 0 means "the default" and a
+	// negative number means none.
+	for _, v := range []*int64{&cfg.MaxDelayed, &cfg.MaxPerRecipient} {
+		if *v == 0 {
+			*v = -1
+		}
+	}
+	if cfg.Backoff.MaxRetries == 0 {
+		cfg.Backoff.MaxRetries = -1
 	}
 	if len(keySpecs) == 0 || tf.subject == "" {
 		return fail(fmt.Errorf("--vapid-key and --subject are required"))
@@ -144,7 +163,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	defer main.Close()
 	defer blocking.Close()
-	cfg.Store = stream.New(main, blocking, stream.Options{Prefix: rf.prefix, Shards: rf.shards, Consumer: *consumer})
+	so.Prefix, so.Shards, so.Consumer = rf.prefix, rf.shards, *consumer
+	cfg.Store = stream.New(main, blocking, so)
 	cfg.Sender, cfg.Registry, cfg.Keys, cfg.Logger = sender, reg, keys, logger
 	logger.Info("worker starting", "consumer", *consumer, "shards", rf.shards, "providers", len(reg.Providers()))
 	if err := dispatch.Run(ctx, cfg); err != nil {

@@ -84,6 +84,9 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := parseFlags(fs, args); err != nil {
 		return exitUsage(err)
 	}
+	if err := noArgs(fs); err != nil {
+		return 2
+	}
 	if *subFile == "" || *keyFile == "" || tf.subject == "" {
 		fmt.Fprintln(stderr, "gateway-worker send: --subscription, --vapid-key and --subject are required")
 		return 2
