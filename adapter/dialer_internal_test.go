@@ -14,7 +14,7 @@ func TestCheckAddr(t *testing.T) {
 		{"fe80::1%eth0", true},
 		{"::ffff:169.254.169.254", true},
 		{"2001:0:4136:e378:8000:63bf:3fff:fdd2", true}, // Teredo
-		{"::10.0.0.1", true},                            // IPv4-compatible
+		{"::10.0.0.1", true},                           // IPv4-compatible
 		{"93.184.216.34", false},
 		{"2606:2800:220:1:248:1893:25c8:1946", false},
 	}
