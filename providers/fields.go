@@ -33,6 +33,9 @@ func builtin() Provider {
 		Rate:                  100,
 		Burst:                 20,
 		MaxInFlight:           64,
+		MinInFlight:           8,
+		RetryShare:            0.5,
+		PerRecipientInFlight:  8,
 		Timeout:               10 * time.Second,
 		ConnectTimeout:        5 * time.Second,
 		TLSTimeout:            5 * time.Second,
@@ -72,17 +75,15 @@ var settings = []setting{
 	})},
 	{"burst", intOf(func(p *Provider) *int { return &p.Burst }, atLeast(1))},
 	{"max_in_flight", intOf(func(p *Provider) *int { return &p.MaxInFlight }, atLeast(1))},
+	{"min_in_flight", intOf(func(p *Provider) *int { return &p.MinInFlight }, atLeast(1))},
+	{"retry_share", floatOf(func(p *Provider) *float64 { return &p.RetryShare }, fraction)},
+	{"per_recipient_in_flight", intOf(func(p *Provider) *int { return &p.PerRecipientInFlight }, atLeast(0))},
 	{"timeout", durationOf(func(p *Provider) *time.Duration { return &p.Timeout }, between(maxTimeout))},
 	{"connect_timeout", durationOf(func(p *Provider) *time.Duration { return &p.ConnectTimeout }, between(maxTimeout))},
 	{"tls_timeout", durationOf(func(p *Provider) *time.Duration { return &p.TLSTimeout }, between(maxTimeout))},
 	{"response_header_timeout", durationOf(func(p *Provider) *time.Duration { return &p.ResponseHeaderTimeout }, between(maxTimeout))},
 	{"vapid_lifetime", durationOf(func(p *Provider) *time.Duration { return &p.VAPIDLifetime }, between(maxVAPIDLifetime))},
-	{"breaker.failure_ratio", floatOf(func(p *Provider) *float64 { return &p.Breaker.FailureRatio }, func(f float64) string {
-		if f <= 0 || f > 1 {
-			return "must be more than 0 and at most 1, got " + fmtFloat(f)
-		}
-		return ""
-	})},
+	{"breaker.failure_ratio", floatOf(func(p *Provider) *float64 { return &p.Breaker.FailureRatio }, fraction)},
 	{"breaker.window", durationOf(func(p *Provider) *time.Duration { return &p.Breaker.Window }, between(maxBreakerSpan))},
 	{"breaker.min_samples", intOf(func(p *Provider) *int { return &p.Breaker.MinSamples }, atLeast(1))},
 	{"breaker.cooldown", durationOf(func(p *Provider) *time.Duration { return &p.Breaker.Cooldown }, between(maxBreakerSpan))},
@@ -91,9 +92,9 @@ var settings = []setting{
 
 // Keys each mapping may hold, in the order the docs list them (suggestions search these).
 var (
-	topKeys     = []string{"version", "defaults", "providers"}
-	entryKeys   = []string{"id", "kind", "hosts", "max_ttl", "rate", "burst", "max_in_flight", "timeout", "connect_timeout", "tls_timeout", "response_header_timeout", "breaker", "vapid_lifetime"}
-	defaultKeys = []string{"max_ttl", "rate", "burst", "max_in_flight", "timeout", "connect_timeout", "tls_timeout", "response_header_timeout", "breaker", "vapid_lifetime"}
+	topKeys     = []string{"version", "defaults", "budget", "host_breaker", "heartbeat", "providers"}
+	entryKeys   = []string{"id", "kind", "hosts", "max_ttl", "rate", "burst", "max_in_flight", "min_in_flight", "retry_share", "per_recipient_in_flight", "timeout", "connect_timeout", "tls_timeout", "response_header_timeout", "breaker", "vapid_lifetime"}
+	defaultKeys = []string{"max_ttl", "rate", "burst", "max_in_flight", "min_in_flight", "retry_share", "per_recipient_in_flight", "timeout", "connect_timeout", "tls_timeout", "response_header_timeout", "breaker", "vapid_lifetime"}
 	breakerKeys = []string{"failure_ratio", "window", "min_samples", "cooldown", "probes"}
 	kinds       = []string{KindFCM, KindAutopush, KindApple, KindWNS, KindGeneric}
 )
@@ -105,8 +106,10 @@ var notInDefaults = map[string]string{
 	"kind":  "kind cannot be a default: it follows each entry's id (fcm, autopush, apple, wns; generic otherwise)",
 }
 
-func durationOf(field func(*Provider) *time.Duration, check func(time.Duration) string) func(*yaml.Node, *Provider) string {
-	return func(n *yaml.Node, p *Provider) string {
+// durationOf, intOf and floatOf build the parser of one field of T (a Provider, or a top-level
+// section such as Budget): check the node's type, then check the value, then store it.
+func durationOf[T any](field func(*T) *time.Duration, check func(time.Duration) string) func(*yaml.Node, *T) string {
+	return func(n *yaml.Node, p *T) string {
 		if n.Kind != yaml.ScalarNode || n.ShortTag() == "!!null" {
 			return "want a duration like 10s, got " + describe(n)
 		}
@@ -125,8 +128,8 @@ func durationOf(field func(*Provider) *time.Duration, check func(time.Duration) 
 	}
 }
 
-func intOf(field func(*Provider) *int, check func(int) string) func(*yaml.Node, *Provider) string {
-	return func(n *yaml.Node, p *Provider) string {
+func intOf[T any](field func(*T) *int, check func(int) string) func(*yaml.Node, *T) string {
+	return func(n *yaml.Node, p *T) string {
 		var v int
 		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" || n.Decode(&v) != nil {
 			return "want a whole number, got " + describe(n)
@@ -139,8 +142,8 @@ func intOf(field func(*Provider) *int, check func(int) string) func(*yaml.Node, 
 	}
 }
 
-func floatOf(field func(*Provider) *float64, check func(float64) string) func(*yaml.Node, *Provider) string {
-	return func(n *yaml.Node, p *Provider) string {
+func floatOf[T any](field func(*T) *float64, check func(float64) string) func(*yaml.Node, *T) string {
+	return func(n *yaml.Node, p *T) string {
 		var v float64
 		if n.Kind != yaml.ScalarNode || (n.ShortTag() != "!!int" && n.ShortTag() != "!!float") || n.Decode(&v) != nil {
 			return "want a number, got " + describe(n)
@@ -154,6 +157,14 @@ func floatOf(field func(*Provider) *float64, check func(float64) string) func(*y
 		*field(p) = v
 		return ""
 	}
+}
+
+// fraction refuses numbers that are not in (0, 1].
+func fraction(f float64) string {
+	if f <= 0 || f > 1 {
+		return "must be more than 0 and at most 1, got " + fmtFloat(f)
+	}
+	return ""
 }
 
 func atLeast(min int) func(int) string {

@@ -27,6 +27,8 @@ func FuzzParse(f *testing.F) {
 		"version: 1\nproviders:\n  - id: x\n    hosts: ['*.a', 'https://b/c', 'C:1', '1.2.3.4', 'ä.example']\n",
 		"version: 1\nproviders:\n  - id: fallback\n    timeout: 1s\n    connect_timeout: 2s\n    max_ttl: 99999999s\n",
 		"[[[[",
+		"version: 1\nbudget: {total_in_flight: 2, every: 1s}\nhost_breaker: {failures: 1}\nheartbeat: {every: 1s, stale_after: 2s}\nproviders:\n  - {id: fallback, min_in_flight: 3, max_in_flight: 2, retry_share: 0.1}\n",
+		"version: 1\ndefaults: {min_in_flight: 4, per_recipient_in_flight: 0}\nproviders:\n  - {id: fallback, max_in_flight: 3}\n",
 	} {
 		f.Add([]byte(s))
 	}
@@ -51,7 +53,19 @@ func FuzzParse(f *testing.F) {
 		if fb == nil || fb.ID != "fallback" || len(fb.Hosts) != 0 {
 			t.Fatalf("fallback = %+v", fb)
 		}
+		if b := reg.Budget(); b != nil && (b.TotalInFlight < len(reg.Providers()) || b.Every <= 0 || b.HalfLife <= 0) {
+			t.Fatalf("accepted an impossible budget %+v", b)
+		}
+		if hb := reg.HostBreaker(); hb.Failures < 1 || hb.Cooldown <= 0 || hb.MaxHosts < 1 {
+			t.Fatalf("accepted an impossible host breaker %+v", hb)
+		}
+		if beat := reg.Heartbeat(); beat.Every <= 0 || beat.StaleAfter < 2*beat.Every {
+			t.Fatalf("accepted an impossible heartbeat %+v", beat)
+		}
 		for _, p := range reg.Providers() {
+			if p.MinInFlight < 1 || p.MinInFlight > p.MaxInFlight || p.RetryShare <= 0 || p.RetryShare > 1 || p.PerRecipientInFlight < 0 {
+				t.Fatalf("accepted impossible in-flight settings %+v", p)
+			}
 			if p.Rate <= 0 || p.Burst < 1 || p.MaxInFlight < 1 || p.Timeout <= 0 || p.ConnectTimeout > p.Timeout ||
 				p.Breaker.FailureRatio <= 0 || p.Breaker.FailureRatio > 1 || p.Breaker.Probes < 1 || p.Breaker.MinSamples < 1 {
 				t.Fatalf("accepted an impossible entry %+v", p)

@@ -228,10 +228,12 @@ func (d *decoder) registry(root *yaml.Node) *Registry {
 	p, ok := top["providers"]
 	if !ok {
 		d.add(root.Line, "providers", "required: a list of entries, one of them with id: fallback")
+		d.fleet(top, &Registry{}, 0) // still report every problem in the file at once
 		return nil
 	}
 	if p.val.Kind != yaml.SequenceNode {
 		d.add(p.val.Line, "providers", "want a list of entries, got "+describe(p.val))
+		d.fleet(top, &Registry{}, 0)
 		return nil
 	}
 	reg := &Registry{byID: map[string]*Provider{}, bySuffix: map[string]*Provider{}}
@@ -261,6 +263,7 @@ func (d *decoder) registry(root *yaml.Node) *Registry {
 	if reg.fallback == nil {
 		d.add(p.key.Line, "providers", "no entry with id: fallback (endpoints on hosts no entry lists need one; give it kind: generic and no hosts)")
 	}
+	d.fleet(top, reg, len(reg.list))
 	return reg
 }
 
@@ -302,11 +305,11 @@ func (d *decoder) merge(base Provider, baseOrigin map[string]origin, nodes map[s
 	return base, out
 }
 
-// crossCheck enforces that each phase timeout fits in the overall timeout. A pair is checked at
-// the most specific level that set either side (a conflict inside defaults is reported once,
-// under defaults), and reported at the more specific of the two fields.
+// crossCheck enforces the rules between two settings: each phase timeout fits in the overall
+// timeout, and min_in_flight is at most max_in_flight. A pair is checked at the most specific
+// level that set either side (a conflict inside defaults is reported once, under defaults), and
+// reported at the more specific of the two fields.
 func (d *decoder) crossCheck(p *Provider, from map[string]origin, level int) {
-	total := from["timeout"]
 	for _, ph := range []struct {
 		name string
 		v    time.Duration
@@ -315,15 +318,48 @@ func (d *decoder) crossCheck(p *Provider, from map[string]origin, level int) {
 		{"tls_timeout", p.TLSTimeout},
 		{"response_header_timeout", p.ResponseHeaderTimeout},
 	} {
-		o := from[ph.name]
-		if o.bad || total.bad || max(o.level, total.level) != level || ph.v <= p.Timeout {
-			continue
+		d.ordered(from, level, ph.name, "timeout", ph.v <= p.Timeout,
+			func(src string) string { return fmt.Sprintf("%s is longer than timeout (%s%s)", ph.v, p.Timeout, src) },
+			func(src string) string {
+				return fmt.Sprintf("%s is shorter than %s (%s%s)", p.Timeout, ph.name, ph.v, src)
+			})
+	}
+	if from["min_in_flight"].level == fromBuiltin {
+		// Nobody asked for this floor: a small max_in_flight lowers the built-in one with it
+		// rather than refuse a file that never mentions min_in_flight. From the built-in value
+		// each time, so a small max_in_flight in defaults: does not lower an entry's floor
+		// that sets a larger one.
+		p.MinInFlight = min(builtin().MinInFlight, p.MaxInFlight)
+	}
+	d.ordered(from, level, "min_in_flight", "max_in_flight", p.MinInFlight <= p.MaxInFlight,
+		func(src string) string {
+			return fmt.Sprintf("%d is more than max_in_flight (%d%s)", p.MinInFlight, p.MaxInFlight, src)
+		},
+		func(src string) string {
+			return fmt.Sprintf("%d is less than min_in_flight (%d%s)", p.MaxInFlight, p.MinInFlight, src)
+		})
+}
+
+// ordered reports a broken rule "small <= big" (ok false) between two settings, once: at the
+// level that set the later of the two, on the field set there (small when both were).
+// smallMsg and bigMsg get the other value's source (", from defaults", ...).
+func (d *decoder) ordered(from map[string]origin, level int, small, big string, ok bool, smallMsg, bigMsg func(src string) string) {
+	s, b := from[small], from[big]
+	if ok || s.bad || b.bad || max(s.level, b.level) != level {
+		return
+	}
+	// The other value's source, unless it is the level being checked ("from defaults" under
+	// defaults. says nothing).
+	src := func(o origin) string {
+		if o.level == level {
+			return ""
 		}
-		if o.level >= total.level {
-			d.add(o.line, o.field, fmt.Sprintf("%s is longer than timeout (%s%s)", ph.v, p.Timeout, source(total)))
-		} else {
-			d.add(total.line, total.field, fmt.Sprintf("%s is shorter than %s (%s%s)", p.Timeout, ph.name, ph.v, source(o)))
-		}
+		return source(o)
+	}
+	if s.level >= b.level {
+		d.add(s.line, s.field, smallMsg(src(b)))
+	} else {
+		d.add(b.line, b.field, bigMsg(src(s)))
 	}
 }
 

@@ -34,7 +34,17 @@ type Provider struct {
 	// Burst is the token bucket size for the whole fleet, shared out like Rate.
 	Burst int
 	// MaxInFlight bounds concurrent requests per replica (memory and sockets are per process).
+	// With a Budget it is the ceiling of the provider's share.
 	MaxInFlight int
+	// MinInFlight is the provider's floor when a Budget is shared by traffic, so a rare
+	// provider is never starved; 1..MaxInFlight.
+	MinInFlight int
+	// RetryShare is the part of the in-flight cap retries may hold, (0, 1], so that a retry
+	// storm cannot starve first deliveries.
+	RetryShare float64
+	// PerRecipientInFlight caps one recipient's requests in flight per replica, so a recipient
+	// with many subscriptions cannot hold a lane; 0 means no cap.
+	PerRecipientInFlight int
 
 	Timeout               time.Duration // whole request, dial to last body byte
 	ConnectTimeout        time.Duration // TCP connect
@@ -56,13 +66,18 @@ type BreakerConfig struct {
 	Probes       int           // requests let through half-open
 }
 
-// Registry is a loaded, validated provider table. It is immutable after Parse except for the
+// Registry is a loaded, validated provider table and the fleet-wide settings that go with it
+// (budget, host breaker, heartbeat). It is immutable after Parse except for the
 // unknown-authority counter, and safe for concurrent use.
 type Registry struct {
 	list     []*Provider          // file order
 	byID     map[string]*Provider // id -> entry
 	bySuffix map[string]*Provider // listed host -> entry; Resolve walks the label suffixes of a host
 	fallback *Provider
+
+	budget      *Budget // nil when the file has no budget:
+	hostBreaker HostBreakerConfig
+	heartbeat   HeartbeatConfig
 
 	unknown atomic.Uint64 // endpoints resolved to the fallback
 }

@@ -22,6 +22,9 @@ var shippedShared = providers.Provider{
 	ConnectTimeout:        5 * time.Second,
 	TLSTimeout:            5 * time.Second,
 	ResponseHeaderTimeout: 8 * time.Second,
+	MinInFlight:           8,
+	RetryShare:            0.5,
+	PerRecipientInFlight:  8,
 	Breaker: providers.BreakerConfig{
 		FailureRatio: 0.5, Window: 30 * time.Second, MinSamples: 20, Cooldown: 15 * time.Second, Probes: 3,
 	},
@@ -64,6 +67,38 @@ func TestShippedRegistry(t *testing.T) {
 	}
 	if p, ok := reg.Provider("nope"); ok {
 		t.Errorf("Provider(nope) = %v, true; want false", p)
+	}
+	// The fleet-wide sections: the shipped file spells out the built-in values and leaves
+	// budget: commented out, so each replica uses max_in_flight.
+	if b := reg.Budget(); b != nil {
+		t.Errorf("Budget() = %+v, want nil (the shipped budget: is commented out)", b)
+	}
+	if d := cmp.Diff(providers.HostBreakerConfig{Failures: 3, Cooldown: 300 * time.Second, MaxHosts: 4096}, reg.HostBreaker()); d != "" {
+		t.Errorf("HostBreaker() (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff(providers.HeartbeatConfig{Every: time.Second, StaleAfter: 5 * time.Second}, reg.Heartbeat()); d != "" {
+		t.Errorf("Heartbeat() (-want +got):\n%s", d)
+	}
+}
+
+// The budget example commented out in the shipped file must load once uncommented.
+func TestShippedBudgetExample(t *testing.T) {
+	data, err := os.ReadFile("../registry.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strings.Replace(string(data), "# budget:\n#   total_in_flight: 768", "budget:\n  total_in_flight: 768", 1)
+	s = strings.Replace(s, "#   every: 10s\n#   half_life: 60s", "  every: 10s\n  half_life: 60s", 1)
+	if s == string(data) {
+		t.Fatal("registry.yaml has no commented budget: example")
+	}
+	reg, err := providers.Parse("registry.yaml", []byte(s))
+	if err != nil {
+		t.Fatalf("the budget example does not load:\n%v", err)
+	}
+	want := &providers.Budget{TotalInFlight: 768, Every: 10 * time.Second, HalfLife: 60 * time.Second}
+	if d := cmp.Diff(want, reg.Budget()); d != "" {
+		t.Errorf("Budget() (-want +got):\n%s", d)
 	}
 }
 
@@ -108,6 +143,7 @@ func TestParseValid(t *testing.T) {
 		MaxTTL: 2419200 * time.Second, Rate: 100, Burst: 20, MaxInFlight: 64,
 		Timeout: 10 * time.Second, ConnectTimeout: 5 * time.Second, TLSTimeout: 5 * time.Second,
 		ResponseHeaderTimeout: 8 * time.Second,
+		MinInFlight:           8, RetryShare: 0.5, PerRecipientInFlight: 8,
 		Breaker: providers.BreakerConfig{
 			FailureRatio: 0.5, Window: 30 * time.Second, MinSamples: 20, Cooldown: 15 * time.Second, Probes: 3,
 		},
@@ -165,6 +201,40 @@ func TestParseValid(t *testing.T) {
 			p.ID, p.Kind = "fallback", "generic"
 			p.Timeout, p.ConnectTimeout, p.TLSTimeout, p.ResponseHeaderTimeout = 5*time.Second, 5*time.Second, 5*time.Second, 5*time.Second
 		})},
+	}, {
+		name: "in-flight settings from defaults and entries",
+		yaml: doc("version: 1",
+			"defaults:",
+			"  retry_share: 0.25",
+			"  per_recipient_in_flight: 0",
+			"  min_in_flight: 2",
+			"providers:",
+			"  - id: fallback",
+			"    min_in_flight: 64",
+			"    retry_share: 1",
+			"  - id: a",
+			"    hosts: [a.example]",
+			"    per_recipient_in_flight: 3"),
+		want: []providers.Provider{
+			withShared(builtin, func(p *providers.Provider) {
+				p.ID, p.Kind, p.MinInFlight, p.RetryShare, p.PerRecipientInFlight = "fallback", "generic", 64, 1, 0
+			}),
+			withShared(builtin, func(p *providers.Provider) {
+				p.ID, p.Kind, p.Hosts, p.MinInFlight, p.RetryShare, p.PerRecipientInFlight = "a", "generic", []string{"a.example"}, 2, 0.25, 3
+			}),
+		},
+	}, {
+		// Nobody set min_in_flight: the built-in floor 8 follows a smaller max_in_flight down
+		// instead of refusing the file, and comes back for an entry with a larger one.
+		name: "built-in floor follows a small max_in_flight",
+		yaml: doc("version: 1", "defaults:", "  max_in_flight: 3", "providers:",
+			"  - id: fallback", "  - id: a", "    hosts: [a.example]", "    max_in_flight: 100"),
+		want: []providers.Provider{
+			withShared(builtin, func(p *providers.Provider) { p.ID, p.Kind, p.MaxInFlight, p.MinInFlight = "fallback", "generic", 3, 3 }),
+			withShared(builtin, func(p *providers.Provider) {
+				p.ID, p.Kind, p.Hosts, p.MaxInFlight, p.MinInFlight = "a", "generic", []string{"a.example"}, 100, 8
+			}),
+		},
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -33,7 +33,8 @@ type Keys struct {
 	Dead string
 	// Rcpt is the HASH recipient -> number of that recipient's jobs in Delayed.
 	Rcpt string
-	// Heartbeat is reserved for replica heartbeats.
+	// Heartbeat is reserved and unused: replica heartbeats are fleet-wide, not per shard, and
+	// live under ReplicasKey.
 	Heartbeat string
 	// LanePrefix is the lane stream key without the provider id.
 	LanePrefix string
@@ -58,6 +59,16 @@ func KeysFor(prefix string, shard int) Keys {
 		Heartbeat:   base + "heartbeat",
 		LanePrefix:  base + "lane:",
 	}
+}
+
+// ReplicasKey is the ZSET of live replicas under prefix (DefaultPrefix when empty): member
+// consumer name, score the unix ms of its last heartbeat. It has its own hash tag, "{hb}":
+// replicas are counted once for the fleet, whatever the number of shards.
+func ReplicasKey(prefix string) string {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	return prefix + ":{hb}:replicas"
 }
 
 // Lane is the stream of jobs waiting for provider.

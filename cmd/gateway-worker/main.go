@@ -26,6 +26,7 @@ func commands() []command {
 		{"send", "send one message through the real adapter path and print its outcome", cmdSend},
 		{"keygen", "make a VAPID key pair", cmdKeygen},
 		{"check", "validate a registry file", cmdCheck},
+		{"inventory", "count a subscription export per provider and show the in-flight budgets", cmdInventory},
 		{"pushsim", "run the push service simulator", cmdPushsim},
 		{"demo", "deliver to every simulated push service and show what each saw", cmdDemo},
 	}
@@ -59,7 +60,7 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: gateway-worker <command> [flags]\n\ncommands:")
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nEvery flag can also be set as GATEWAY_<FLAG> (e.g. GATEWAY_CA_FILE); a flag on the command line wins.")
 	fmt.Fprintln(w, "Run 'gateway-worker <command> -h' for a command's flags.")
