@@ -1,16 +1,22 @@
-// Package limits holds the per-provider admission controls that keep one push service from
-// taking the capacity another needs: a token bucket for the request rate a push service meters,
-// and a semaphore for the requests this process keeps in flight. Both take their time from the
-// caller so tests step a clock instead of sleeping.
+// Package limits holds the admission controls that keep one push service from taking the
+// capacity another needs:
+//
+//   - Bucket: the request rate a push service meters (x/time/rate), cut multiplicatively on
+//     throttling and recovered additively toward the configured rate;
+//   - Slots: the requests one provider keeps in flight in this process, with a share for
+//     retries and a cap per recipient (Semaphore is the plain cap it replaces);
+//   - Breaker: the ratio breaker of one provider, on gobreaker/v2's two-step breaker with a
+//     rolling window, half-open probes and excluded outcomes;
+//   - HostBreaker: a consecutive-failure breaker for every host, bounded to MaxHosts.
+//
+// Every limit takes its time from the caller (a now argument) so tests step a clock instead of
+// sleeping. Breaker is the exception: gobreaker reads time.Now itself, so its tests run in a
+// testing/synctest bubble whose fake clock they step with time.Sleep.
 package limits
 
 import (
 	"context"
 	"errors"
-	"sync"
-	"time"
-
-	"golang.org/x/time/rate"
 )
 
 // ErrNoCapacity is returned by TryAcquire when every slot is taken.
@@ -72,78 +78,3 @@ func (s *Semaphore) Free() int { return cap(s.slots) - len(s.slots) }
 
 // Cap is the number of slots.
 func (s *Semaphore) Cap() int { return cap(s.slots) }
-
-// Bucket is a token bucket for one provider's request rate. It wraps x/time/rate with the clock
-// passed in, and remembers the configured rate so a throttled provider's rate can be cut and later
-// restored without losing the operator's figure.
-type Bucket struct {
-	mu         sync.Mutex // guards configured; the limiter has its own lock
-	lim        *rate.Limiter
-	configured rate.Limit
-}
-
-// NewBucket returns a bucket of perSecond tokens a second and the given burst. perSecond <= 0
-// means no limit.
-func NewBucket(perSecond float64, burst int) *Bucket {
-	l := rate.Limit(perSecond)
-	if perSecond <= 0 {
-		l = rate.Inf
-	}
-	if burst < 1 {
-		burst = 1
-	}
-	return &Bucket{lim: rate.NewLimiter(l, burst), configured: l}
-}
-
-// Allow reports whether a request may go at now, taking a token when it may.
-func (b *Bucket) Allow(now time.Time) bool { return b.lim.AllowN(now, 1) }
-
-// Delay reserves a token at now and returns how long the caller must wait before using it.
-// A caller that will not wait must call Cancel on the returned reservation.
-func (b *Bucket) Delay(now time.Time) (time.Duration, *rate.Reservation) {
-	r := b.lim.ReserveN(now, 1)
-	return r.DelayFrom(now), r
-}
-
-// Wait blocks until a token is available or ctx is done. It uses the wall clock: it is the entry
-// point for production callers; tests use Allow and Delay with a stepped clock.
-func (b *Bucket) Wait(ctx context.Context) error { return b.lim.Wait(ctx) }
-
-// Rate is the rate in force now.
-func (b *Bucket) Rate() float64 { return float64(b.lim.Limit()) }
-
-// Configured is the rate the bucket was created or last configured with.
-func (b *Bucket) Configured() float64 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return float64(b.configured)
-}
-
-// SetRate changes the rate in force at now without changing the configured rate; used to slow
-// a throttled provider. It never raises the rate above the configured one.
-func (b *Bucket) SetRate(now time.Time, perSecond float64) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	l := rate.Limit(perSecond)
-	if l > b.configured {
-		l = b.configured
-	}
-	b.lim.SetLimitAt(now, l)
-}
-
-// Configure sets a new configured rate and burst at now (a registry reload, or a replica's
-// share of the fleet rate changing).
-func (b *Bucket) Configure(now time.Time, perSecond float64, burst int) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	l := rate.Limit(perSecond)
-	if perSecond <= 0 {
-		l = rate.Inf
-	}
-	if burst < 1 {
-		burst = 1
-	}
-	b.configured = l
-	b.lim.SetLimitAt(now, l)
-	b.lim.SetBurstAt(now, burst)
-}
