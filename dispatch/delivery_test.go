@@ -238,8 +238,9 @@ func TestRedisOutageIsRetriedWithoutSpinning(t *testing.T) {
 	e.redis.Kill()
 	failures := func() int { return strings.Count(e.logs.String(), "retrying") }
 	waitFor(t, "the loops to notice the outage", func() bool { return failures() >= 10 })
-	// Nine loops here (intake, five lanes, promoter, reclaimer, janitor) backing off from
-	// 100 ms doubling make a handful of lines each in a second; a spinning loop makes thousands.
+	// Ten loops here (intake, five lanes, promoter, reclaimer, janitor, heartbeat) backing off
+	// from 100 ms doubling make a handful of lines each in a second; a spinning loop makes
+	// thousands.
 	outage := time.Now()
 	waitFor(t, "a second of outage", func() bool { return time.Since(outage) > time.Second })
 	n := failures()

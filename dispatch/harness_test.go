@@ -39,19 +39,27 @@ const (
 )
 
 // clock is the injected time source shared by the worker, the signer, the classifier and
-// pushsim, so JWT expiry checks agree with the stepped time.
+// pushsim, so JWT expiry checks agree with the stepped time. A wall clock is the real time, for
+// the tests that measure rates; it cannot be stepped.
 type clock struct {
-	mu  sync.Mutex
-	now time.Time
+	mu   sync.Mutex
+	now  time.Time
+	wall bool // immutable
 }
 
 func (c *clock) Now() time.Time {
+	if c.wall {
+		return time.Now()
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.now
 }
 
 func (c *clock) Step(d time.Duration) {
+	if c.wall {
+		panic("clock: a wall clock cannot be stepped")
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.now = c.now.Add(d)
@@ -107,6 +115,14 @@ type env struct {
 type envOptions struct {
 	shards      int
 	fcmInFlight int // max_in_flight of fcm; 0 keeps the shipped registry's
+	// registry replaces the shipped registry.yaml (fcmInFlight is then ignored).
+	registry string
+	// wallClock runs the worker and pushsim on the real clock, for tests that measure rates
+	// and timeouts; the stepped clock cannot be used by them.
+	wallClock bool
+	// connectTo adds connect-to overrides ("host:port=addr:port") for hosts pushsim does not
+	// serve.
+	connectTo []string
 }
 
 // record is one stream entry: its fields plus "_id", the entry id.
@@ -118,7 +134,7 @@ func newEnv(t *testing.T, opts envOptions) *env {
 		opts.shards = 1
 	}
 	e := &env{t: t, shards: opts.shards, opts: opts, logs: &syncBuffer{}}
-	e.clock = &clock{now: time.Now().Truncate(time.Millisecond)}
+	e.clock = &clock{now: time.Now().Truncate(time.Millisecond), wall: opts.wallClock}
 
 	e.redis = redistest.Start(t)
 	rdb := e.redis.Client(t)
@@ -191,7 +207,9 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if opts.fcmInFlight > 0 {
+	if opts.registry != "" {
+		data = []byte(opts.registry)
+	} else if opts.fcmInFlight > 0 {
 		data = bytes.Replace(data, []byte("max_in_flight: 512"), []byte("max_in_flight: "+strconv.Itoa(opts.fcmInFlight)), 1)
 	}
 	if e.reg, err = providers.Parse("registry.yaml", data); err != nil {
@@ -201,7 +219,7 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	connectTo, err := adapter.ParseConnectTo(append(sim.ConnectTo(), net.JoinHostPort(genericHost, "443")+"="+sim.Addr()))
+	connectTo, err := adapter.ParseConnectTo(append(append(sim.ConnectTo(), net.JoinHostPort(genericHost, "443")+"="+sim.Addr()), opts.connectTo...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,6 +274,13 @@ func (e *env) subscribe(provider string, key *vapid.Key) adapter.Subscription {
 	if provider == pushsim.Generic {
 		host = genericHost
 	}
+	return e.subscribeAt(provider, host, key)
+}
+
+// subscribeAt makes a pushsim subscription for provider on host ("" for the provider's usual
+// one).
+func (e *env) subscribeAt(provider, host string, key *vapid.Key) adapter.Subscription {
+	e.t.Helper()
 	ps, err := e.sim.Subscribe(provider, host, key.PublicKey())
 	if err != nil {
 		e.t.Fatalf("Subscribe(%s): %v", provider, err)

@@ -18,6 +18,8 @@ import (
 type intakeParams struct {
 	cfg   *Config // shared, read-only after Run applied the defaults
 	shard int
+	// limits count the arrivals per provider, which the budget loop shares slots by.
+	limits *fleetLimits
 }
 
 // intake reads a shard's intake stream in batches, validates each job, and moves it to its
@@ -95,9 +97,13 @@ func (in *intake) handle(ctx context.Context, e stream.Entry) error {
 		return in.dead(ctx, e, job.ID, fmt.Sprintf("vapid_key: no key named %q is configured", job.VAPIDKey), raw)
 	}
 	provider := route.Provider.ID
-	return in.move(ctx, "to lane", e, func(ctx context.Context) (bool, error) {
+	err = in.move(ctx, "to lane", e, func(ctx context.Context) (bool, error) {
 		return cfg.Store.ToLane(ctx, e, provider, raw, job.EnqueuedAt.UnixMilli())
 	})
+	if pl := in.limits.byID[provider]; err == nil && pl != nil {
+		pl.arrivals.Add(1)
+	}
+	return err
 }
 
 // dead dead-letters an intake entry as INVALID_JOB: it was never sent.

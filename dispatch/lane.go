@@ -3,15 +3,13 @@ package dispatch
 import (
 	"context"
 	"errors"
-	"fmt"
+	"log/slog"
 	"strconv"
 	"sync"
 	"time"
 
-	"github.com/webpush-gateway/webpush-gateway/adapter"
 	"github.com/webpush-gateway/webpush-gateway/limits"
 	"github.com/webpush-gateway/webpush-gateway/stream"
-	"github.com/webpush-gateway/webpush-gateway/taxonomy"
 )
 
 // goneMeanwhile is the ledger detail of a retry dropped because its endpoint was reported gone
@@ -23,27 +21,34 @@ const goneMeanwhile = "endpoint reported gone meanwhile; not retried"
 // the job a second time.
 const recordAfterAbort = time.Second
 
+// halfOpenPace is the longest a half-open lane waits between reads of one entry: the breaker
+// lets only a few probes through, and reading more would only put entries back.
+const halfOpenPace = 100 * time.Millisecond
+
 // laneParams configure the consumer of one (shard, provider) lane.
 type laneParams struct {
 	cfg      *Config // shared, read-only after Run applied the defaults
 	shard    int
 	provider string
-	// sem is the provider's in-flight budget, shared by its lanes on every shard.
-	sem *limits.Semaphore
+	// lim are the provider's limits, shared by its lanes on every shard.
+	lim *providerLimits
+	// hosts is the breaker of unknown hosts, shared by every lane.
+	hosts *limits.HostBreaker
 	// abort is closed when the grace period ends; it cancels the sends still in flight.
 	abort <-chan struct{}
 }
 
 // lane reads a provider's lane stream on one shard, never more entries than the provider has
-// free in-flight slots, and sends each entry in its own goroutine holding one slot. A stalled
-// provider fills its slots and its lanes stop reading: its jobs wait in Redis, and the other
-// providers' lanes are untouched.
+// free in-flight slots (nor more than its token bucket lets go within readAhead), and sends
+// each entry in its own goroutine holding one slot. A stalled provider fills its slots and its
+// lanes stop reading; a failing one opens its breaker and its lanes stop reading: either way
+// its jobs wait in Redis, and the other providers' lanes are untouched.
 type lane struct {
 	laneParams
 	stopper
 	// offered carries entries the reclaimer claimed for this lane to the reader, which starts
-	// them like the ones it reads. Buffered to the semaphore's size; the reclaimer never offers
-	// more than there is room for.
+	// them like the ones it reads. Buffered to the provider's largest in-flight cap; the
+	// reclaimer never offers more than there is room for.
 	offered chan stream.Entry
 	// inflight counts the send goroutines; the reader goroutine waits for it before it returns.
 	inflight sync.WaitGroup
@@ -57,7 +62,7 @@ type lane struct {
 }
 
 func newLane(p laneParams) *lane {
-	return &lane{laneParams: p, stopper: newStopper(), offered: make(chan stream.Entry, p.sem.Cap()),
+	return &lane{laneParams: p, stopper: newStopper(), offered: make(chan stream.Entry, max(1, p.lim.p.MaxInFlight)),
 		held: make(map[string]struct{})}
 }
 
@@ -67,8 +72,14 @@ func (l *lane) start(wg *sync.WaitGroup) {
 	goCounted(wg, l.run)
 }
 
-// room is how many reclaimed entries the lane can take now.
-func (l *lane) room() int { return min(l.sem.Free(), cap(l.offered)-len(l.offered)) }
+// room is how many reclaimed entries the lane can take now. None while the breaker is open:
+// the entries would only be put back.
+func (l *lane) room() int {
+	if l.lim.breaker.State() == limits.Open {
+		return 0
+	}
+	return min(l.lim.slots.Free(), cap(l.offered)-len(l.offered))
+}
 
 // offer hands a reclaimed entry to the reader; false when there is no room, in which case
 // the entry stays pending and a later reclaim round takes it. An entry this lane already holds
@@ -103,6 +114,12 @@ func (l *lane) release(id string) {
 	delete(l.held, id)
 }
 
+// run is the reader. Each round it decides how much to read from the provider's limits:
+//
+//   - breaker open: nothing. It sleeps until the cooldown ends (at most Block, so a stop is
+//     seen), and the jobs wait in Redis with no attempt spent;
+//   - breaker half-open: one entry per halfOpenPace, since only the probes may go;
+//   - otherwise: the free slots, but no more than readAhead's worth of tokens.
 func (l *lane) run() {
 	ctx, cancel := untilClosed(l.done)
 	defer cancel()
@@ -113,20 +130,48 @@ func (l *lane) run() {
 	}()
 	cfg, log := l.cfg, l.cfg.Logger
 	var p pause
+	last := limits.Closed
 	for ctx.Err() == nil {
 		// Reclaimed entries first: they have waited a visibility timeout already.
 		if !l.startOffered(ctx, sendCtx) {
 			return
 		}
-		if l.sem.Free() == 0 {
-			// Wait for a slot without keeping it, then read as many as are free then.
-			if l.sem.Acquire(ctx) != nil {
-				return
+		state := l.lim.breaker.State()
+		if state != last {
+			// Logged here rather than in the breaker's hook, which runs under its lock. Every
+			// lane of the provider sees the change; the first shard's lane tells it.
+			if l.shard == 0 {
+				level := slog.LevelInfo
+				if state == limits.Open {
+					level = slog.LevelWarn
+				}
+				log.Log(ctx, level, "dispatch: provider breaker "+state.String(), "provider", l.provider, "was", last.String())
 			}
-			l.sem.Release()
+			last = state
+		}
+		n := 0
+		switch state {
+		case limits.Open:
+			sleep(ctx, min(l.lim.breaker.OpenFor(), cfg.Block))
+			continue
+		case limits.HalfOpen:
+			n = min(1, l.lim.slots.Free())
+		default:
+			n = l.lim.readable()
+		}
+		if n == 0 {
+			if l.lim.slots.Free() == 0 {
+				// Wait for a slot without keeping it, then read as many as are free then.
+				if l.lim.slots.Wait(ctx) != nil {
+					return
+				}
+			} else {
+				// Slots are free but enough entries already wait for tokens.
+				sleep(ctx, l.lim.paceWait(cfg.Block))
+			}
 			continue
 		}
-		entries, err := cfg.Store.ReadLane(ctx, l.shard, l.provider, l.sem.Free(), cfg.Block)
+		entries, err := cfg.Store.ReadLane(ctx, l.shard, l.provider, n, cfg.Block)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -141,6 +186,9 @@ func (l *lane) run() {
 			if !l.dispatch(ctx, sendCtx, e) {
 				return // stopping: the rest were never started and stay pending
 			}
+		}
+		if state == limits.HalfOpen && len(entries) > 0 {
+			sleep(ctx, min(halfOpenPace, cfg.Block))
 		}
 	}
 }
@@ -158,23 +206,65 @@ func (l *lane) startOffered(ctx, sendCtx context.Context) bool {
 	}
 }
 
-// dispatch takes a slot for e and sends it in a new goroutine. The lanes of other shards share
-// the semaphore, so the slot counted free before the read may be gone: then it waits for one,
-// and gives up (leaving e pending) when the lane is told to stop.
+// dispatch takes a slot for e and sends it in a new goroutine. The slot is counted by the kind
+// of delivery (a retry, attempt > 0, may use only the retries' share) and by recipient. When
+// the retries' share or the recipient's cap is full, e goes back to the delayed set with the
+// same attempt for a moment: that is neither an attempt nor a failure, and the first
+// deliveries and other recipients behind it in the lane go on. When no slot at all is free
+// (the lanes of other shards share them) it waits for one, and gives up (leaving e pending)
+// when the lane is told to stop.
 func (l *lane) dispatch(ctx, sendCtx context.Context, e stream.Entry) bool {
-	if l.sem.TryAcquire() != nil {
-		if l.sem.Acquire(ctx) != nil {
-			return false
+	cfg := l.cfg
+	lj, reason := parseLaneEntry(e, cfg.Now())
+	retry, recipient := false, ""
+	if reason == "" {
+		retry, recipient = lj.attempt > 0, lj.job.Recipient
+	}
+	for {
+		err := l.lim.slots.TryAcquire(retry, recipient)
+		switch {
+		case err == nil:
+			l.lim.queued.Add(1)
+			l.inflight.Add(1)
+			go func() {
+				defer l.inflight.Done()
+				defer l.lim.slots.Release(retry, recipient)
+				defer l.release(e.ID)
+				l.handle(ctx, sendCtx, e, lj, reason)
+			}()
+			return true
+		case errors.Is(err, limits.ErrNoCapacity):
+			if l.lim.slots.Wait(ctx) != nil {
+				return false
+			}
+		default: // limits.ErrRetryShare, limits.ErrRecipientBusy
+			// A round trip in the reader: it paces the reader, which has nothing better to do
+			// than move entries it may not start, and bounds how many are moved at once.
+			due := cfg.Now().Add(putBackDelay(cfg.Rand()))
+			l.putBack(ctx, e, lj, due)
+			l.release(e.ID)
+			return ctx.Err() == nil
 		}
 	}
-	l.inflight.Add(1)
-	go func() {
-		defer l.inflight.Done()
-		defer l.sem.Release()
-		defer l.release(e.ID)
-		l.handle(sendCtx, e)
-	}()
-	return true
+}
+
+// putBackDelay is how long an entry that may not start now waits in the delayed set: about a
+// second, jittered over [0.5 s, 1.5 s) so entries put back together come back spread out.
+func putBackDelay(rnd float64) time.Duration {
+	return 500*time.Millisecond + time.Duration(clamp01(rnd)*float64(time.Second))
+}
+
+// sleep waits d or until ctx ends. It paces a reader; it never waits for an outcome.
+func sleep(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // laneJob is a lane entry decoded.
@@ -210,197 +300,4 @@ func parseLaneEntry(e stream.Entry, now time.Time) (*laneJob, string) {
 		return lj, err.Error()
 	}
 	return lj, ""
-}
-
-// handle is the life of one lane entry: the checks that may spare a send, the send, and the
-// one state change that records its outcome. ctx is cancelled only when the grace period of a
-// shutdown ends.
-func (l *lane) handle(ctx context.Context, e stream.Entry) {
-	cfg := l.cfg
-	lj, reason := parseLaneEntry(e, cfg.Now())
-	if reason != "" {
-		id := bestEffortID(lj.raw)
-		l.toDead(ctx, e, stream.DeadRecord{ID: id, Code: string(taxonomy.InvalidJob), Reason: reason,
-			Attempt: lj.attempt, Provider: l.provider, Job: lj.raw, At: cfg.Now()})
-		return
-	}
-	j := lj.job
-
-	// A copy of a job already accepted (a duplicate XADD, or an entry reclaimed from a replica
-	// that recorded it) is acknowledged without a second send; the first one wrote the ledger.
-	var sent bool
-	if l.ask(ctx, "check sent mark", func(ctx context.Context) (err error) {
-		sent, err = cfg.Store.WasSent(ctx, e.Shard, j.ID)
-		return err
-	}) != nil {
-		return
-	}
-	if sent {
-		l.move(ctx, "ack sent copy", e, func(ctx context.Context) (bool, error) { return cfg.Store.AckSent(ctx, e) })
-		return
-	}
-	base := stream.Result{ID: j.ID, Provider: l.provider, Attempt: lj.attempt}
-	if lj.attempt > 0 {
-		var gone bool
-		if l.ask(ctx, "check gone mark", func(ctx context.Context) (err error) {
-			gone, err = cfg.Store.IsGone(ctx, e.Shard, j.Subscription.Endpoint)
-			return err
-		}) != nil {
-			return
-		}
-		if gone {
-			r := base
-			r.Code, r.Detail, r.At = string(taxonomy.Gone), goneMeanwhile, cfg.Now()
-			l.finish(ctx, e, r)
-			return
-		}
-	}
-	now := cfg.Now()
-	remaining := time.Duration(j.TTL)*time.Second - now.Sub(lj.enqueued)
-	// TTL 0 means "now or never" (RFC 8030 section 5.2): its first attempt goes out with TTL 0
-	// however long it queued, since any queueing at all would otherwise expire every such job;
-	// it is never retried (next gives EXPIRED for any delay).
-	if remaining <= 0 && (j.TTL > 0 || lj.attempt > 0) {
-		r := base
-		r.Code, r.At = string(taxonomy.Expired), now
-		r.Detail = fmt.Sprintf("ttl of %ds ran out in the queue before attempt %d; not sent", j.TTL, lj.attempt+1)
-		l.finish(ctx, e, r)
-		return
-	}
-	key := cfg.Keys[j.VAPIDKey]
-	if key == nil {
-		// Intake checked the name; this replica may run with other keys than the one that did.
-		l.toDead(ctx, e, stream.DeadRecord{ID: j.ID, Code: string(taxonomy.InvalidJob),
-			Reason:  fmt.Sprintf("vapid_key: no key named %q is configured", j.VAPIDKey),
-			Attempt: lj.attempt, Provider: l.provider, Job: lj.raw, At: now})
-		return
-	}
-	m := &adapter.Message{
-		ID: j.ID, Subscription: adapter.Subscription(j.Subscription), // same fields: checked by the compiler
-		Payload: j.Payload, Ciphertext: j.Ciphertext,
-		TTL: max(0, int(remaining/time.Second)), Urgency: j.Urgency, Topic: j.Topic, Key: key,
-	}
-
-	out := cfg.Sender.Send(ctx, m)
-	done := cfg.Now()
-	if ctx.Err() != nil {
-		if out.Code != taxonomy.Accepted {
-			// We cut the attempt short ourselves; it says nothing about the provider. The entry
-			// stays pending and another replica sends it.
-			return
-		}
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), recordAfterAbort)
-		defer cancel()
-	}
-	base.Status, base.Detail, base.Latency, base.At = out.Status, out.Detail, done.Sub(now), done
-	base.Code = string(out.Code)
-	l.record(ctx, e, lj, out, base)
-}
-
-// record writes the outcome of a send: the ledger for a final outcome (plus the sent mark, or
-// the gone stream), the delayed set for a retry, dead when the retries are used up.
-func (l *lane) record(ctx context.Context, e stream.Entry, lj *laneJob, out taxonomy.Outcome, r stream.Result) {
-	cfg, j := l.cfg, lj.job
-	switch {
-	case out.Code == taxonomy.Accepted:
-		r.Sent = true
-		l.finish(ctx, e, r)
-	case out.Code == taxonomy.Gone || out.Code == taxonomy.KeyMismatch:
-		// The upstream must delete or renew the subscription: the gone stream tells it which.
-		r.Gone, r.Endpoint = true, j.Subscription.Endpoint
-		l.finish(ctx, e, r)
-	case out.Code.Retryable():
-		remaining := time.Duration(j.TTL)*time.Second - r.At.Sub(lj.enqueued)
-		due, v := cfg.Backoff.next(r.At, lj.attempt, out.RetryAfter, remaining, cfg.Rand())
-		switch v {
-		case retriesExhausted:
-			l.toDead(ctx, e, stream.DeadRecord{ID: j.ID, Code: string(out.Code),
-				Reason:  fmt.Sprintf("gave up after %d attempts: %s", lj.attempt+1, describe(out)),
-				Attempt: lj.attempt, Provider: l.provider, Job: lj.raw, At: r.At})
-		case retryExpired:
-			r.Code = string(taxonomy.Expired)
-			r.Detail = fmt.Sprintf("ttl ends before attempt %d could be made; last attempt: %s", lj.attempt+2, describe(out))
-			l.finish(ctx, e, r)
-		default:
-			l.toDelayed(ctx, e, stream.RetryRecord{
-				ID: j.ID, Provider: l.provider, Recipient: j.Recipient, Due: due, Attempt: lj.attempt + 1,
-				Job: lj.raw, EnqueuedAtMs: lj.enqueued.UnixMilli(),
-				MaxDelayed: capArg(cfg.MaxDelayed), MaxPerRecipient: capArg(cfg.MaxPerRecipient),
-				Code: string(out.Code), At: r.At,
-			})
-		}
-	default:
-		l.finish(ctx, e, r)
-	}
-}
-
-// capArg is a cap as stream takes it: 0 for none, which Config spells as a negative number.
-func capArg(n int64) int64 { return max(n, 0) }
-
-// describe is an outcome for a reason text: code, status when there was one, and detail.
-func describe(out taxonomy.Outcome) string {
-	s := string(out.Code)
-	if out.Status != 0 {
-		s += " " + strconv.Itoa(out.Status)
-	}
-	if out.Detail != "" {
-		s += ": " + out.Detail
-	}
-	return s
-}
-
-func (l *lane) finish(ctx context.Context, e stream.Entry, r stream.Result) {
-	l.move(ctx, "finish", e, func(ctx context.Context) (bool, error) { return l.cfg.Store.Finish(ctx, e, r) })
-}
-
-func (l *lane) toDead(ctx context.Context, e stream.Entry, d stream.DeadRecord) {
-	l.cfg.Logger.Info("dispatch: job dead-lettered", "shard", e.Shard, "provider", l.provider,
-		"id", d.ID, "code", d.Code, "reason", d.Reason)
-	l.move(ctx, "to dead", e, func(ctx context.Context) (bool, error) { return l.cfg.Store.ToDead(ctx, e, d) })
-}
-
-func (l *lane) toDelayed(ctx context.Context, e stream.Entry, r stream.RetryRecord) {
-	var v stream.RetryVerdict
-	err := l.ask(ctx, "to delayed", func(ctx context.Context) (err error) {
-		v, err = l.cfg.Store.ToDelayed(ctx, e, r)
-		return err
-	})
-	if err != nil {
-		return
-	}
-	switch v {
-	case stream.Queued:
-	case stream.NotOwner:
-		l.notOwner(e)
-	default:
-		// Past a cap (or for a second copy of an id already waiting) the script wrote the dead
-		// record itself, with the reason.
-		l.cfg.Logger.Info("dispatch: retry refused by the delayed set; dead-lettered",
-			"shard", e.Shard, "provider", l.provider, "id", r.ID, "verdict", v)
-	}
-}
-
-// move runs one state change of e and logs when another consumer owns the entry by now.
-func (l *lane) move(ctx context.Context, what string, e stream.Entry, op func(context.Context) (bool, error)) {
-	var owned bool
-	if l.ask(ctx, what, func(ctx context.Context) (err error) {
-		owned, err = op(ctx)
-		return err
-	}) == nil && !owned {
-		l.notOwner(e)
-	}
-}
-
-// ask runs a Redis call, retrying failures for up to the visibility timeout: past it the entry
-// may be reclaimed by another consumer anyway, and the slot is better given back.
-func (l *lane) ask(ctx context.Context, what string, op func(context.Context) error) error {
-	return retryRedis(ctx, nil, l.cfg.Logger, what, l.cfg.VisibilityTimeout, op)
-}
-
-func (l *lane) notOwner(e stream.Entry) {
-	// The entry idled past the visibility timeout and another consumer claimed it; that
-	// consumer records it. Nothing was changed here.
-	l.cfg.Logger.Info("dispatch: entry reclaimed by another consumer before it was recorded",
-		"shard", e.Shard, "provider", l.provider, "entry", e.ID)
 }

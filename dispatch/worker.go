@@ -5,10 +5,18 @@
 // One Run starts, per shard, an intake loop (validate, route, move to a provider's lane) and one
 // lane consumer per provider (read only as many jobs as the provider has free in-flight slots,
 // send, record the outcome), plus one promoter (due retries back to their lanes), one reclaimer
-// (entries a dead consumer left pending) and one janitor (idle consumers with nothing pending).
+// (entries a dead consumer left pending), one janitor (idle consumers with nothing pending), one
+// heartbeat (how many replicas share the fleet-wide rates) and, when registry.yaml has a
+// budget, one budget loop (in-flight slots shared by traffic).
 // Every move of a job is one atomic script in stream that first checks the entry is still this
 // consumer's, so a worker that lost an entry to the reclaimer cannot act on it, and a job is in
 // exactly one place at a time.
+//
+// Provider isolation lives in the lanes. Each provider has, per process, an in-flight budget
+// (limits.Slots: a cap, a share for retries, a cap per recipient), this replica's share of its
+// token bucket, and a ratio breaker; unknown hosts share a host breaker. A provider that
+// stalls fills its own slots, one that fails opens its own breaker, and in both cases its
+// lanes stop reading while the other providers' lanes go on at their own rates.
 //
 // Delivery is at least once: an entry is acknowledged only after its outcome is written, so a
 // worker that dies mid-send leaves the entry pending and another replica reclaims and sends it
@@ -71,6 +79,11 @@ type Config struct {
 	JanitorIdle       time.Duration // a consumer idle this long with nothing pending is removed; default 10 min
 
 	Logger *slog.Logger // default slog.Default()
+
+	// OnBreakerChange, when set, is told every state change of a provider's ratio breaker
+	// (for metrics and tests). It runs under the breaker's lock: it must only count or hand the
+	// change on, and return.
+	OnBreakerChange func(provider string, from, to limits.State)
 }
 
 // withDefaults checks the required fields and fills every zero field with its default.
@@ -78,6 +91,9 @@ func (c Config) withDefaults() (Config, error) {
 	switch {
 	case c.Store == nil:
 		return c, errors.New("dispatch: Config.Store is required")
+	case c.Store.Consumer() == "":
+		// It names this process in the consumer groups and in the replicas' heartbeats.
+		return c, errors.New("dispatch: Config.Store needs a consumer name (stream.Options.Consumer)")
 	case c.Sender == nil:
 		return c, errors.New("dispatch: Config.Sender is required")
 	case c.Registry == nil:
@@ -163,8 +179,10 @@ func setDefault[T comparable](p *T, def T) {
 //     is cancelled only when Grace ends; an entry whose send or record is cut short stays
 //     pending, and the sent mark keeps a reclaimed one from going out twice when the first
 //     send was accepted and recorded.
-//  3. The promoter and the janitor stop. They keep working during the grace period because
-//     they serve the whole fleet, not only this process's entries.
+//  3. The promoter, the janitor, the heartbeat and the budget loop stop. The first two keep
+//     working during the grace period because they serve the whole fleet, not only this
+//     process's entries; the heartbeat keeps counting this replica while it still sends, and
+//     leaves the live set when it stops.
 //
 // Run returns nil once everything it started has returned; an error only for a bad Config.
 func Run(ctx context.Context, cfg Config) error {
@@ -185,12 +203,25 @@ func Run(ctx context.Context, cfg Config) error {
 		return nil // ctx ended before Redis answered: nothing was started
 	}
 
+	lim := newFleetLimits(&cfg)
+	// The first heartbeat and budget round run before any lane reads, so no replica sends at
+	// the whole fleet's rate, nor with the wrong caps, while it learns its share.
+	hb := newHeartbeat(heartbeatParams{cfg: &cfg, limits: lim, hb: cfg.Registry.Heartbeat()})
+	if err := retryRedis(ctx, nil, log, "heartbeat", 0, hb.beat); err != nil {
+		return nil
+	}
+	var bud *budget
+	if b := cfg.Registry.Budget(); b != nil {
+		bud = newBudget(budgetParams{cfg: &cfg, limits: lim, budget: *b})
+		bud.round(cfg.Now())
+	}
+
 	// abort is closed when Grace ends: it cancels whatever sends are still in flight.
 	abort := make(chan struct{})
 	var (
 		readers sync.WaitGroup // intake loops and the reclaimer
 		lanes   sync.WaitGroup // lane readers, each of which waits for its own sends
-		fleet   sync.WaitGroup // promoter and janitor
+		fleet   sync.WaitGroup // promoter, janitor, heartbeat and budget
 	)
 	shards := cfg.Store.Shards()
 	var (
@@ -199,15 +230,14 @@ func Run(ctx context.Context, cfg Config) error {
 		byShard  = make([]map[string]*lane, shards)
 	)
 	for s := 0; s < shards; s++ {
-		intakes = append(intakes, newIntake(intakeParams{cfg: &cfg, shard: s}))
+		intakes = append(intakes, newIntake(intakeParams{cfg: &cfg, shard: s, limits: lim}))
 		byShard[s] = make(map[string]*lane, len(provs))
 	}
 	for _, p := range provs {
-		// One semaphore per provider for the whole process: MaxInFlight is what this replica's
-		// memory and sockets can carry for that provider, whatever shard the jobs come from.
-		sem := limits.NewSemaphore(p.MaxInFlight)
+		// The provider's limits are per process, shared by its lanes on every shard: the slots
+		// are what this replica's memory and sockets carry, the bucket its share of the rate.
 		for s := 0; s < shards; s++ {
-			l := newLane(laneParams{cfg: &cfg, shard: s, provider: p.ID, sem: sem, abort: abort})
+			l := newLane(laneParams{cfg: &cfg, shard: s, provider: p.ID, lim: lim.byID[p.ID], hosts: lim.hosts, abort: abort})
 			byShard[s][p.ID] = l
 			laneList = append(laneList, l)
 		}
@@ -225,6 +255,10 @@ func Run(ctx context.Context, cfg Config) error {
 	rec.start(&readers)
 	prom.start(&fleet)
 	jan.start(&fleet)
+	hb.start(&fleet)
+	if bud != nil {
+		bud.start(&fleet)
+	}
 	log.Info("dispatch: running", "shards", shards, "providers", len(ids))
 
 	<-ctx.Done()
@@ -254,9 +288,14 @@ func Run(ctx context.Context, cfg Config) error {
 		close(abort)
 		<-sendsDone
 	}
-	// 3. Stop the fleet-wide loops.
+	// 3. Stop the fleet-wide loops. The heartbeat leaves the live set as it stops, after the
+	// last send, so the other replicas take this one's share of the rates from then on.
 	prom.shutdown()
 	jan.shutdown()
+	hb.shutdown()
+	if bud != nil {
+		bud.shutdown()
+	}
 	fleet.Wait()
 	log.Info("dispatch: stopped")
 	return nil

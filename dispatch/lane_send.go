@@ -1,0 +1,298 @@
+package dispatch
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/webpush-gateway/webpush-gateway/adapter"
+	"github.com/webpush-gateway/webpush-gateway/limits"
+	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/taxonomy"
+)
+
+// handle is the life of one lane entry: the checks that may spare a send, the provider's
+// admission (host breaker, ratio breaker, token bucket), the send, and the one state change
+// that records its outcome. stop is the reader's context, cancelled when the lane is told to
+// stop: an entry still waiting for its token then stays pending for another replica, like
+// the entries read and never started. ctx is cancelled only when the grace period of a
+// shutdown ends. lj and reason are parseLaneEntry's.
+func (l *lane) handle(stop, ctx context.Context, e stream.Entry, lj *laneJob, reason string) {
+	cfg := l.cfg
+	// The entry counts as queued for a token (see providerLimits.readable) until it has one or
+	// leaves without needing one.
+	queued := true
+	tokenDone := func() {
+		if queued {
+			queued = false
+			l.lim.queued.Add(-1)
+		}
+	}
+	defer tokenDone()
+	if reason != "" {
+		id := bestEffortID(lj.raw)
+		l.toDead(ctx, e, stream.DeadRecord{ID: id, Code: string(taxonomy.InvalidJob), Reason: reason,
+			Attempt: lj.attempt, Provider: l.provider, Job: lj.raw, At: cfg.Now()})
+		return
+	}
+	j := lj.job
+
+	// A copy of a job already accepted (a duplicate XADD, or an entry reclaimed from a replica
+	// that recorded it) is acknowledged without a second send; the first one wrote the ledger.
+	var sent bool
+	if l.ask(ctx, "check sent mark", func(ctx context.Context) (err error) {
+		sent, err = cfg.Store.WasSent(ctx, e.Shard, j.ID)
+		return err
+	}) != nil {
+		return
+	}
+	if sent {
+		l.move(ctx, "ack sent copy", e, func(ctx context.Context) (bool, error) { return cfg.Store.AckSent(ctx, e) })
+		return
+	}
+	base := stream.Result{ID: j.ID, Provider: l.provider, Attempt: lj.attempt}
+	if lj.attempt > 0 {
+		var gone bool
+		if l.ask(ctx, "check gone mark", func(ctx context.Context) (err error) {
+			gone, err = cfg.Store.IsGone(ctx, e.Shard, j.Subscription.Endpoint)
+			return err
+		}) != nil {
+			return
+		}
+		if gone {
+			r := base
+			r.Code, r.Detail, r.At = string(taxonomy.Gone), goneMeanwhile, cfg.Now()
+			l.finish(ctx, e, r)
+			return
+		}
+	}
+	// Checked before admission so that jobs which ran out while the breaker was open cost no
+	// token and no probe when the lane reads them again.
+	if r, ok := l.expired(lj, base, cfg.Now()); ok {
+		l.finish(ctx, e, r)
+		return
+	}
+	key := cfg.Keys[j.VAPIDKey]
+	if key == nil {
+		// Intake checked the name; this replica may run with other keys than the one that did.
+		l.toDead(ctx, e, stream.DeadRecord{ID: j.ID, Code: string(taxonomy.InvalidJob),
+			Reason:  fmt.Sprintf("vapid_key: no key named %q is configured", j.VAPIDKey),
+			Attempt: lj.attempt, Provider: l.provider, Job: lj.raw, At: cfg.Now()})
+		return
+	}
+
+	// Admission. The host breaker and the ratio breaker come before the token bucket: a
+	// delivery they refuse sends nothing, so it must not spend the provider's rate (a dead
+	// self-hosted server with a backlog would otherwise eat the fallback lane's tokens).
+	host := l.hostKey(j.Subscription.Endpoint)
+	if host != "" && !l.hosts.Allow(host, cfg.Now()) {
+		tokenDone()
+		out := taxonomy.Local(l.provider, taxonomy.CircuitOpen, "host "+host+" is skipped after repeated transport failures")
+		r := base
+		r.Code, r.Detail, r.At = string(out.Code), out.Detail, cfg.Now()
+		l.record(ctx, e, lj, out, r)
+		return
+	}
+	done, err := l.lim.breaker.Allow()
+	if err != nil {
+		// Open, or half-open with every probe out: back to the delayed set with the same
+		// attempt until the breaker may let it through. Not an attempt, not a failure.
+		tokenDone()
+		now := cfg.Now()
+		l.putBack(ctx, e, lj, now.Add(max(l.lim.breaker.OpenFor(), putBackDelay(cfg.Rand()))))
+		return
+	}
+	if l.lim.waitToken(stop, cfg.Now) != nil {
+		done(limits.Excluded) // stopping before the send: nothing was sent
+		return
+	}
+	tokenDone()
+
+	now := cfg.Now()
+	if r, ok := l.expired(lj, base, now); ok { // the token took the last of the TTL
+		done(limits.Excluded)
+		l.finish(ctx, e, r)
+		return
+	}
+	remaining := time.Duration(j.TTL)*time.Second - now.Sub(lj.enqueued)
+	m := &adapter.Message{
+		ID: j.ID, Subscription: adapter.Subscription(j.Subscription), // same fields: checked by the compiler
+		Payload: j.Payload, Ciphertext: j.Ciphertext,
+		TTL: max(0, int(remaining/time.Second)), Urgency: j.Urgency, Topic: j.Topic, Key: key,
+	}
+
+	out := cfg.Sender.Send(ctx, m)
+	at := cfg.Now()
+	if ctx.Err() != nil {
+		if out.Code != taxonomy.Accepted {
+			// We cut the attempt short ourselves; it says nothing about the provider or the
+			// host. The entry stays pending and another replica sends it.
+			done(limits.Excluded)
+			return
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), recordAfterAbort)
+		defer cancel()
+	}
+	done(breakerResult(out))
+	if host != "" {
+		l.hosts.Record(host, hostResult(out), at)
+	}
+	if out.Code == taxonomy.RateLimited {
+		l.lim.bucket.Throttle(at)
+	}
+	base.Status, base.Detail, base.Latency, base.At = out.Status, out.Detail, at.Sub(now), at
+	base.Code = string(out.Code)
+	l.record(ctx, e, lj, out, base)
+}
+
+// expired is the EXPIRED record of a job whose TTL has run out at now, if it has. TTL 0 means
+// "now or never" (RFC 8030 section 5.2): its first attempt goes out with TTL 0 however long it
+// queued, since any queueing at all would otherwise expire every such job; it is never retried
+// (Backoff.next gives EXPIRED for any delay).
+func (l *lane) expired(lj *laneJob, base stream.Result, now time.Time) (stream.Result, bool) {
+	j := lj.job
+	remaining := time.Duration(j.TTL)*time.Second - now.Sub(lj.enqueued)
+	if remaining > 0 || (j.TTL == 0 && lj.attempt == 0) {
+		return stream.Result{}, false
+	}
+	r := base
+	r.Code, r.At = string(taxonomy.Expired), now
+	r.Detail = fmt.Sprintf("ttl of %ds ran out in the queue before attempt %d; not sent", j.TTL, lj.attempt+1)
+	return r, true
+}
+
+// hostKey is the host breaker's key for an endpoint, or "" when the host breaker does not
+// guard it. It guards the hosts no registry entry lists (the fallback lane's self-hosted and
+// unknown services), which share one lane and one ratio breaker, so one dead host among them
+// would otherwise hold the lane's slots for a timeout each. A listed provider's hosts are
+// guarded by its ratio breaker, which pauses the lane without spending attempts; a host
+// breaker there would turn a stalled provider's jobs into CIRCUIT_OPEN retries and keep its
+// half-open probes from reaching it for the host cooldown.
+func (l *lane) hostKey(endpoint string) string {
+	route, err := l.cfg.Registry.Resolve(endpoint)
+	if err != nil || !route.Unknown {
+		return "" // intake refused unroutable endpoints; a registry reload may differ, and the adapter says so
+	}
+	return route.Authority
+}
+
+// putBack returns an entry that may not start now (its provider's breaker, the retries' share
+// or its recipient's cap refused it) to the delayed set, due at due, with the same attempt:
+// nothing was tried. It passes no recipient and no caps: the job already takes room in Redis
+// (in the lane), so moving it to the delayed set adds nothing the caps protect, and counting it
+// as its recipient's retry would dead-letter that recipient's real retries at the cap.
+func (l *lane) putBack(ctx context.Context, e stream.Entry, lj *laneJob, due time.Time) {
+	l.toDelayed(ctx, e, stream.RetryRecord{
+		ID: lj.job.ID, Provider: l.provider, Due: due, Attempt: lj.attempt,
+		Job: lj.raw, EnqueuedAtMs: lj.enqueued.UnixMilli(), At: l.cfg.Now(),
+	})
+}
+
+// record writes the outcome of a send: the ledger for a final outcome (plus the sent mark, or
+// the gone stream), the delayed set for a retry, dead when the retries are used up.
+func (l *lane) record(ctx context.Context, e stream.Entry, lj *laneJob, out taxonomy.Outcome, r stream.Result) {
+	cfg, j := l.cfg, lj.job
+	switch {
+	case out.Code == taxonomy.Accepted:
+		r.Sent = true
+		l.finish(ctx, e, r)
+	case out.Code == taxonomy.Gone || out.Code == taxonomy.KeyMismatch:
+		// The upstream must delete or renew the subscription: the gone stream tells it which.
+		r.Gone, r.Endpoint = true, j.Subscription.Endpoint
+		l.finish(ctx, e, r)
+	case out.Code.Retryable():
+		remaining := time.Duration(j.TTL)*time.Second - r.At.Sub(lj.enqueued)
+		due, v := cfg.Backoff.next(r.At, lj.attempt, out.RetryAfter, remaining, cfg.Rand())
+		switch v {
+		case retriesExhausted:
+			l.toDead(ctx, e, stream.DeadRecord{ID: j.ID, Code: string(out.Code),
+				Reason:  fmt.Sprintf("gave up after %d attempts: %s", lj.attempt+1, describe(out)),
+				Attempt: lj.attempt, Provider: l.provider, Job: lj.raw, At: r.At})
+		case retryExpired:
+			r.Code = string(taxonomy.Expired)
+			r.Detail = fmt.Sprintf("ttl ends before attempt %d could be made; last attempt: %s", lj.attempt+2, describe(out))
+			l.finish(ctx, e, r)
+		default:
+			l.toDelayed(ctx, e, stream.RetryRecord{
+				ID: j.ID, Provider: l.provider, Recipient: j.Recipient, Due: due, Attempt: lj.attempt + 1,
+				Job: lj.raw, EnqueuedAtMs: lj.enqueued.UnixMilli(),
+				MaxDelayed: capArg(cfg.MaxDelayed), MaxPerRecipient: capArg(cfg.MaxPerRecipient),
+				Code: string(out.Code), At: r.At,
+			})
+		}
+	default:
+		l.finish(ctx, e, r)
+	}
+}
+
+// capArg is a cap as stream takes it: 0 for none, which Config spells as a negative number.
+func capArg(n int64) int64 { return max(n, 0) }
+
+// describe is an outcome for a reason text: code, status when there was one, and detail.
+func describe(out taxonomy.Outcome) string {
+	s := string(out.Code)
+	if out.Status != 0 {
+		s += " " + strconv.Itoa(out.Status)
+	}
+	if out.Detail != "" {
+		s += ": " + out.Detail
+	}
+	return s
+}
+
+func (l *lane) finish(ctx context.Context, e stream.Entry, r stream.Result) {
+	l.move(ctx, "finish", e, func(ctx context.Context) (bool, error) { return l.cfg.Store.Finish(ctx, e, r) })
+}
+
+func (l *lane) toDead(ctx context.Context, e stream.Entry, d stream.DeadRecord) {
+	l.cfg.Logger.Info("dispatch: job dead-lettered", "shard", e.Shard, "provider", l.provider,
+		"id", d.ID, "code", d.Code, "reason", d.Reason)
+	l.move(ctx, "to dead", e, func(ctx context.Context) (bool, error) { return l.cfg.Store.ToDead(ctx, e, d) })
+}
+
+func (l *lane) toDelayed(ctx context.Context, e stream.Entry, r stream.RetryRecord) {
+	var v stream.RetryVerdict
+	err := l.ask(ctx, "to delayed", func(ctx context.Context) (err error) {
+		v, err = l.cfg.Store.ToDelayed(ctx, e, r)
+		return err
+	})
+	if err != nil {
+		return
+	}
+	switch v {
+	case stream.Queued:
+	case stream.NotOwner:
+		l.notOwner(e)
+	default:
+		// Past a cap (or for a second copy of an id already waiting) the script wrote the dead
+		// record itself, with the reason.
+		l.cfg.Logger.Info("dispatch: retry refused by the delayed set; dead-lettered",
+			"shard", e.Shard, "provider", l.provider, "id", r.ID, "verdict", v)
+	}
+}
+
+// move runs one state change of e and logs when another consumer owns the entry by now.
+func (l *lane) move(ctx context.Context, what string, e stream.Entry, op func(context.Context) (bool, error)) {
+	var owned bool
+	if l.ask(ctx, what, func(ctx context.Context) (err error) {
+		owned, err = op(ctx)
+		return err
+	}) == nil && !owned {
+		l.notOwner(e)
+	}
+}
+
+// ask runs a Redis call, retrying failures for up to the visibility timeout: past it the entry
+// may be reclaimed by another consumer anyway, and the slot is better given back.
+func (l *lane) ask(ctx context.Context, what string, op func(context.Context) error) error {
+	return retryRedis(ctx, nil, l.cfg.Logger, what, l.cfg.VisibilityTimeout, op)
+}
+
+func (l *lane) notOwner(e stream.Entry) {
+	// The entry idled past the visibility timeout and another consumer claimed it; that
+	// consumer records it. Nothing was changed here.
+	l.cfg.Logger.Info("dispatch: entry reclaimed by another consumer before it was recorded",
+		"shard", e.Shard, "provider", l.provider, "entry", e.ID)
+}

@@ -1,0 +1,414 @@
+// Package isolation_test proves provider isolation with numbers, through the real pipeline: a
+// real redis-server (AOF, fsync always), pushsim over TLS and HTTP/2 under the real provider
+// host names, and dispatch.Run in this process with a registry whose limits are the product's.
+//
+// A feeder enqueues jobs for FCM, Autopush, Apple and WNS at steady per-provider rates. The
+// registry's token buckets are above those rates, so in a healthy phase each provider's
+// throughput is its arrival rate (not the CPU: the whole load is a small part of what this
+// machine's pipeline carries). Then Autopush stalls (every request hangs until the client's
+// timeout), and later fails 40 % of its requests with 503. In each phase the test counts, from
+// the results ledger, the jobs ACCEPTED per second per provider and compares them with the
+// healthy baseline of the same run.
+//
+//	go test -race -run TestIsolation -v ./test/isolation/
+//	go test -run '^$' -bench BenchmarkIsolation -benchtime 1x ./test/isolation/
+package isolation_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/webpush-gateway/webpush-gateway/adapter"
+	"github.com/webpush-gateway/webpush-gateway/dispatch"
+	"github.com/webpush-gateway/webpush-gateway/internal/redistest"
+	"github.com/webpush-gateway/webpush-gateway/limits"
+	"github.com/webpush-gateway/webpush-gateway/providers"
+	"github.com/webpush-gateway/webpush-gateway/pushsim"
+	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/vapid"
+)
+
+// healthy are the providers that must keep their throughput while Autopush misbehaves.
+var healthy = []string{"fcm", "apple", "wns"}
+
+// allProviders are the providers fed, in the order results are printed.
+var allProviders = []string{"fcm", "autopush", "apple", "wns"}
+
+// scenario is one isolation run's load and timing.
+type scenario struct {
+	// arrival is the jobs per second the feeder enqueues for each provider.
+	arrival map[string]float64
+	// bucket is the registry rate as a multiple of the arrival rate: above 1, so a healthy
+	// provider's throughput is its arrival rate, and the backlog a fault leaves drains at
+	// (bucket-1) × arrival.
+	bucket float64
+	// warmup runs before the baseline (connections, JIT-free but caches warm).
+	warmup time.Duration
+	// phase is the length of the baseline and of each fault phase.
+	phase time.Duration
+}
+
+// phase is one measured stretch of a run.
+type phase struct {
+	name     string
+	from, to time.Time
+	// fault is what Autopush did meanwhile; "" for the baseline.
+	fault string
+}
+
+// run is Redis, pushsim and a running worker, fed at the scenario's rates.
+type run struct {
+	tb       testing.TB
+	sc       scenario
+	sim      *pushsim.Server
+	store    *stream.Store
+	producer *stream.Producer
+	subs     map[string][]pushsim.Subscription
+	breakers breakerLog
+
+	mu  sync.Mutex
+	ids []string // every job enqueued; guarded by mu
+}
+
+// registryYAML is the registry of the run: the product's limits with the scenario's rates,
+// and breaker and timeout settings short enough for a test (a 1 s request timeout, a 2 s
+// breaker window and a 1 s cooldown).
+func (sc scenario) registryYAML() string {
+	var b strings.Builder
+	b.WriteString(`version: 1
+defaults:
+  max_in_flight: 32
+  timeout: 1s
+  connect_timeout: 500ms
+  tls_timeout: 500ms
+  response_header_timeout: 800ms
+  breaker:
+    failure_ratio: 0.3
+    window: 2s
+    min_samples: 10
+    cooldown: 1s
+    probes: 3
+heartbeat:
+  every: 500ms
+  stale_after: 2s
+providers:
+`)
+	hosts := map[string]string{
+		"fcm": "fcm.googleapis.com", "autopush": "updates.push.services.mozilla.com",
+		"apple": "web.push.apple.com", "wns": "notify.windows.com",
+	}
+	for _, id := range allProviders {
+		rate := sc.arrival[id] * sc.bucket
+		fmt.Fprintf(&b, "  - id: %s\n    hosts: [%s]\n    rate: %g\n    burst: %d\n", id, hosts[id], rate, max(1, int(rate/4)))
+	}
+	b.WriteString("  - id: fallback\n    kind: generic\n")
+	return b.String()
+}
+
+func startRun(tb testing.TB, sc scenario) *run {
+	tb.Helper()
+	srv := redistest.Start(tb)
+	sim, err := pushsim.Start(pushsim.Config{Dir: tb.TempDir(), MaxDeliveries: 10})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { sim.Close() })
+	key, err := vapid.GenerateKey("default")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	reg, err := providers.Parse("registry.yaml", []byte(sc.registryYAML()))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	signer, err := vapid.NewSigner(vapid.SignerOptions{Subject: "mailto:ops@example.com"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ct, err := adapter.ParseConnectTo(sim.ConnectTo())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	sender, err := adapter.New(adapter.Config{Registry: reg, Signer: signer, ConnectTo: ct, RootCAs: sim.CertPool()})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(sender.Close)
+	main, blocking, err := stream.Connect(srv.URL(), stream.ConnectOptions{BlockingPoolSize: 16})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { main.Close(); blocking.Close() })
+
+	r := &run{tb: tb, sc: sc, sim: sim, subs: map[string][]pushsim.Subscription{}}
+	r.store = stream.New(main, blocking, stream.Options{Consumer: "isolation"})
+	r.producer = stream.NewProducer(srv.Client(tb), "", 1)
+	for _, p := range allProviders {
+		for range 8 {
+			s, err := sim.Subscribe(p, "", key.PublicKey())
+			if err != nil {
+				tb.Fatal(err)
+			}
+			r.subs[p] = append(r.subs[p], s)
+		}
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- dispatch.Run(ctx, dispatch.Config{
+			Store: r.store, Sender: sender, Registry: reg, Keys: map[string]*vapid.Key{"default": key},
+			Block: 50 * time.Millisecond, Grace: 5 * time.Second,
+			// Retries come back quickly, and often enough that no job runs out of them while
+			// Autopush misbehaves: every job must end ACCEPTED once it recovers.
+			Backoff:         dispatch.Backoff{Base: 250 * time.Millisecond, Cap: time.Second, MaxRetries: 40},
+			OnBreakerChange: r.breakers.hook,
+			Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),
+		})
+	}()
+	tb.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			tb.Error(err)
+		}
+	})
+	return r
+}
+
+// feed enqueues jobs for every provider at its arrival rate until the returned stop is
+// called. Every 10 ms it enqueues, in one pipeline, what is due by the elapsed time, so a late
+// tick catches up instead of lowering the rate.
+func (r *run) feed() (stop func()) {
+	done, exited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(exited)
+		start := time.Now()
+		fed := map[string]int{}
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			elapsed := time.Since(start).Seconds()
+			var lines [][]byte
+			var ids []string
+			for _, p := range allProviders {
+				for due := int(elapsed * r.sc.arrival[p]); fed[p] < due; fed[p]++ {
+					id := fmt.Sprintf("%s-%06d", p, fed[p])
+					line, err := json.Marshal(map[string]any{"id": id, "subscription": r.subs[p][fed[p]%len(r.subs[p])],
+						"payload": `{"title":"Your order shipped","body":"Order 4417 arrives Thursday."}`, "ttl": 3600})
+					if err != nil {
+						panic(err)
+					}
+					lines, ids = append(lines, line), append(ids, id)
+				}
+			}
+			if len(lines) > 0 {
+				if _, err := r.producer.Enqueue(context.Background(), lines...); err != nil {
+					r.tb.Errorf("feed: %v", err)
+					return
+				}
+				r.mu.Lock()
+				r.ids = append(r.ids, ids...)
+				r.mu.Unlock()
+			}
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	var once sync.Once
+	stop = func() { once.Do(func() { close(done); <-exited }) }
+	r.tb.Cleanup(stop)
+	return stop
+}
+
+// measure runs one phase: fault on Autopush (Kind None for the baseline) for the scenario's
+// phase length, then the fault cleared. The phase is timed by the wall clock; sleeping is
+// what a phase is.
+func (r *run) measure(name string, fault pushsim.Fault) phase {
+	r.tb.Helper()
+	p := phase{name: name, from: time.Now()}
+	if fault.Kind != pushsim.None {
+		p.fault = fault.Kind.String()
+		if err := r.sim.SetFault(pushsim.Autopush, fault); err != nil {
+			r.tb.Fatal(err)
+		}
+	}
+	time.Sleep(r.sc.phase)
+	p.to = time.Now()
+	if err := r.sim.SetFault(pushsim.Autopush, pushsim.Fault{}); err != nil {
+		r.tb.Fatal(err)
+	}
+	return p
+}
+
+// recovered waits, after a fault phase, for Autopush's breaker to be closed again and for its
+// backlog (lane and retries) to drain, so the next phase starts from a healthy pipeline.
+func (r *run) recovered(after time.Time) {
+	r.tb.Helper()
+	waitFor(r.tb, time.Minute, "autopush's breaker closed and its backlog drained", func() bool {
+		if !r.breakers.closedSince("autopush", after) {
+			return false
+		}
+		c, err := r.store.Counts(context.Background())
+		return err == nil && c["lane:autopush"] <= 2 && c["delayed"] == 0
+	})
+}
+
+// quiesce waits until every job enqueued has a terminal record and returns the audit.
+func (r *run) quiesce() stream.AuditReport {
+	r.tb.Helper()
+	r.mu.Lock()
+	ids := append([]string(nil), r.ids...)
+	r.mu.Unlock()
+	var rep stream.AuditReport
+	waitFor(r.tb, time.Minute, "a terminal record for every job", func() bool {
+		var err error
+		rep, err = r.store.Audit(context.Background(), ids)
+		if err != nil {
+			r.tb.Fatal(err)
+		}
+		return rep.None == 0
+	})
+	return rep
+}
+
+// rates are the jobs ACCEPTED per second in each phase, by provider, from the ledger; codes
+// counts every ledger record by provider and code.
+func (r *run) rates(phases []phase) (perPhase []map[string]float64, codes map[string]map[string]int) {
+	r.tb.Helper()
+	perPhase = make([]map[string]float64, len(phases))
+	for i := range perPhase {
+		perPhase[i] = map[string]float64{}
+	}
+	codes = map[string]map[string]int{}
+	err := r.store.Results(context.Background(), func(res stream.Result) {
+		if codes[res.Provider] == nil {
+			codes[res.Provider] = map[string]int{}
+		}
+		codes[res.Provider][res.Code]++
+		if res.Code != "ACCEPTED" {
+			return
+		}
+		for i, p := range phases {
+			if !res.At.Before(p.from) && res.At.Before(p.to) {
+				perPhase[i][res.Provider]++
+			}
+		}
+	})
+	if err != nil {
+		r.tb.Fatal(err)
+	}
+	for i, p := range phases {
+		for id := range perPhase[i] {
+			perPhase[i][id] /= p.to.Sub(p.from).Seconds()
+		}
+	}
+	return perPhase, codes
+}
+
+// table prints accepted/s and the ratio to the baseline (phase 0), per phase and provider.
+func table(phases []phase, perPhase []map[string]float64) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-14s %-9s %11s %9s\n", "phase", "provider", "accepted/s", "ratio")
+	for i, p := range phases {
+		for _, id := range allProviders {
+			fmt.Fprintf(&b, "%-14s %-9s %11.1f %9.3f\n", p.name, id, perPhase[i][id], ratio(perPhase, i, id))
+		}
+	}
+	return b.String()
+}
+
+// ratio is a provider's throughput in phase i over its baseline.
+func ratio(perPhase []map[string]float64, i int, id string) float64 {
+	if perPhase[0][id] == 0 {
+		return 0
+	}
+	return perPhase[i][id] / perPhase[0][id]
+}
+
+// breakerLog records the breaker changes the worker reports through OnBreakerChange.
+type breakerLog struct {
+	mu      sync.Mutex
+	changes []breakerChange // guarded by mu
+}
+
+type breakerChange struct {
+	provider string
+	from, to limits.State
+	at       time.Time
+}
+
+// hook is the worker's OnBreakerChange: it appends under its own lock and returns.
+func (b *breakerLog) hook(provider string, from, to limits.State) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.changes = append(b.changes, breakerChange{provider, from, to, time.Now()})
+}
+
+// openedIn reports whether provider's breaker opened in [from, to).
+func (b *breakerLog) openedIn(provider string, from, to time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, c := range b.changes {
+		if c.provider == provider && c.to == limits.Open && !c.at.Before(from) && c.at.Before(to) {
+			return true
+		}
+	}
+	return false
+}
+
+// closedSince reports whether provider's breaker is closed now, by a change at or after t.
+func (b *breakerLog) closedSince(provider string, t time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var last *breakerChange
+	for i := range b.changes {
+		if b.changes[i].provider == provider {
+			last = &b.changes[i]
+		}
+	}
+	return last != nil && last.to == limits.Closed && !last.at.Before(t)
+}
+
+// summary lists the changes of every provider, for the log.
+func (b *breakerLog) summary(since time.Time) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var parts []string
+	for _, c := range b.changes {
+		parts = append(parts, fmt.Sprintf("%+.1fs %s %v->%v", c.at.Sub(since).Seconds(), c.provider, c.from, c.to))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// waitFor polls cond until it holds, failing after limit.
+func waitFor(tb testing.TB, limit time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out after %s waiting for %s", limit, what)
+		}
+		time.Sleep(50 * time.Millisecond) // polling Redis and the breaker log
+	}
+}
+
+// sortedKeys is for printing maps in a stable order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
