@@ -83,43 +83,38 @@ func redactErr(err error, rawURL string) string {
 	return msg
 }
 
+// clientFields are the settings every go-redis options type has, by address, so one function
+// applies ConnectOptions to a single-node, failover or cluster configuration alike.
+type clientFields struct {
+	pool              *int
+	tls               **tls.Config
+	name              *string
+	dial, read, write *time.Duration
+}
+
 func applySingle(o *redis.Options, x ConnectOptions, pool int) {
-	if pool > 0 {
-		o.PoolSize = pool
-	}
-	if x.TLS != nil && o.TLSConfig != nil {
-		o.TLSConfig = x.TLS.Clone()
-	}
-	if x.ClientName != "" {
-		o.ClientName = x.ClientName
-	}
-	setTimeouts(&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, x)
+	apply(clientFields{&o.PoolSize, &o.TLSConfig, &o.ClientName, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout}, x, pool)
 }
 
 func applyFailover(o *redis.FailoverOptions, x ConnectOptions, pool int) {
-	if pool > 0 {
-		o.PoolSize = pool
-	}
-	if x.TLS != nil && o.TLSConfig != nil {
-		o.TLSConfig = x.TLS.Clone()
-	}
-	if x.ClientName != "" {
-		o.ClientName = x.ClientName
-	}
-	setTimeouts(&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, x)
+	apply(clientFields{&o.PoolSize, &o.TLSConfig, &o.ClientName, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout}, x, pool)
 }
 
 func applyCluster(o *redis.ClusterOptions, x ConnectOptions, pool int) {
+	apply(clientFields{&o.PoolSize, &o.TLSConfig, &o.ClientName, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout}, x, pool)
+}
+
+func apply(f clientFields, x ConnectOptions, pool int) {
 	if pool > 0 {
-		o.PoolSize = pool
+		*f.pool = pool
 	}
-	if x.TLS != nil && o.TLSConfig != nil {
-		o.TLSConfig = x.TLS.Clone()
+	if x.TLS != nil && *f.tls != nil {
+		*f.tls = x.TLS.Clone()
 	}
 	if x.ClientName != "" {
-		o.ClientName = x.ClientName
+		*f.name = x.ClientName
 	}
-	setTimeouts(&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, x)
+	setTimeouts(f.dial, f.read, f.write, x)
 }
 
 func setTimeouts(dial, read, write *time.Duration, x ConnectOptions) {
