@@ -78,7 +78,7 @@ func TestConfigDefaults(t *testing.T) {
 	if got.Backoff != want || got.VisibilityTimeout != time.Minute || got.MaxDeliveries != 5 ||
 		got.Grace != 25*time.Second || got.Block != time.Second || got.IntakeBatch != 100 ||
 		got.PromoteEvery != 250*time.Millisecond || got.ReclaimEvery != 5*time.Second ||
-		got.JanitorEvery != time.Minute || got.JanitorIdle != 10*time.Minute ||
+		got.JanitorEvery != time.Minute || got.JanitorIdle != 10*time.Minute || got.StartupTimeout != 2*time.Minute ||
 		got.MaxDelayed != 1_000_000 || got.MaxPerRecipient != 1_000 ||
 		got.Now == nil || got.Rand == nil || got.Logger == nil {
 		t.Errorf("defaults not applied: %+v", got)

@@ -254,3 +254,62 @@ func TestRedisOutageIsRetriedWithoutSpinning(t *testing.T) {
 		t.Errorf("after the outage: %v", r)
 	}
 }
+
+// TestInvalidIDIsKeptInTheDeadRecord: a job whose id is itself what is invalid is
+// dead-lettered under the id the upstream gave, so audit finds its one terminal record instead
+// of reporting it lost.
+func TestInvalidIDIsKeptInTheDeadRecord(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	sub := e.subscribe(pushsim.FCM, e.key)
+	cases := []struct{ name, id, reason string }{
+		{"200 characters", strings.Repeat("x", 200), "id: must be 1 to 128 characters, got 200"},
+		{"not ASCII", "café-1", "id: byte 3 is not printable ASCII"},
+		{"control character", "line\nbreak", "id: byte 4 is not printable ASCII"},
+	}
+	var ids []string
+	for _, c := range cases {
+		e.xadd(e.store.IntakeStream(0), "job", string(job(c.id, sub, "x")))
+		ids = append(ids, c.id)
+	}
+	e.start(e.config(e.store))
+	waitFor(t, "every job dead-lettered", func() bool { return len(e.all("dead")) == len(cases) })
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d := e.one("dead", c.id)
+			if d["code"] != "INVALID_JOB" || d["reason"] != c.reason {
+				t.Errorf("dead record code %q reason %q; want INVALID_JOB %q", d["code"], d["reason"], c.reason)
+			}
+		})
+	}
+	rep, err := e.store.Audit(context.Background(), ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.ExactlyOne != len(ids) || len(rep.NoneWhere) != 0 {
+		t.Errorf("audit: %d of %d ids with exactly one terminal record, the others %v", rep.ExactlyOne, len(ids), rep.NoneWhere)
+	}
+}
+
+func TestBestEffortID(t *testing.T) {
+	long := strings.Repeat("y", 200)
+	cases := []struct{ name, raw, want string }{
+		{"valid", `{"id":"j1","payload":"x"}`, "j1"},
+		{"id after other members", `{"payload":"x","ttl":[1,{"id":"inner"}],"id":"j2"}`, "j2"},
+		{"JSON broken after the id", `{"id":"j3","subscription":`, "j3"},
+		{"too long", `{"id":"` + long + `"}`, long},
+		{"not ASCII", `{"id":"caf\u00e9"}`, "café"},
+		{"empty", `{"id":""}`, ""},
+		{"longer than an entry", `{"id":"` + strings.Repeat("z", stream.MaxEntryBytes+1) + `"}`, ""},
+		{"not a string", `{"id":42}`, ""},
+		{"no id", `{"payload":"x"}`, ""},
+		{"not an object", `["id","j4"]`, ""},
+		{"not JSON", `id=j5`, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := bestEffortID(c.raw); got != c.want {
+				t.Errorf("bestEffortID = %.40q, want %.40q", got, c.want)
+			}
+		})
+	}
+}

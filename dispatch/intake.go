@@ -1,7 +1,6 @@
 package dispatch
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -111,7 +110,7 @@ func (in *intake) dead(ctx context.Context, e stream.Entry, id, reason, raw stri
 	d := stream.DeadRecord{
 		ID: id, Code: string(taxonomy.InvalidJob), Reason: reason, Job: raw, At: in.cfg.Now(),
 	}
-	in.cfg.Logger.Info("dispatch: invalid job dead-lettered", "shard", e.Shard, "id", id, "reason", reason)
+	in.cfg.Logger.Info("dispatch: invalid job dead-lettered", "shard", e.Shard, "id", logID(id), "reason", reason)
 	return in.move(ctx, "to dead", e, func(ctx context.Context) (bool, error) {
 		return in.cfg.Store.ToDead(ctx, e, d)
 	})
@@ -143,7 +142,11 @@ func endpointReason(err error) string {
 
 // bestEffortID finds the "id" of a job that failed validation, so its dead record can be
 // matched by the upstream and by audit. It reads tokens only as far as the id, so it works on
-// a job whose JSON breaks after the id, and it gives up on anything unusual.
+// a job whose JSON breaks after the id. The id is kept as given, even when it is itself what
+// is invalid (too long, not printable ASCII): that is the string the upstream enqueued and
+// will look for. It is "" when the entry is not a JSON object with a string id, or when the id
+// is longer than an entry may be (MaxEntryBytes: only an entry refused for its size can carry
+// one, and a dead record must not grow past the cut its job gets).
 func bestEffortID(raw string) string {
 	dec := json.NewDecoder(strings.NewReader(raw))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
@@ -157,7 +160,7 @@ func bestEffortID(raw string) string {
 		if tok == "id" {
 			v, err := dec.Token()
 			id, ok := v.(string)
-			if err != nil || !ok || id == "" || len(id) > stream.MaxIDLen || !printable(id) {
+			if err != nil || !ok || len(id) > stream.MaxEntryBytes {
 				return ""
 			}
 			return id
@@ -170,6 +173,11 @@ func bestEffortID(raw string) string {
 	return ""
 }
 
-func printable(s string) bool {
-	return bytes.IndexFunc([]byte(s), func(r rune) bool { return r < 0x20 || r > 0x7e }) < 0
+// logID is a job id as a log line shows it: an invalid id may be up to MaxEntryBytes long,
+// so it is cut to MaxIDLen bytes with a note of its length. The dead record keeps it whole.
+func logID(id string) string {
+	if len(id) <= stream.MaxIDLen {
+		return id
+	}
+	return fmt.Sprintf("%s... (%d bytes)", id[:stream.MaxIDLen], len(id))
 }

@@ -16,10 +16,11 @@ import (
 // after the job's first attempt.
 const goneMeanwhile = "endpoint reported gone meanwhile; not retried"
 
-// recordAfterAbort is how long an accepted send may still take to be recorded after the grace
-// period cancelled it: without the record (and its sent mark) a reclaiming replica would send
-// the job a second time.
-const recordAfterAbort = time.Second
+// recordAfterAbort is how long the outcome of a send may still take to be written once the
+// grace period has ended (see recordContext): without the record of an accepted push (and its
+// sent mark) a reclaiming replica would send the job a second time. It lengthens a shutdown
+// only while Redis is slow or gone.
+const recordAfterAbort = 5 * time.Second
 
 // halfOpenPace is the longest a half-open lane waits between reads of one entry: the breaker
 // lets only a few probes through, and reading more would only put entries back.
@@ -48,7 +49,7 @@ type lane struct {
 	stopper
 	// offered carries entries the reclaimer claimed for this lane to the reader, which starts
 	// them like the ones it reads. Buffered to the provider's largest in-flight cap; the
-	// reclaimer never offers more than there is room for.
+	// reclaimer never offers more than there is room for (reclaimer.room).
 	offered chan stream.Entry
 	// inflight counts the send goroutines; the reader goroutine waits for it before it returns.
 	inflight sync.WaitGroup
@@ -57,7 +58,9 @@ type lane struct {
 	// held are the ids of entries this lane has read or been offered and not finished. XAUTOCLAIM
 	// does not look at the owner, so an entry of ours that idles past the visibility timeout
 	// (waiting for a slot, or for Redis) is claimed again by our own reclaimer; held keeps it
-	// from being sent twice in this process. Guarded by mu.
+	// from being sent twice in this process. An entry claimed just as the goroutine that held
+	// it finished it is offered once that goroutine lets go: handle checks that a reclaimed
+	// entry is still ours before it sends it (stillOurs). Guarded by mu.
 	held map[string]struct{}
 }
 
@@ -70,15 +73,6 @@ func newLane(p laneParams) *lane {
 // send it started has returned, so wg also covers the sends.
 func (l *lane) start(wg *sync.WaitGroup) {
 	goCounted(wg, l.run)
-}
-
-// room is how many reclaimed entries the lane can take now. None while the breaker is open:
-// the entries would only be put back.
-func (l *lane) room() int {
-	if l.lim.breaker.State() == limits.Open {
-		return 0
-	}
-	return min(l.lim.slots.Free(), cap(l.offered)-len(l.offered))
 }
 
 // offer hands a reclaimed entry to the reader; false when there is no room, in which case
@@ -183,7 +177,7 @@ func (l *lane) run() {
 		p.reset()
 		for _, e := range entries {
 			l.hold(e.ID) // a fresh read: no one else in this process has it
-			if !l.dispatch(ctx, sendCtx, e) {
+			if !l.dispatch(ctx, sendCtx, e, false) {
 				return // stopping: the rest were never started and stay pending
 			}
 		}
@@ -197,7 +191,7 @@ func (l *lane) startOffered(ctx, sendCtx context.Context) bool {
 	for {
 		select {
 		case e := <-l.offered:
-			if !l.dispatch(ctx, sendCtx, e) {
+			if !l.dispatch(ctx, sendCtx, e, true) {
 				return false
 			}
 		default:
@@ -212,8 +206,8 @@ func (l *lane) startOffered(ctx, sendCtx context.Context) bool {
 // same attempt for a moment: that is neither an attempt nor a failure, and the first
 // deliveries and other recipients behind it in the lane go on. When no slot at all is free
 // (the lanes of other shards share them) it waits for one, and gives up (leaving e pending)
-// when the lane is told to stop.
-func (l *lane) dispatch(ctx, sendCtx context.Context, e stream.Entry) bool {
+// when the lane is told to stop. reclaimed says e came from the reclaimer rather than a read.
+func (l *lane) dispatch(ctx, sendCtx context.Context, e stream.Entry, reclaimed bool) bool {
 	cfg := l.cfg
 	lj, reason := parseLaneEntry(e, cfg.Now())
 	retry, recipient := false, ""
@@ -230,7 +224,7 @@ func (l *lane) dispatch(ctx, sendCtx context.Context, e stream.Entry) bool {
 				defer l.inflight.Done()
 				defer l.lim.slots.Release(retry, recipient)
 				defer l.release(e.ID)
-				l.handle(ctx, sendCtx, e, lj, reason)
+				l.handle(ctx, sendCtx, e, lj, reason, reclaimed)
 			}()
 			return true
 		case errors.Is(err, limits.ErrNoCapacity):

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/adapter"
@@ -17,8 +18,9 @@ import (
 // that records its outcome. stop is the reader's context, cancelled when the lane is told to
 // stop: an entry still waiting for its token then stays pending for another replica, like
 // the entries read and never started. ctx is cancelled only when the grace period of a
-// shutdown ends. lj and reason are parseLaneEntry's.
-func (l *lane) handle(stop, ctx context.Context, e stream.Entry, lj *laneJob, reason string) {
+// shutdown ends. lj and reason are parseLaneEntry's; reclaimed says the reclaimer handed e
+// over.
+func (l *lane) handle(stop, ctx context.Context, e stream.Entry, lj *laneJob, reason string, reclaimed bool) {
 	cfg := l.cfg
 	// The entry counts as queued for a token (see providerLimits.readable) until it has one or
 	// leaves without needing one.
@@ -30,6 +32,9 @@ func (l *lane) handle(stop, ctx context.Context, e stream.Entry, lj *laneJob, re
 		}
 	}
 	defer tokenDone()
+	if reclaimed && !l.stillOurs(ctx, e) {
+		return
+	}
 	if reason != "" {
 		id := bestEffortID(lj.raw)
 		l.toDead(ctx, e, stream.DeadRecord{ID: id, Code: string(taxonomy.InvalidJob), Reason: reason,
@@ -124,17 +129,17 @@ func (l *lane) handle(stop, ctx context.Context, e stream.Entry, lj *laneJob, re
 
 	out := cfg.Sender.Send(ctx, m)
 	at := cfg.Now()
-	if ctx.Err() != nil {
-		if out.Code != taxonomy.Accepted {
-			// We cut the attempt short ourselves; it says nothing about the provider or the
-			// host. The entry stays pending and another replica sends it.
-			done(limits.Excluded)
-			return
-		}
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), recordAfterAbort)
-		defer cancel()
+	if ctx.Err() != nil && out.Code != taxonomy.Accepted && out.Status == 0 {
+		// The grace period cut the attempt short before any answer came: the outcome is our
+		// own doing and says nothing about the provider or the host. The entry stays pending
+		// and another replica sends it.
+		done(limits.Excluded)
+		return
 	}
+	// The push went out, or the provider answered: its outcome is written even when the grace
+	// period ends before or during the write.
+	ctx, cancel := recordContext(ctx)
+	defer cancel()
 	done(breakerResult(out))
 	if host != "" {
 		l.hosts.Record(host, hostResult(out), at)
@@ -145,6 +150,58 @@ func (l *lane) handle(stop, ctx context.Context, e stream.Entry, lj *laneJob, re
 	base.Status, base.Detail, base.Latency, base.At = out.Status, out.Detail, at.Sub(now), at
 	base.Code = string(out.Code)
 	l.record(ctx, e, lj, out, base)
+}
+
+// stillOurs reports whether a reclaimed entry is still pending for this consumer, false when
+// it is not or Redis cannot say (then it stays where it is, for a later reclaim round).
+// Every state change checks its owner in its own script, but the send does not, and a
+// reclaimed entry may be finished before the lane starts it: XAUTOCLAIM does not look at the
+// owner, so the reclaimer can claim an entry of our own that idled past the visibility timeout
+// just as the goroutine that had it finishes it, and then offer it once that goroutine has let
+// go (see lane.held). Without this check the job would go out a second time.
+func (l *lane) stillOurs(ctx context.Context, e stream.Entry) bool {
+	var owned bool
+	if l.ask(ctx, "check owner", func(ctx context.Context) (err error) {
+		owned, err = l.cfg.Store.Owns(ctx, e)
+		return err
+	}) != nil {
+		return false
+	}
+	if !owned {
+		l.cfg.Logger.Debug("dispatch: reclaimed entry already finished or taken over; dropped",
+			"shard", e.Shard, "provider", l.provider, "entry", e.ID)
+	}
+	return owned
+}
+
+// recordContext is the context the outcome of a send is written under. It is not cancelled
+// with ctx: a push that went out must be recorded (an accepted one with its sent mark, or the
+// replica that reclaims the entry sends it a second time), and the write retries Redis errors
+// for up to the visibility timeout as every state change does. Once ctx is cancelled (the
+// grace period of a shutdown has ended, before the write or while it runs) the write has
+// recordAfterAbort more, so that a shutdown still ends when Redis is gone.
+func recordContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var (
+		mu    sync.Mutex
+		timer *time.Timer // guarded by mu; set once ctx is cancelled
+	)
+	stop := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if rctx.Err() == nil { // the write has not finished yet
+			timer = time.AfterFunc(recordAfterAbort, cancel)
+		}
+	})
+	return rctx, func() {
+		stop()
+		cancel()
+		mu.Lock()
+		defer mu.Unlock()
+		if timer != nil {
+			timer.Stop()
+		}
+	}
 }
 
 // expired is the EXPIRED record of a job whose TTL has run out at now, if it has. TTL 0 means
@@ -200,7 +257,11 @@ func (l *lane) record(ctx context.Context, e stream.Entry, lj *laneJob, out taxo
 		l.finish(ctx, e, r)
 	case out.Code == taxonomy.Gone || out.Code == taxonomy.KeyMismatch:
 		// The upstream must delete or renew the subscription: the gone stream tells it which.
+		// Only GONE marks the endpoint, which drops the retries queued for it: an endpoint that
+		// answered KEY_MISMATCH is alive, and a job signed with the key it was made with (this
+		// one's retry under another vapid_key, or another job) still goes through.
 		r.Gone, r.Endpoint = true, j.Subscription.Endpoint
+		r.MarkGone = out.Code == taxonomy.Gone
 		l.finish(ctx, e, r)
 	case out.Code.Retryable():
 		remaining := time.Duration(j.TTL)*time.Second - r.At.Sub(lj.enqueued)
@@ -248,7 +309,7 @@ func (l *lane) finish(ctx context.Context, e stream.Entry, r stream.Result) {
 
 func (l *lane) toDead(ctx context.Context, e stream.Entry, d stream.DeadRecord) {
 	l.cfg.Logger.Info("dispatch: job dead-lettered", "shard", e.Shard, "provider", l.provider,
-		"id", d.ID, "code", d.Code, "reason", d.Reason)
+		"id", logID(d.ID), "code", d.Code, "reason", d.Reason)
 	l.move(ctx, "to dead", e, func(ctx context.Context) (bool, error) { return l.cfg.Store.ToDead(ctx, e, d) })
 }
 

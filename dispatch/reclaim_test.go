@@ -2,9 +2,13 @@ package dispatch
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/stream"
@@ -107,4 +111,180 @@ func TestTTLZeroIsSentOnceAndNeverRetried(t *testing.T) {
 	if r := e.waitRecord("results", "never"); r["code"] != "EXPIRED" || r["attempt"] != "0" {
 		t.Errorf("never: %v, want EXPIRED instead of a retry", r)
 	}
+}
+
+// laneSet is the lanes of every (shard, provider) of a worker, built as Run builds them but
+// not started, so a test can drive one reclaim round or one lane by hand.
+type laneSet struct {
+	cfg     *Config
+	limits  *fleetLimits
+	byShard []map[string]*lane
+	ids     []string
+}
+
+func (e *env) newLaneSet(cfg Config) *laneSet {
+	e.t.Helper()
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ls := &laneSet{cfg: &cfg}
+	for _, p := range cfg.Registry.Providers() {
+		ls.ids = append(ls.ids, p.ID)
+	}
+	if err := cfg.Store.Setup(context.Background(), ls.ids); err != nil {
+		e.t.Fatal(err)
+	}
+	ls.limits = newFleetLimits(ls.cfg)
+	for s := 0; s < cfg.Store.Shards(); s++ {
+		ls.byShard = append(ls.byShard, map[string]*lane{})
+		for _, id := range ls.ids {
+			ls.byShard[s][id] = newLane(laneParams{cfg: ls.cfg, shard: s, provider: id,
+				lim: ls.limits.byID[id], hosts: ls.limits.hosts, abort: make(chan struct{})})
+		}
+	}
+	return ls
+}
+
+// idle reports whether l holds no entry: nothing offered waits and no send runs.
+func (l *lane) idle() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.held) == 0 && len(l.offered) == 0
+}
+
+// TestReclaimedEntryIsSentOnlyWhileStillOurs: the reclaimer may claim an entry of our own just
+// as the goroutine that had it finishes it, and offer it to the lane once that goroutine has
+// let go; or another replica may take it over first. The lane checks the entry is still ours
+// before it sends.
+func TestReclaimedEntryIsSentOnlyWhileStillOurs(t *testing.T) {
+	cases := []struct {
+		name string
+		// meanwhile is what happens to the entry, read by the worker, before it is offered.
+		meanwhile  func(t *testing.T, e *env, en stream.Entry, raw []byte)
+		deliveries int
+		results    int
+	}{
+		{"still ours", func(*testing.T, *env, stream.Entry, []byte) {}, 1, 1},
+		{"finished by the goroutine that had it", func(t *testing.T, e *env, en stream.Entry, raw []byte) {
+			// That goroutine's send failed, and it queued the retry.
+			v, err := e.store.ToDelayed(context.Background(), en, stream.RetryRecord{
+				ID: "claimed", Provider: "fcm", Due: e.clock.Now().Add(time.Hour), Attempt: 1,
+				Job: string(raw), EnqueuedAtMs: e.clock.Now().UnixMilli(), At: e.clock.Now(),
+			})
+			if err != nil || v != stream.Queued {
+				t.Fatalf("ToDelayed = %v, %v", v, err)
+			}
+		}, 0, 0},
+		{"taken over by another replica", func(t *testing.T, e *env, en stream.Entry, _ []byte) {
+			other := e.newStore("w2")
+			if got, _, err := other.Reclaim(context.Background(), 0, en.Stream, 0, 10, 0); err != nil || len(got) != 1 {
+				t.Fatalf("w2 Reclaim: %d entries, %v", len(got), err)
+			}
+		}, 0, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t, envOptions{})
+			sub := e.subscribe(pushsim.FCM, e.key)
+			ls := e.newLaneSet(e.config(e.store))
+			raw := job("claimed", sub, "x")
+			e.laneEntry("fcm", 0, raw)
+			read, err := e.store.ReadLane(context.Background(), 0, "fcm", 1, 0)
+			if err != nil || len(read) != 1 {
+				t.Fatalf("ReadLane: %d entries, %v", len(read), err)
+			}
+			c.meanwhile(t, e, read[0], raw)
+
+			l := ls.byShard[0]["fcm"]
+			if !l.offer(read[0]) {
+				t.Fatal("offer refused")
+			}
+			var wg sync.WaitGroup
+			l.start(&wg)
+			waitFor(t, "the offered entry handled", l.idle)
+			l.shutdown()
+			wg.Wait()
+			if n := len(e.deliveriesOf("claimed")); n != c.deliveries {
+				t.Errorf("pushsim saw %d requests, want %d", n, c.deliveries)
+			}
+			if n := len(e.all("results")); n != c.results {
+				t.Errorf("%d ledger records, want %d", n, c.results)
+			}
+		})
+	}
+}
+
+// reclaimer is a reclaimer over the set's lanes, with an intake per shard.
+func (ls *laneSet) reclaimer() *reclaimer {
+	var intakes []*intake
+	for s := range ls.byShard {
+		intakes = append(intakes, newIntake(intakeParams{cfg: ls.cfg, shard: s, limits: ls.limits}))
+	}
+	return newReclaimer(reclaimerParams{cfg: ls.cfg, intakes: intakes, lanes: ls.byShard, providers: ls.ids})
+}
+
+// TestReclaimSpendsAProviderRoomOnceOverShards: a provider's free slots are shared by its
+// lanes on every shard, so one round claims no more of its entries, over all shards, than it
+// has free slots.
+func TestReclaimSpendsAProviderRoomOnceOverShards(t *testing.T) {
+	e := newEnv(t, envOptions{shards: 2, registry: testRegistry(map[string]string{"fcm": "max_in_flight: 2"})})
+	sub := e.subscribe(pushsim.FCM, e.key)
+	cfg := e.config(e.store)
+	cfg.VisibilityTimeout = 10 * time.Millisecond
+	ls := e.newLaneSet(cfg)
+	// A consumer that then dies reads three entries of each shard's fcm lane.
+	ghost := e.newStore("ghost")
+	for s := range 2 {
+		for i := range 3 {
+			raw := job(fmt.Sprintf("s%d-%d", s, i), sub, "x")
+			e.xadd(e.store.LaneStream(s, "fcm"), "job", string(raw), "provider", "fcm", "attempt", "0",
+				"enqueued_at", fmt.Sprint(e.clock.Now().UnixMilli()))
+		}
+		if got, err := ghost.ReadLane(context.Background(), s, "fcm", 10, 0); err != nil || len(got) != 3 {
+			t.Fatalf("ghost ReadLane(%d): %d entries, %v", s, len(got), err)
+		}
+	}
+
+	r := ls.reclaimer()
+	offered := func() int {
+		n := 0
+		for s := range ls.byShard {
+			n += len(ls.byShard[s]["fcm"].offered)
+		}
+		return n
+	}
+	round := func() {
+		if err := r.reclaim(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "entries reclaimed", func() bool { round(); return offered() > 0 })
+	round() // the lanes have not started what they were offered: no room is left
+	if n, free := offered(), ls.limits.byID["fcm"].slots.Free(); n != free {
+		t.Errorf("%d entries offered to fcm's lanes over 2 shards, want its %d free slots", n, free)
+	}
+	claimed := 0
+	for s := range 2 {
+		for _, en := range e.pendingOf(e.store.LaneStream(s, "fcm")) {
+			if en.Consumer == "w1" {
+				claimed++
+			}
+		}
+	}
+	if claimed != 2 {
+		t.Errorf("%d entries claimed in Redis, want 2", claimed)
+	}
+}
+
+// pendingOf lists the pending entries of a stream's group.
+func (e *env) pendingOf(stream string) []redis.XPendingExt {
+	e.t.Helper()
+	p, err := e.redis.Client(e.t).XPendingExt(context.Background(), &redis.XPendingExtArgs{
+		Stream: stream, Group: "gateway", Start: "-", End: "+", Count: 1000,
+	}).Result()
+	if err != nil {
+		e.t.Fatalf("XPENDING %s: %v", stream, err)
+	}
+	return p
 }

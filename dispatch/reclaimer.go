@@ -2,8 +2,10 @@ package dispatch
 
 import (
 	"context"
-	"github.com/webpush-gateway/webpush-gateway/stream"
 	"sync"
+
+	"github.com/webpush-gateway/webpush-gateway/limits"
+	"github.com/webpush-gateway/webpush-gateway/stream"
 )
 
 // reclaimRounds bounds the intake reclaim calls per shard per tick; the next tick continues.
@@ -25,11 +27,14 @@ type reclaimerParams struct {
 //
 // A claimed entry is handled exactly like a fresh one: an intake entry through the intake's
 // handling, here; a lane entry through its lane, which starts it when it has a free in-flight
-// slot. The reclaimer never claims more lane entries than the provider has free slots, so
-// reclaimed work respects the same budget as read work.
+// slot. The reclaimer never claims more lane entries, over all shards, than the provider has
+// free slots, so reclaimed work respects the same budget as read work.
 type reclaimer struct {
 	reclaimerParams
 	stopper
+	// turn counts the rounds, to rotate the shard whose lanes claim first; owned by the
+	// loop's goroutine.
+	turn int
 }
 
 func newReclaimer(p reclaimerParams) *reclaimer {
@@ -41,10 +46,11 @@ func (r *reclaimer) start(wg *sync.WaitGroup) {
 	goCounted(wg, func() { ticking(r.done, r.cfg.ReclaimEvery, false, r.cfg.Logger, "reclaim", r.reclaim) })
 }
 
-// reclaim runs one round over every shard's intake and lanes.
+// reclaim runs one round over every shard's intake and every provider's lanes.
 func (r *reclaimer) reclaim(ctx context.Context) error {
 	cfg := r.cfg
-	for s := 0; s < cfg.Store.Shards(); s++ {
+	shards := cfg.Store.Shards()
+	for s := 0; s < shards; s++ {
 		for range reclaimRounds {
 			claimed, err := r.claim(ctx, s, cfg.Store.IntakeStream(s), cfg.IntakeBatch)
 			if err != nil {
@@ -57,16 +63,26 @@ func (r *reclaimer) reclaim(ctx context.Context) error {
 				break
 			}
 		}
-		for _, p := range r.providers {
+	}
+	// A provider's slots are shared by its lanes on every shard, so its room is worked out
+	// once and spent across them. The shard that goes first turns round by round: when the
+	// room is short, each shard's idle entries get their turn.
+	first := r.turn % shards
+	r.turn++
+	for _, p := range r.providers {
+		room := r.room(p)
+		for i := 0; i < shards && room > 0; i++ {
+			s := (first + i) % shards
 			l := r.lanes[s][p]
-			room := l.room()
-			if room == 0 {
-				continue // the provider's slots are taken; its entries wait for a later round
+			n := min(room, cap(l.offered)-len(l.offered))
+			if n == 0 {
+				continue // this lane's reader has not yet started what it was offered
 			}
-			claimed, err := r.claim(ctx, s, cfg.Store.LaneStream(s, p), room)
+			claimed, err := r.claim(ctx, s, cfg.Store.LaneStream(s, p), n)
 			if err != nil {
 				return err
 			}
+			room -= len(claimed)
 			for _, e := range claimed {
 				if !l.offer(e) {
 					// Only the reclaimer offers, and it claimed no more than the room: this
@@ -77,6 +93,22 @@ func (r *reclaimer) reclaim(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// room is how many reclaimed entries provider p can take now, over all its lanes: its free
+// in-flight slots (which every shard's lanes share), less the entries already offered to its
+// lanes and not yet started, each of which will take one. None while its breaker is open: the
+// entries would only be put back.
+func (r *reclaimer) room(p string) int {
+	lim := r.lanes[0][p].lim
+	if lim.breaker.State() == limits.Open {
+		return 0
+	}
+	free := lim.slots.Free()
+	for s := range r.lanes {
+		free -= len(r.lanes[s][p].offered)
+	}
+	return max(0, free)
 }
 
 func (r *reclaimer) claim(ctx context.Context, shard int, stream string, count int) ([]stream.Entry, error) {

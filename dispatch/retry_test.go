@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
+	"github.com/webpush-gateway/webpush-gateway/vapid"
 )
 
 func setFault(t *testing.T, e *env, provider string, f pushsim.Fault) {
@@ -244,5 +245,40 @@ func TestRetryToEndpointGoneMeanwhileIsDropped(t *testing.T) {
 	}
 	if gs := e.byID("gone"); len(gs["later"]) != 1 || len(gs["first"]) != 0 {
 		t.Errorf("gone stream: %d records for later, %d for first; want 1 and 0", len(gs["later"]), len(gs["first"]))
+	}
+}
+
+// TestRetryToEndpointAfterKeyMismatchIsSent: KEY_MISMATCH tells the upstream (gone stream) but
+// does not mark the endpoint gone, so a retry to it signed with the right key is still sent
+// rather than dropped as "reported gone meanwhile".
+func TestRetryToEndpointAfterKeyMismatchIsSent(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	other, err := vapid.GenerateKey("other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub := e.subscribe(pushsim.FCM, other) // made with the "other" key
+	setFault(t, e, pushsim.FCM, pushsim.Fault{Kind: pushsim.Fail, Status: 503})
+	e.enqueue(job("right-key", sub, "x", "vapid_key", "other"))
+	cfg := e.config(e.store)
+	cfg.Keys["other"] = other
+	e.start(cfg)
+	due := waitDelayed(t, e, "right-key", 1)
+
+	// While it waits, a job signed with the wrong key learns that the keys do not match.
+	setFault(t, e, pushsim.FCM, pushsim.Fault{})
+	e.enqueue(job("wrong-key", sub, "y"))
+	if r := e.waitRecord("results", "wrong-key"); r["code"] != "KEY_MISMATCH" {
+		t.Fatalf("wrong-key: %v, want KEY_MISMATCH", r)
+	}
+	e.clock.Step(due.Sub(e.clock.Now()) + time.Second) // FCM's 503 may carry a Retry-After
+	if r := e.waitRecord("results", "right-key"); r["code"] != "ACCEPTED" || r["attempt"] != "1" {
+		t.Errorf("right-key: %v, want ACCEPTED at attempt 1", r)
+	}
+	if n := len(e.deliveriesOf("right-key")); n != 2 {
+		t.Errorf("pushsim saw %d requests for right-key, want 2", n)
+	}
+	if gs := e.byID("gone"); len(gs["wrong-key"]) != 1 || len(gs["right-key"]) != 0 {
+		t.Errorf("gone stream: %d records for wrong-key, %d for right-key; want 1 and 0", len(gs["wrong-key"]), len(gs["right-key"]))
 	}
 }

@@ -1,11 +1,17 @@
 package dispatch
 
 import (
+	"bytes"
+	"context"
+	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/webpush-gateway/webpush-gateway/adapter"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
+	"github.com/webpush-gateway/webpush-gateway/taxonomy"
 )
 
 func TestShutdownLetsInFlightSendsFinish(t *testing.T) {
@@ -114,5 +120,135 @@ func TestIdleShutdownWaitsAtMostOneBlock(t *testing.T) {
 	}
 	if took := time.Since(began); took > cfg.Block+time.Second {
 		t.Errorf("idle shutdown took %v; reads block at most %v", took, cfg.Block)
+	}
+}
+
+// senderFunc is a Sender made of a function.
+type senderFunc func(ctx context.Context, m *adapter.Message) taxonomy.Outcome
+
+func (f senderFunc) Send(ctx context.Context, m *adapter.Message) taxonomy.Outcome { return f(ctx, m) }
+
+// TestOutcomeOfASendIsWrittenWhenGraceEnds: once a push went out (or the provider answered),
+// its outcome is written even when the grace period ends before or during the write, as long
+// as Redis is back within recordAfterAbort; an accepted push keeps its sent mark, so the
+// replica that reclaims nothing sends it twice. Only an attempt the grace period cut short
+// before any answer stays pending. The sender is a stub that controls when it returns
+// relative to the grace period; Redis is killed to make the write fail until it is restarted.
+func TestOutcomeOfASendIsWrittenWhenGraceEnds(t *testing.T) {
+	accepted := taxonomy.Outcome{Code: taxonomy.Accepted, Status: 201, Provider: "fcm"}
+	cases := []struct {
+		name string
+		// send runs in the worker's send goroutine; ctx is cancelled when the grace ends.
+		send func(ctx context.Context, e *env) taxonomy.Outcome
+		// then runs in the test once the send began, with the worker still running; it
+		// cancels the worker (and restarts Redis when send killed it).
+		then func(t *testing.T, e *env, w *worker)
+		// code is the ledger record wanted; "" for none, the entry left pending.
+		code string
+	}{
+		{"accepted, grace ends during the write", func(_ context.Context, e *env) taxonomy.Outcome {
+			e.redis.Kill()
+			return accepted
+		}, func(t *testing.T, e *env, w *worker) {
+			waitFor(t, "the write failing", func() bool { return strings.Contains(e.logs.String(), "op=finish") })
+			w.cancel()
+			waitFor(t, "the grace period over", func() bool { return strings.Contains(e.logs.String(), "grace period over") })
+			e.redis.Restart()
+		}, "ACCEPTED"},
+		{"accepted as the grace ends, redis back 1.5 s later", func(ctx context.Context, e *env) taxonomy.Outcome {
+			<-ctx.Done()
+			e.redis.Kill()
+			return accepted
+		}, func(t *testing.T, e *env, w *worker) {
+			w.cancel()
+			waitFor(t, "the grace period over", func() bool { return strings.Contains(e.logs.String(), "grace period over") })
+			outage := time.Now() // send kills Redis as the grace ends
+			waitFor(t, "1.5 s of outage", func() bool { return time.Since(outage) > 1500*time.Millisecond })
+			e.redis.Restart()
+		}, "ACCEPTED"},
+		{"answered as the grace ends", func(ctx context.Context, e *env) taxonomy.Outcome {
+			<-ctx.Done()
+			return taxonomy.Outcome{Code: taxonomy.Gone, Status: 410, Provider: "fcm", Detail: "unsubscribed"}
+		}, func(t *testing.T, e *env, w *worker) { w.cancel() }, "GONE"},
+		{"cut short before any answer", func(ctx context.Context, e *env) taxonomy.Outcome {
+			<-ctx.Done()
+			return taxonomy.Outcome{Code: taxonomy.TransportError, Provider: "fcm", Detail: "context canceled"}
+		}, func(t *testing.T, e *env, w *worker) { w.cancel() }, ""},
+		{"accepted, redis gone for good", func(_ context.Context, e *env) taxonomy.Outcome {
+			e.redis.Kill()
+			return accepted
+		}, func(t *testing.T, e *env, w *worker) {
+			waitFor(t, "the write failing", func() bool { return strings.Contains(e.logs.String(), "op=finish") })
+			began := time.Now()
+			if err := w.stop(); err != nil {
+				t.Errorf("Run returned %v, want nil", err)
+			}
+			if took := time.Since(began); took > recordAfterAbort+3*time.Second {
+				t.Errorf("shutdown took %v with Redis gone; the write may take %v after the grace", took, recordAfterAbort)
+			}
+			e.redis.Restart()
+		}, ""},
+	}
+	// Runs after every case: their clients are closed by then.
+	t.Cleanup(func() { waitFor(t, "go-redis's redials to end", redialsEnded) })
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, envOptions{})
+			sub := e.subscribe(pushsim.FCM, e.key)
+			sending := make(chan struct{}, 1)
+			cfg := e.config(e.store)
+			cfg.Grace = time.Millisecond
+			cfg.Sender = senderFunc(func(ctx context.Context, _ *adapter.Message) taxonomy.Outcome {
+				sending <- struct{}{}
+				return c.send(ctx, e)
+			})
+			e.enqueue(job("last", sub, "x"))
+			w := e.start(cfg)
+			select {
+			case <-sending:
+			case <-time.After(waitLimit):
+				t.Fatal("the job was never sent")
+			}
+			c.then(t, e, w)
+			if err := w.stop(); err != nil {
+				t.Fatalf("Run returned %v, want nil", err)
+			}
+			lane := e.store.LaneStream(0, "fcm")
+			if c.code == "" {
+				if n := len(e.all("results")); n != 0 {
+					t.Errorf("%d ledger records, want none", n)
+				}
+				if p := e.pending(lane); p != 1 {
+					t.Errorf("%d lane entries pending, want the 1 left for another replica", p)
+				}
+				return
+			}
+			if r := e.one("results", "last"); r["code"] != c.code {
+				t.Errorf("ledger %v, want %s", r, c.code)
+			}
+			if p := e.pending(lane); p != 0 {
+				t.Errorf("%d lane entries pending, want 0", p)
+			}
+			sent, err := e.store.WasSent(context.Background(), 0, "last")
+			if err != nil || sent != (c.code == "ACCEPTED") {
+				t.Errorf("WasSent = %v, %v; want %v", sent, err, c.code == "ACCEPTED")
+			}
+		})
+	}
+}
+
+// redialsEnded reports whether no go-redis redial goroutine runs. A pool whose dials all
+// failed probes the server from a goroutine of its own, once a second, until a dial succeeds
+// or the pool is closed: after a test that killed Redis it outlives the test by up to a
+// second, which the leak check would report.
+func redialsEnded() bool {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return !bytes.Contains(buf[:n], []byte("pool.(*ConnPool).tryDial"))
+		}
+		buf = make([]byte, 2*len(buf))
 	}
 }

@@ -77,6 +77,11 @@ type Config struct {
 	ReclaimEvery      time.Duration // default 5 s
 	JanitorEvery      time.Duration // default 60 s
 	JanitorIdle       time.Duration // a consumer idle this long with nothing pending is removed; default 10 min
+	// StartupTimeout bounds Run's start: the consumer groups, the scripts and the first
+	// heartbeat. Redis may still be starting along with the pod, so failures are retried
+	// until then; past it Run returns an error, so that the process exits and its restarts
+	// show. Default 2 min.
+	StartupTimeout time.Duration
 
 	Logger *slog.Logger // default slog.Default()
 
@@ -135,6 +140,7 @@ func (c Config) withDefaults() (Config, error) {
 	setDefault(&c.ReclaimEvery, 5*time.Second)
 	setDefault(&c.JanitorEvery, 60*time.Second)
 	setDefault(&c.JanitorIdle, 10*time.Minute)
+	setDefault(&c.StartupTimeout, 2*time.Minute)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -176,15 +182,22 @@ func setDefault[T comparable](p *T, def T) {
 //     the stop a failed move is not retried). Lane entries read but not yet started (waiting
 //     for an in-flight slot) stay pending for another replica to reclaim.
 //  2. Sends already in flight run on for up to Grace and record their outcomes. Their context
-//     is cancelled only when Grace ends; an entry whose send or record is cut short stays
-//     pending, and the sent mark keeps a reclaimed one from going out twice when the first
-//     send was accepted and recorded.
+//     is cancelled only when Grace ends; an entry whose send is cut short before any answer
+//     stays pending for another replica. A send that has returned (accepted, or answered)
+//     still writes its outcome, for up to recordAfterAbort past Grace while Redis is slow
+//     or gone, so that an accepted push keeps its sent mark and is not sent again.
 //  3. The promoter, the janitor, the heartbeat and the budget loop stop. The first two keep
 //     working during the grace period because they serve the whole fleet, not only this
 //     process's entries; the heartbeat keeps counting this replica while it still sends, and
 //     leaves the live set when it stops.
 //
-// Run returns nil once everything it started has returned; an error only for a bad Config.
+// Run returns nil once everything it started has returned, or when ctx ends before it could
+// start. It returns an error, having started nothing, for a bad Config, when Redis refuses
+// this worker (a wrong password or user, or an ACL that does not allow a command it needs:
+// no retry can cure those) and when the start has not succeeded within StartupTimeout.
+//
+// At start it also warns about orphan lanes: lanes that hold jobs for a provider the registry
+// no longer lists, which nothing reads (see warnOrphanLanes).
 func Run(ctx context.Context, cfg Config) error {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -196,20 +209,31 @@ func Run(ctx context.Context, cfg Config) error {
 	for i, p := range provs {
 		ids[i] = p.ID
 	}
-	// Redis may still be starting (a pod and its Redis come up together): keep trying.
-	if err := retryRedis(ctx, nil, log, "setup", 0, func(ctx context.Context) error {
+	// Redis may still be starting (a pod and its Redis come up together): keep trying, for
+	// up to StartupTimeout in all.
+	start, cancelStart := context.WithTimeout(ctx, cfg.StartupTimeout)
+	defer cancelStart()
+	if err := startup(start, cfg.StartupTimeout, log, "setup", func(ctx context.Context) error {
 		return cfg.Store.Setup(ctx, ids)
 	}); err != nil {
-		return nil // ctx ended before Redis answered: nothing was started
+		if ctx.Err() != nil {
+			return nil // stopped before Redis answered: nothing was started
+		}
+		return err
 	}
 
 	lim := newFleetLimits(&cfg)
 	// The first heartbeat and budget round run before any lane reads, so no replica sends at
 	// the whole fleet's rate, nor with the wrong caps, while it learns its share.
 	hb := newHeartbeat(heartbeatParams{cfg: &cfg, limits: lim, hb: cfg.Registry.Heartbeat()})
-	if err := retryRedis(ctx, nil, log, "heartbeat", 0, hb.beat); err != nil {
-		return nil
+	if err := startup(start, cfg.StartupTimeout, log, "heartbeat", hb.beat); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
 	}
+	warnOrphanLanes(start, &cfg)
+	cancelStart()
 	var bud *budget
 	if b := cfg.Registry.Budget(); b != nil {
 		bud = newBudget(budgetParams{cfg: &cfg, limits: lim, budget: *b})

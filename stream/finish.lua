@@ -4,19 +4,22 @@
 -- KEYS[2] results (ledger) stream
 -- KEYS[3] gone stream
 -- KEYS[4] sent mark of the job (sent:<id>)
--- KEYS[5] gone mark of the endpoint (gonemark:<hash>)
+-- KEYS[5] gone mark of the endpoint (gonemark:<hash>; any key of the shard when ARGV[7] is "0")
 -- ARGV[1]  consumer group
 -- ARGV[2]  source entry id
 -- ARGV[3]  consumer that must own the entry
 -- ARGV[4]  "1" to set the sent mark
 -- ARGV[5]  sent mark TTL, ms
--- ARGV[6]  "1" to set the gone mark and write the gone stream
--- ARGV[7]  gone mark TTL, ms
--- ARGV[8]  results cap (approximate MAXLEN; 0 = none)
--- ARGV[9]  gone cap (approximate MAXLEN; 0 = none)
--- ARGV[10] number of ledger field/value arguments that follow (n)
--- ARGV[11 .. 10+n] ledger record, field/value pairs
--- ARGV[11+n ..]    gone record, field/value pairs
+-- ARGV[6]  "1" to write the gone stream (GONE and KEY_MISMATCH: the upstream must act)
+-- ARGV[7]  "1" to set the endpoint's gone mark as well (GONE only: queued retries to the
+--          endpoint are dropped; a KEY_MISMATCH endpoint may still take a job signed with the
+--          right key)
+-- ARGV[8]  gone mark TTL, ms
+-- ARGV[9]  results cap (approximate MAXLEN; 0 = none)
+-- ARGV[10] gone cap (approximate MAXLEN; 0 = none)
+-- ARGV[11] number of ledger field/value arguments that follow (n)
+-- ARGV[12 .. 11+n] ledger record, field/value pairs
+-- ARGV[12+n ..]    gone record, field/value pairs (only when ARGV[6] is "1")
 -- Returns 1 when recorded (or already recorded by another attempt); 0 when nothing changed.
 --
 -- Exactly one terminal record per job, even when a send overlaps a reclaim:
@@ -28,7 +31,7 @@
 local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)
 local owner = #p > 0 and p[1][2] == ARGV[3]
 local marked = redis.call('EXISTS', KEYS[4]) == 1
-local n = tonumber(ARGV[10])
+local n = tonumber(ARGV[11])
 
 local function xadd(key, cap, first, last)
   local args = {'XADD', key}
@@ -47,7 +50,7 @@ end
 if not owner then
   if ARGV[4] == '1' and not marked then
     redis.call('SET', KEYS[4], '1', 'PX', ARGV[5])
-    xadd(KEYS[2], ARGV[8], 11, 10 + n)
+    xadd(KEYS[2], ARGV[9], 12, 11 + n)
     return 1
   end
   return 0
@@ -60,11 +63,13 @@ end
 if ARGV[4] == '1' then
   redis.call('SET', KEYS[4], '1', 'PX', ARGV[5])
 end
-if ARGV[6] == '1' then
-  redis.call('SET', KEYS[5], '1', 'PX', ARGV[7])
-  xadd(KEYS[3], ARGV[9], 11 + n, #ARGV)
+if ARGV[7] == '1' then
+  redis.call('SET', KEYS[5], '1', 'PX', ARGV[8])
 end
-xadd(KEYS[2], ARGV[8], 11, 10 + n)
+if ARGV[6] == '1' then
+  xadd(KEYS[3], ARGV[10], 12 + n, #ARGV)
+end
+xadd(KEYS[2], ARGV[9], 12, 11 + n)
 redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
 redis.call('XDEL', KEYS[1], ARGV[2])
 return 1

@@ -36,9 +36,13 @@ func TestTransitionTouchesOnlyNextPlace(t *testing.T) {
 			return err
 		}, []string{lane, k.Results, k.Sent("j")}},
 		{"Finish gone", false, func(s *Store, e Entry) error {
-			_, err := s.Finish(t.Context(), e, Result{ID: "j", Code: "GONE", Gone: true, Endpoint: testEndpoint, At: t0})
+			_, err := s.Finish(t.Context(), e, Result{ID: "j", Code: "GONE", Gone: true, MarkGone: true, Endpoint: testEndpoint, At: t0})
 			return err
 		}, []string{lane, k.Results, k.Gone, k.GoneMark(testEndpoint)}},
+		{"Finish key mismatch", false, func(s *Store, e Entry) error {
+			_, err := s.Finish(t.Context(), e, Result{ID: "j", Code: "KEY_MISMATCH", Gone: true, Endpoint: testEndpoint, At: t0})
+			return err
+		}, []string{lane, k.Results, k.Gone}},
 		{"AckSent", false, func(s *Store, e Entry) error {
 			_, err := s.AckSent(t.Context(), e)
 			return err

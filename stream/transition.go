@@ -101,19 +101,26 @@ type Result struct {
 	Attempt            int
 	Latency            time.Duration
 	At                 time.Time
-	// Gone also writes the gone stream (with Endpoint) and the endpoint's gone mark.
-	Gone     bool
+	// Gone also writes the gone stream (with Endpoint): the upstream must delete (GONE) or
+	// renew (KEY_MISMATCH) the subscription.
+	Gone bool
+	// MarkGone also sets the endpoint's gone mark (for GoneTTL), so retries queued for it are
+	// dropped without a send (IsGone). Only for GONE: an endpoint that answered KEY_MISMATCH is
+	// alive and takes a job signed with the key it was made with.
+	MarkGone bool
+	// Endpoint is the subscription's endpoint, for Gone and MarkGone.
 	Endpoint string
 	// Sent sets the job's sent mark, so a redelivered copy is acknowledged without a send.
 	Sent bool
 }
 
-// Finish writes the ledger record of r (and, as r asks, the gone record, the gone mark and
-// the sent mark) and removes the entry, in one script. It returns false, and changes nothing,
-// when the entry is no longer pending for this consumer, with one exception: an accepted send
-// (r.Sent) whose entry was reclaimed meanwhile is still recorded, with its sent mark, because
-// the push is out and the new owner must not send it again (it finds the mark and acks). When
-// the job's sent mark is already set, the entry is acked with no second record.
+// Finish writes the ledger record of r (and, as r asks, the gone record, the endpoint's gone
+// mark and the job's sent mark) and removes the entry, in one script. It returns false, and
+// changes nothing, when the entry is no longer pending for this consumer, with one exception:
+// an accepted send (r.Sent) whose entry was reclaimed meanwhile is still recorded, with its
+// sent mark, because the push is out and the new owner must not send it again (it finds the
+// mark and acks). When the job's sent mark is already set, the entry is acked with no second
+// record.
 func (s *Store) Finish(ctx context.Context, e Entry, r Result) (bool, error) {
 	k := s.Keys(e.Shard)
 	detail := cut(r.Detail, MaxDetail)
@@ -124,7 +131,7 @@ func (s *Store) Finish(ctx context.Context, e Entry, r Result) (bool, error) {
 	args := []any{
 		Group, e.ID, s.o.Consumer,
 		boolArg(r.Sent), durMs(s.o.SentTTL),
-		boolArg(r.Gone), durMs(s.o.GoneTTL),
+		boolArg(r.Gone), boolArg(r.MarkGone), durMs(s.o.GoneTTL),
 		s.o.ResultsMaxLen, s.o.GoneMaxLen,
 		len(ledger),
 	}
@@ -135,8 +142,8 @@ func (s *Store) Finish(ctx context.Context, e Entry, r Result) (bool, error) {
 		args = append(args, "id", r.ID, "provider", r.Provider, "code", r.Code,
 			"endpoint", r.Endpoint, "detail", detail, "at", ms(r.At))
 	}
-	goneMark := k.Base + "gonemark:-" // unused by the script unless r.Gone
-	if r.Gone {
+	goneMark := k.Base + "gonemark:-" // unused by the script unless r.MarkGone
+	if r.MarkGone {
 		goneMark = k.GoneMark(r.Endpoint)
 	}
 	return s.runBool(ctx, finishScript, "finish",

@@ -43,7 +43,7 @@ func TestTransitionsRefuseNonOwner(t *testing.T) {
 			return s.ToDead(env.ctx, e, DeadRecord{ID: "x", Code: "PROVIDER_DOWN", Reason: "r", Job: "j", At: t0})
 		}},
 		{"Finish gone", false, func(s *Store, e Entry) (bool, error) {
-			return s.Finish(env.ctx, e, Result{ID: "x", Code: "GONE", At: t0, Gone: true, Endpoint: testEndpoint})
+			return s.Finish(env.ctx, e, Result{ID: "x", Code: "GONE", At: t0, Gone: true, MarkGone: true, Endpoint: testEndpoint})
 		}},
 		{"AckSent", false, func(s *Store, e Entry) (bool, error) {
 			return s.AckSent(env.ctx, e)
@@ -233,18 +233,23 @@ func TestToDeadRecord(t *testing.T) {
 	}
 }
 
+// TestFinishWrites: what each kind of terminal outcome writes besides the ledger record. Only
+// GONE marks the endpoint gone; KEY_MISMATCH tells the upstream through the gone stream but
+// leaves the endpoint unmarked, so a retry signed with the right key is still sent.
 func TestFinishWrites(t *testing.T) {
 	cases := []struct {
 		name      string
 		r         Result
-		wantGone  bool
-		wantSent  bool
-		wantGoneF map[string]string
+		wantMark  bool              // the endpoint's gone mark
+		wantSent  bool              // the job's sent mark
+		wantGoneF map[string]string // the gone stream record; nil for none
 	}{
 		{"terminal", Result{Code: "INVALID_REQUEST", Status: 400, Detail: "bad", Attempt: 2}, false, false, nil},
 		{"sent", Result{Code: "ACCEPTED", Status: 201, Sent: true}, false, true, nil},
-		{"gone", Result{Code: "GONE", Status: 410, Detail: "unsubscribed", Gone: true, Endpoint: testEndpoint}, true, false,
+		{"gone", Result{Code: "GONE", Status: 410, Detail: "unsubscribed", Gone: true, MarkGone: true, Endpoint: testEndpoint}, true, false,
 			map[string]string{"code": "GONE", "endpoint": testEndpoint, "detail": "unsubscribed", "provider": "fcm", "at": "1748779200000"}},
+		{"key mismatch", Result{Code: "KEY_MISMATCH", Status: 403, Detail: "key mismatch", Gone: true, Endpoint: testEndpoint}, false, false,
+			map[string]string{"code": "KEY_MISMATCH", "endpoint": testEndpoint, "detail": "key mismatch", "provider": "fcm", "at": "1748779200000"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -281,19 +286,21 @@ func TestFinishWrites(t *testing.T) {
 					t.Errorf("sent mark TTL = %v, want about 1h", ttl)
 				}
 			}
-			gone, _ := s.IsGone(env.ctx, 0, testEndpoint)
-			if gone != c.wantGone {
-				t.Errorf("IsGone = %v, want %v", gone, c.wantGone)
+			marked, _ := s.IsGone(env.ctx, 0, testEndpoint)
+			if marked != c.wantMark {
+				t.Errorf("IsGone = %v, want %v", marked, c.wantMark)
+			}
+			if c.wantMark {
+				if ttl := env.c.PTTL(env.ctx, k.GoneMark(testEndpoint)).Val(); ttl <= 119*time.Minute || ttl > 2*time.Hour {
+					t.Errorf("gone mark TTL = %v, want about 2h", ttl)
+				}
 			}
 			goneEntries := env.entries(t, k.Gone)
-			if !c.wantGone {
+			if c.wantGoneF == nil {
 				if len(goneEntries) != 0 {
 					t.Errorf("gone stream has %d entries, want 0", len(goneEntries))
 				}
 				return
-			}
-			if ttl := env.c.PTTL(env.ctx, k.GoneMark(testEndpoint)).Val(); ttl <= 119*time.Minute || ttl > 2*time.Hour {
-				t.Errorf("gone mark TTL = %v, want about 2h", ttl)
 			}
 			if len(goneEntries) != 1 {
 				t.Fatalf("gone stream has %d entries, want 1", len(goneEntries))

@@ -70,7 +70,7 @@ func TestNoTrimOfGroupedStreams(t *testing.T) {
 					mustOK(t)(s.Finish(env.ctx, e, Result{ID: id, Provider: p, Code: "ACCEPTED", Sent: true, At: t0}))
 					delete(want, id)
 				case 1:
-					mustOK(t)(s.Finish(env.ctx, e, Result{ID: id, Provider: p, Code: "GONE", Gone: true, Endpoint: testEndpoint, At: t0}))
+					mustOK(t)(s.Finish(env.ctx, e, Result{ID: id, Provider: p, Code: "GONE", Gone: true, MarkGone: true, Endpoint: testEndpoint, At: t0}))
 					delete(want, id)
 				case 2:
 					v, err := s.ToDelayed(env.ctx, e, RetryRecord{ID: id, Provider: p, Due: t0.Add(time.Duration(rng.IntN(100)) * time.Second),

@@ -106,6 +106,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.Block, "block", time.Second, "longest blocking read (bounds how long shutdown waits for a reader)")
 	fs.DurationVar(&cfg.ReclaimEvery, "reclaim-every", 5*time.Second, "how often entries of dead workers are reclaimed")
 	fs.DurationVar(&cfg.PromoteEvery, "promote-every", 250*time.Millisecond, "how often due retries return to their lanes")
+	fs.DurationVar(&cfg.StartupTimeout, "startup-timeout", 2*time.Minute, "give up (exit 1) when Redis cannot be set up within this time; refused credentials exit at once")
 	if err := parseFlags(fs, args); err != nil {
 		return exitUsage(err)
 	}

@@ -1,0 +1,93 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+)
+
+// refusals are the prefixes of the errors of a Redis that will not let this worker in however
+// often it asks: WRONGPASS (a wrong user or password), NOAUTH (no password where one is
+// needed), NOPERM (an ACL that does not allow a command the worker needs). They are Redis's
+// own error codes, which go-redis passes on as the error text; stream wraps them with %w.
+var refusals = []string{"WRONGPASS", "NOAUTH", "NOPERM"}
+
+// refused reports whether err, or an error it wraps, is one of the refusals.
+func refused(err error) bool {
+	for ; err != nil; err = errors.Unwrap(err) {
+		for _, p := range refusals {
+			if strings.HasPrefix(err.Error(), p) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// startup runs one step of Run's start until it succeeds, logging each failure and backing
+// off between tries as retryRedis does: Redis may still be starting along with the pod. It
+// gives up at once on a refusal, which no retry cures, and when ctx ends; Run gives ctx the
+// deadline StartupTimeout (limit, named in the error) for all its steps together, so that a
+// worker that cannot start exits and its restarts show instead of it waiting for ever.
+func startup(ctx context.Context, limit time.Duration, log *slog.Logger, what string, op func(context.Context) error) error {
+	var p pause
+	for {
+		err := op(ctx)
+		switch {
+		case err == nil:
+			return nil
+		case refused(err):
+			return fmt.Errorf("dispatch: %s: redis refuses this worker (check the user, password and ACL of the redis URL): %w", what, err)
+		case ctx.Err() != nil:
+			return fmt.Errorf("dispatch: %s: redis not ready within the startup timeout of %v: %w", what, limit, err)
+		}
+		log.Warn("dispatch: redis call failed; retrying", "op", what, "err", err, "retry_in", max(p.next, redisRetryMin))
+		if !p.wait(ctx, nil) {
+			return fmt.Errorf("dispatch: %s: redis not ready within the startup timeout of %v: %w", what, limit, err)
+		}
+	}
+}
+
+// orphanScanLimit bounds the search for orphan lanes: it walks the keyspace with SCAN, and a
+// slow walk must not hold up the start. It is only a warning.
+const orphanScanLimit = 30 * time.Second
+
+// warnOrphanLanes logs one warning per orphan lane: the lane of a provider that the registry
+// does not list (removed or renamed in registry.yaml), with how many entries it holds and how
+// many of them a consumer read and never finished. Nothing reads such a lane, the reclaimer
+// does not claim from it, and the promoter keeps moving that provider's due retries into it:
+// its jobs wait until an operator re-adds the provider or moves them (docs/operations.md,
+// "Retries and where jobs end"). They are not re-routed automatically: a rename and a removal
+// look the same from here, and which provider should take the jobs is the operator's call.
+// Best effort: a failure to look is logged and the worker starts anyway.
+func warnOrphanLanes(ctx context.Context, cfg *Config) {
+	ctx, cancel := context.WithTimeout(ctx, orphanScanLimit)
+	defer cancel()
+	known := map[string]bool{}
+	for _, p := range cfg.Registry.Providers() {
+		known[p.ID] = true
+	}
+	log := cfg.Logger
+	for s := 0; s < cfg.Store.Shards(); s++ {
+		lanes, err := cfg.Store.Lanes(ctx, s)
+		if err != nil {
+			log.Warn("dispatch: could not look for orphan lanes", "shard", s, "err", err)
+			return
+		}
+		for _, p := range lanes {
+			if known[p] {
+				continue
+			}
+			n, pending, err := cfg.Store.LaneLength(ctx, s, p)
+			if err != nil {
+				log.Warn("dispatch: could not measure an orphan lane", "shard", s, "provider", p, "err", err)
+				continue
+			}
+			log.Warn("dispatch: orphan lane: its provider is not in the registry and nothing serves it; re-add the provider or move its jobs",
+				"shard", s, "provider", p, "stream", cfg.Store.LaneStream(s, p), "length", n, "pending", pending)
+		}
+	}
+}

@@ -1,0 +1,54 @@
+package stream
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Owns reports whether e is still pending for this consumer: read (or claimed) by it and not
+// yet acknowledged. It is one XPENDING of a single id. Every state change checks ownership in
+// its own script; Owns is for the one step no script guards, the send: an entry the reclaimer
+// handed over may have been finished meanwhile by the goroutine that held it.
+func (s *Store) Owns(ctx context.Context, e Entry) (bool, error) {
+	p, err := s.c.XPendingExt(ctx, &redis.XPendingExtArgs{
+		Stream: e.Stream, Group: Group, Start: e.ID, End: e.ID, Count: 1,
+	}).Result()
+	if isNoGroup(err) {
+		return false, nil // no stream or no group: nothing is pending there
+	}
+	if err != nil {
+		return false, fmt.Errorf("stream: owner of %s %s: %w", e.Stream, e.ID, err)
+	}
+	return len(p) == 1 && p[0].ID == e.ID && p[0].Consumer == s.o.Consumer, nil
+}
+
+// Lanes lists the providers with a lane on shard: those given to Setup and those whose lane
+// stream exists (found by SCAN: a provider another replica's registry has, or one since
+// removed from the registry, whose lane nobody reads any more). Sorted. An operator's check,
+// run once at start: SCAN walks the whole keyspace.
+func (s *Store) Lanes(ctx context.Context, shard int) ([]string, error) {
+	return s.lanes(ctx, shard)
+}
+
+// LaneLength is how many entries provider's lane on shard holds, and how many of them are
+// pending (read by a consumer and not finished). A lane that does not exist holds none.
+func (s *Store) LaneLength(ctx context.Context, shard int, provider string) (length, pending int64, err error) {
+	lane := s.LaneStream(shard, provider)
+	pipe := s.c.Pipeline()
+	n := pipe.XLen(ctx, lane)
+	p := pipe.XPending(ctx, lane, Group)
+	if _, err := pipe.Exec(ctx); err != nil && !isNoGroup(err) {
+		return 0, 0, fmt.Errorf("stream: length of %s: %w", lane, err)
+	}
+	if n.Err() != nil {
+		return 0, 0, fmt.Errorf("stream: length of %s: %w", lane, n.Err())
+	}
+	if p.Err() == nil {
+		pending = p.Val().Count
+	} else if !isNoGroup(p.Err()) {
+		return 0, 0, fmt.Errorf("stream: pending of %s: %w", lane, p.Err())
+	}
+	return n.Val(), pending, nil
+}

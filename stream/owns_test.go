@@ -1,0 +1,109 @@
+package stream
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestOwns(t *testing.T) {
+	env := newEnv(t)
+	w1 := env.store(t, "w1", Options{}, "fcm")
+	w2 := env.store(t, "w2", Options{}, "fcm")
+	lane := w1.LaneStream(0, "fcm")
+	cases := []struct {
+		name string
+		// entry returns the entry to ask about, in the state the case names.
+		entry func(t *testing.T, id string) Entry
+		want  bool
+	}{
+		{"read by this consumer", func(t *testing.T, id string) Entry {
+			return env.laneEntry(t, w1, "fcm", id)
+		}, true},
+		{"read by another consumer", func(t *testing.T, id string) Entry {
+			return env.laneEntry(t, w2, "fcm", id)
+		}, false},
+		{"claimed from this consumer by another", func(t *testing.T, id string) Entry {
+			e := env.laneEntry(t, w1, "fcm", id)
+			env.age(t, lane, "w1", e.ID, 10*time.Minute, 1)
+			if claimed, _, err := w2.Reclaim(env.ctx, 0, lane, time.Minute, 10, 0); err != nil || len(claimed) != 1 {
+				t.Fatalf("Reclaim: %d claimed, %v", len(claimed), err)
+			}
+			return e
+		}, false},
+		{"finished", func(t *testing.T, id string) Entry {
+			e := env.laneEntry(t, w1, "fcm", id)
+			if ok, err := w1.Finish(env.ctx, e, Result{ID: id, Code: "INVALID_REQUEST", At: t0}); !ok || err != nil {
+				t.Fatalf("Finish = %v, %v", ok, err)
+			}
+			return e
+		}, false},
+		{"never read", func(t *testing.T, id string) Entry {
+			id, err := env.c.XAdd(env.ctx, redisXAdd(lane, validJob(id))).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return Entry{Stream: lane, ID: id}
+		}, false},
+		{"no such stream", func(t *testing.T, id string) Entry {
+			return Entry{Stream: w1.LaneStream(0, "nobody"), ID: "1-1"}
+		}, false},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := c.entry(t, "own-"+itoa(int64(i)))
+			got, err := w1.Owns(env.ctx, e)
+			if err != nil || got != c.want {
+				t.Errorf("Owns = %v, %v; want %v, nil", got, err, c.want)
+			}
+		})
+	}
+}
+
+func TestLanesListsLanesOutsideTheRegistry(t *testing.T) {
+	env := newEnv(t)
+	s := env.store(t, "w1", Options{Shards: 2}, "fcm", "apple")
+	// A provider since removed from the registry left entries on shard 1 only, one of them
+	// read by a consumer that is gone.
+	old := s.LaneStream(1, "retired")
+	for _, id := range []string{"a", "b", "c"} {
+		if err := env.c.XAdd(env.ctx, redisXAdd(old, validJob(id))).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := env.c.XGroupCreate(env.ctx, old, Group, "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	gone := New(env.c, env.c, Options{Shards: 2, Consumer: "gone"})
+	if got, err := gone.ReadLane(env.ctx, 1, "retired", 1, 0); err != nil || len(got) != 1 {
+		t.Fatalf("ReadLane: %d entries, %v", len(got), err)
+	}
+
+	for shard, want := range [][]string{{"apple", "fcm"}, {"apple", "fcm", "retired"}} {
+		got, err := s.Lanes(env.ctx, shard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := cmp.Diff(want, got); d != "" {
+			t.Errorf("Lanes(%d) (-want +got):\n%s", shard, d)
+		}
+	}
+	for _, c := range []struct {
+		name            string
+		shard           int
+		provider        string
+		length, pending int64
+	}{
+		{"orphan lane", 1, "retired", 3, 1},
+		{"empty lane", 0, "fcm", 0, 0},
+		{"no lane at all", 0, "retired", 0, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			n, p, err := s.LaneLength(env.ctx, c.shard, c.provider)
+			if err != nil || n != c.length || p != c.pending {
+				t.Errorf("LaneLength = %d, %d, %v; want %d, %d, nil", n, p, err, c.length, c.pending)
+			}
+		})
+	}
+}
