@@ -62,11 +62,15 @@ type lane struct {
 	// it finished it is offered once that goroutine lets go: handle checks that a reclaimed
 	// entry is still ours before it sends it (stillOurs). Guarded by mu.
 	held map[string]struct{}
+	// recheckAfter is how long an entry may wait in this process (for a slot, for a token)
+	// before handle asks Redis whether it is still ours: half the visibility timeout, after
+	// which another replica may reclaim it. Immutable after newLane.
+	recheckAfter time.Duration
 }
 
 func newLane(p laneParams) *lane {
 	return &lane{laneParams: p, stopper: newStopper(), offered: make(chan stream.Entry, max(1, p.lim.p.MaxInFlight)),
-		held: make(map[string]struct{})}
+		held: make(map[string]struct{}), recheckAfter: p.cfg.VisibilityTimeout / 2}
 }
 
 // start runs the reader in a goroutine counted in wg. That goroutine returns only after every
@@ -209,6 +213,9 @@ func (l *lane) startOffered(ctx, sendCtx context.Context) bool {
 // when the lane is told to stop. reclaimed says e came from the reclaimer rather than a read.
 func (l *lane) dispatch(ctx, sendCtx context.Context, e stream.Entry, reclaimed bool) bool {
 	cfg := l.cfg
+	// Real time, like the idle time Redis keeps for the entry: handle looks again at who owns
+	// an entry that waited here long enough to be reclaimed by another replica.
+	readAt := time.Now()
 	lj, reason := parseLaneEntry(e, cfg.Now())
 	retry, recipient := false, ""
 	if reason == "" {
@@ -224,7 +231,7 @@ func (l *lane) dispatch(ctx, sendCtx context.Context, e stream.Entry, reclaimed 
 				defer l.inflight.Done()
 				defer l.lim.slots.Release(retry, recipient)
 				defer l.release(e.ID)
-				l.handle(ctx, sendCtx, e, lj, reason, reclaimed)
+				l.handle(ctx, sendCtx, e, lj, reason, reclaimed, readAt)
 			}()
 			return true
 		case errors.Is(err, limits.ErrNoCapacity):

@@ -19,8 +19,8 @@ import (
 // stop: an entry still waiting for its token then stays pending for another replica, like
 // the entries read and never started. ctx is cancelled only when the grace period of a
 // shutdown ends. lj and reason are parseLaneEntry's; reclaimed says the reclaimer handed e
-// over.
-func (l *lane) handle(stop, ctx context.Context, e stream.Entry, lj *laneJob, reason string, reclaimed bool) {
+// over; readAt is when the lane took it (real time).
+func (l *lane) handle(stop, ctx context.Context, e stream.Entry, lj *laneJob, reason string, reclaimed bool, readAt time.Time) {
 	cfg := l.cfg
 	// The entry counts as queued for a token (see providerLimits.readable) until it has one or
 	// leaves without needing one.
@@ -113,6 +113,12 @@ func (l *lane) handle(stop, ctx context.Context, e stream.Entry, lj *laneJob, re
 		return
 	}
 	tokenDone()
+	// An entry that waited here (for a slot, for a token) for half the visibility timeout may
+	// have been reclaimed by another replica meanwhile, which would send it too: look first.
+	if time.Since(readAt) > l.recheckAfter && !l.stillOurs(ctx, e) {
+		done(limits.Excluded)
+		return
+	}
 
 	now := cfg.Now()
 	if r, ok := l.expired(lj, base, now); ok { // the token took the last of the TTL

@@ -288,3 +288,45 @@ func (e *env) pendingOf(stream string) []redis.XPendingExt {
 	}
 	return p
 }
+
+// TestLongHeldEntryIsSentOnlyWhileStillOurs: an entry the lane read itself, then held past
+// the re-check time (waiting for a slot or a token), may meanwhile have been reclaimed by
+// another replica, which sends it too. The lane asks Redis before sending such an entry.
+func TestLongHeldEntryIsSentOnlyWhileStillOurs(t *testing.T) {
+	cases := []struct {
+		name       string
+		takenOver  bool
+		deliveries int
+	}{
+		{"still ours", false, 1},
+		{"taken over by another replica while held", true, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t, envOptions{})
+			sub := e.subscribe(pushsim.FCM, e.key)
+			ls := e.newLaneSet(e.config(e.store))
+			raw := job("held", sub, "x")
+			e.laneEntry("fcm", 0, raw)
+			read, err := e.store.ReadLane(context.Background(), 0, "fcm", 1, 0)
+			if err != nil || len(read) != 1 {
+				t.Fatalf("ReadLane: %d entries, %v", len(read), err)
+			}
+			if c.takenOver {
+				other := e.newStore("w2")
+				if got, _, err := other.Reclaim(context.Background(), 0, read[0].Stream, 0, 10, 0); err != nil || len(got) != 1 {
+					t.Fatalf("w2 Reclaim: %d entries, %v", len(got), err)
+				}
+			}
+			l := ls.byShard[0]["fcm"]
+			l.recheckAfter = 0 // every entry counts as held long enough to re-check
+			if !l.dispatch(context.Background(), context.Background(), read[0], false) {
+				t.Fatal("dispatch refused the entry")
+			}
+			l.inflight.Wait()
+			if n := len(e.deliveriesOf("held")); n != c.deliveries {
+				t.Fatalf("pushsim saw %d requests, want %d", n, c.deliveries)
+			}
+		})
+	}
+}

@@ -95,16 +95,18 @@ func (r *reclaimer) reclaim(ctx context.Context) error {
 	return nil
 }
 
-// room is how many reclaimed entries provider p can take now, over all its lanes: its free
-// in-flight slots (which every shard's lanes share), less the entries already offered to its
-// lanes and not yet started, each of which will take one. None while its breaker is open: the
-// entries would only be put back.
+// room is how many reclaimed entries provider p can take now, over all its lanes: what a lane
+// may read (free in-flight slots, which every shard's lanes share, and no more than about a
+// second of tokens: a throttled provider's claimed entries must not idle past the visibility
+// timeout waiting for theirs), less the entries already offered to its lanes and not yet
+// started, each of which will take one. None while its breaker is open: the entries would only
+// be put back.
 func (r *reclaimer) room(p string) int {
 	lim := r.lanes[0][p].lim
 	if lim.breaker.State() == limits.Open {
 		return 0
 	}
-	free := lim.slots.Free()
+	free := lim.readable()
 	for s := range r.lanes {
 		free -= len(r.lanes[s][p].offered)
 	}
