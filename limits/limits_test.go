@@ -1,52 +1,11 @@
 package limits_test
 
 import (
-	"context"
-	"errors"
 	"testing"
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/limits"
 )
-
-func TestSemaphoreCapsInFlight(t *testing.T) {
-	s := limits.NewSemaphore(2)
-	if err := s.TryAcquire(); err != nil {
-		t.Fatalf("first TryAcquire: %v", err)
-	}
-	if err := s.Acquire(context.Background()); err != nil {
-		t.Fatalf("second Acquire: %v", err)
-	}
-	if got := s.Free(); got != 0 {
-		t.Fatalf("Free = %d, want 0", got)
-	}
-	if err := s.TryAcquire(); !errors.Is(err, limits.ErrNoCapacity) {
-		t.Fatalf("third TryAcquire = %v, want ErrNoCapacity", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if err := s.Acquire(ctx); !errors.Is(err, context.Canceled) {
-		t.Fatalf("Acquire on a full semaphore with a cancelled ctx = %v, want context.Canceled", err)
-	}
-	s.Release()
-	if got, want := s.InFlight(), 1; got != want {
-		t.Fatalf("InFlight after one Release = %d, want %d", got, want)
-	}
-	done := make(chan error, 1)
-	go func() { done <- s.Acquire(context.Background()) }()
-	if err := <-done; err != nil {
-		t.Fatalf("Acquire after Release: %v", err)
-	}
-}
-
-func TestSemaphoreReleaseWithoutAcquirePanics(t *testing.T) {
-	defer func() {
-		if recover() == nil {
-			t.Fatal("Release on an empty semaphore did not panic")
-		}
-	}()
-	limits.NewSemaphore(1).Release()
-}
 
 func TestBucketSteppedClock(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)

@@ -33,8 +33,8 @@ const (
 )
 
 // Slots is the in-flight budget of one provider in one replica: a cap, a share of it for
-// retries, and a cap per recipient. Unlike Semaphore its cap can change while slots are held
-// (budget reallocation). Safe for concurrent use.
+// retries, and a cap per recipient. Its cap can change while slots are held (budget
+// reallocation). Safe for concurrent use.
 type Slots struct {
 	share        float64 // immutable after NewSlots
 	perRecipient int     // immutable after NewSlots; < 0: no cap
