@@ -50,6 +50,14 @@ type Stats struct {
 	InFlight      int64                        `json:"in_flight"`
 	Subscriptions int                          `json:"subscriptions"`
 	Codes         map[string]map[string]uint64 `json:"codes"` // provider -> code -> answers
+	// BytesIn and BytesOut are what crossed the push listener's connections (TLS records and
+	// handshakes included), senders to pushsim and back. Unlike the rest they are not zeroed by
+	// Reset: subtract two readings.
+	BytesIn  uint64 `json:"bytes_in"`
+	BytesOut uint64 `json:"bytes_out"`
+	// Tokens is how many distinct VAPID JWTs (token and key) arrived: the signatures the senders
+	// made, as far as the push service can tell.
+	Tokens uint64 `json:"tokens"`
 }
 
 // deliveryLog keeps the newest max deliveries in a ring. Seq is contiguous, so "since N" is an
@@ -153,12 +161,15 @@ func (s *Server) Stats() Stats {
 	st := s.log.stats()
 	st.InFlight = s.inFlight.Load()
 	st.Subscriptions = s.subs.len()
+	st.BytesIn, st.BytesOut = s.wire.in.Load(), s.wire.out.Load()
+	st.Tokens = s.verified.count()
 	return st
 }
 
-// Reset forgets recorded deliveries and counts and clears every fault. Subscriptions stay: the
-// upstream that holds them would not forget them either.
+// Reset forgets recorded deliveries and counts (the byte counts excepted) and clears every fault.
+// Subscriptions stay: the upstream that holds them would not forget them either.
 func (s *Server) Reset() {
 	s.log.reset()
 	s.faults.clear()
+	s.verified.reset()
 }

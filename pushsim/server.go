@@ -51,6 +51,15 @@ type Config struct {
 	// MaxDeliveries bounds the deliveries kept in memory, oldest dropped first; 0 means
 	// DefaultMaxDeliveries.
 	MaxDeliveries int
+	// Sample, when above 1, checks only one push in Sample in full: the others skip the JWT
+	// signature check (a token verified before is still taken from the cache) and the
+	// decryption of the body, and keep every other check (subscription, key match, aud, exp,
+	// headers, size). It is for load runs, where an ECDSA verify and a decryption per push would
+	// make the simulator the busiest process on the machine. 0 or 1 checks every push.
+	Sample int
+	// Lean keeps no request headers, body or plaintext in the recorded deliveries: a load run
+	// needs only when and how each push was answered.
+	Lean bool
 	// ErrorLog receives the HTTP servers' own errors (TLS handshakes that failed, ...); nil
 	// discards them.
 	ErrorLog *log.Logger
@@ -71,6 +80,10 @@ type Server struct {
 	log      *deliveryLog
 	faults   *faultTable
 	verified verifiedCache
+	sample   uint64        // immutable after Start; Config.Sample, at least 1
+	lean     bool          // immutable after Start
+	pushes   atomic.Uint64 // pushes seen, for sampling
+	wire     *countingListener
 	ids      atomic.Uint64 // message ids in success answers
 	inFlight atomic.Int64
 
@@ -113,6 +126,8 @@ func Start(cfg Config) (*Server, error) {
 		log:     newDeliveryLog(cfg.MaxDeliveries),
 		faults:  newFaultTable(cfg.Seed),
 		closing: make(chan struct{}),
+		sample:  uint64(max(1, cfg.Sample)),
+		lean:    cfg.Lean,
 	}
 	if s.dir == "" {
 		if s.dir, err = os.MkdirTemp("", "pushsim-"); err != nil {
@@ -128,10 +143,13 @@ func Start(cfg Config) (*Server, error) {
 		s.removeDir()
 		return nil, err
 	}
-	if s.ln, err = net.Listen("tcp", cfg.Addr); err != nil {
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
 		s.removeDir()
 		return nil, fmt.Errorf("pushsim: listen: %w", err)
 	}
+	s.wire = &countingListener{Listener: ln}
+	s.ln = s.wire
 	if s.adminLn, err = net.Listen("tcp", cfg.AdminAddr); err != nil {
 		s.ln.Close()
 		s.removeDir()
@@ -248,7 +266,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Provider: provider,
 		Host:     canonicalHost(r.Host),
 		Endpoint: "https://" + r.Host + r.RequestURI,
-		Header:   r.Header.Clone(),
+		Header:   s.headerCopy(r.Header),
 		JobID:    r.Header.Get("X-Job-Id"),
 		At:       now,
 		Proto:    r.Proto,
@@ -274,6 +292,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	a := s.push(r, provider, now, &d)
 	s.respond(w, a, d)
+}
+
+// sampled reports whether this push is one Config.Sample checks in full.
+func (s *Server) sampled() bool {
+	return s.sample <= 1 || s.pushes.Add(1)%s.sample == 1
+}
+
+func (s *Server) headerCopy(h http.Header) http.Header {
+	if s.lean {
+		return nil
+	}
+	return h.Clone()
 }
 
 // noAnswer records a request that got no HTTP answer.
