@@ -76,7 +76,12 @@ type Config struct {
 type Sender struct {
 	reg      *providers.Registry
 	adapters map[string]*Adapter // by provider id; immutable after New
+	signer   *vapid.Signer       // immutable after New
 }
+
+// Signatures is how many VAPID JWTs the sender has signed: one per (key, audience) per token
+// lifetime when the cache does its work.
+func (s *Sender) Signatures() uint64 { return s.signer.Signatures() }
 
 // New builds one adapter, with its own transport, per provider in the registry.
 func New(cfg Config) (*Sender, error) {
@@ -86,7 +91,7 @@ func New(cfg Config) (*Sender, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Sender{reg: cfg.Registry, adapters: make(map[string]*Adapter)}
+	s := &Sender{reg: cfg.Registry, adapters: make(map[string]*Adapter), signer: cfg.Signer}
 	for _, p := range cfg.Registry.Providers() {
 		d := &dialer{connectTo: cfg.ConnectTo, allow: cfg.Allow, timeout: p.ConnectTimeout, resolver: cfg.Resolver}
 		t := newTransport(p, d, cfg.RootCAs)

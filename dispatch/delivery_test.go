@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/taxonomy"
 	"github.com/webpush-gateway/webpush-gateway/vapid"
 )
 
@@ -161,9 +163,19 @@ func TestPoisonJobsAreDeadLetteredAmongGoodOnes(t *testing.T) {
 	if len(dead) != len(wantDead) {
 		t.Fatalf("%d dead records, want %d", len(dead), len(wantDead))
 	}
+	// The entries of one intake batch are moved at once, so dead records need not keep the
+	// intake order: each is found by its reason, which is different for every poison job.
+	byReason := map[string]map[string]string{}
+	for _, d := range dead {
+		byReason[d["reason"]] = d
+	}
 	for i, w := range wantDead {
-		d := dead[i] // one shard, one intake loop: dead records keep the intake order
-		if d["id"] != w.id || d["reason"] != w.reason || d["code"] != "INVALID_JOB" || d["from"] != in || d["attempt"] != "0" {
+		d, ok := byReason[w.reason]
+		if !ok {
+			t.Errorf("no dead record with reason %q", w.reason)
+			continue
+		}
+		if d["id"] != w.id || d["code"] != "INVALID_JOB" || d["from"] != in || d["attempt"] != "0" {
 			t.Errorf("dead record %d: id %q code %q reason %q from %q attempt %q; want id %q INVALID_JOB %q from %s attempt 0",
 				i, d["id"], d["code"], d["reason"], d["from"], d["attempt"], w.id, w.reason, in)
 		}
@@ -172,7 +184,7 @@ func TestPoisonJobsAreDeadLetteredAmongGoodOnes(t *testing.T) {
 				len(d["job"]), d["note"], stream.MaxEntryBytes)
 		}
 	}
-	if d := dead[0]; d["job"] != `{"id":"bad-json","subscription":` {
+	if d := byReason[wantDead[0].reason]; d["job"] != `{"id":"bad-json","subscription":` {
 		t.Errorf("dead record keeps job %q, want the original entry", d["job"])
 	}
 	for _, d := range e.sim.Deliveries() {
@@ -311,5 +323,44 @@ func TestBestEffortID(t *testing.T) {
 				t.Errorf("bestEffortID = %.40q, want %.40q", got, c.want)
 			}
 		})
+	}
+}
+
+// TestOnAttemptTellsEverySend: the hook hears each attempt with its provider, code, status and
+// times (enqueue and answer), which is what the demo and metrics are built on.
+func TestOnAttemptTellsEverySend(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	var (
+		mu       sync.Mutex
+		attempts []Attempt
+	)
+	cfg := e.config(e.store)
+	cfg.OnAttempt = func(a Attempt) {
+		mu.Lock()
+		defer mu.Unlock()
+		attempts = append(attempts, a)
+	}
+	fcm, apple := e.subscribe(pushsim.FCM, e.key), e.subscribe(pushsim.Apple, e.key)
+	enqueued := e.clock.Now().Add(-time.Second)
+	e.enqueue(job("to-fcm", fcm, "a", "enqueued_at", enqueued.UnixMilli()), job("to-apple", apple, "b", "enqueued_at", enqueued.UnixMilli()))
+	e.start(cfg)
+	waitFor(t, "both jobs in the ledger", func() bool { return len(e.all("results")) >= 2 })
+	mu.Lock()
+	defer mu.Unlock()
+	got := map[string]Attempt{}
+	for _, a := range attempts {
+		got[a.JobID] = a
+	}
+	if len(attempts) != 2 {
+		t.Fatalf("%d attempts told, want 2: %+v", len(attempts), attempts)
+	}
+	for id, provider := range map[string]string{"to-fcm": "fcm", "to-apple": "apple"} {
+		a := got[id]
+		if a.Provider != provider || a.Code != taxonomy.Accepted || a.Status != 201 || a.Attempt != 0 {
+			t.Errorf("%s: %+v, want provider %s ACCEPTED 201 attempt 0", id, a, provider)
+		}
+		if !a.Enqueued.Equal(time.UnixMilli(enqueued.UnixMilli())) || a.At.Before(a.Enqueued) {
+			t.Errorf("%s: enqueued %v at %v, want enqueued %v and an answer after it", id, a.Enqueued, a.At, enqueued)
+		}
 	}
 }

@@ -57,14 +57,16 @@ func (in *intake) run() {
 		p.reset()
 		// A batch that was read is moved even when the stop comes meanwhile: moving is quick
 		// and sends nothing, and an entry left pending would wait a visibility timeout for a
-		// reclaimer. Once stopped, a failed move is not retried and ends the batch. An entry
-		// whose move fails stays pending under this consumer, so moving on loses nothing.
+		// reclaimer. Once stopped, a failed move is not retried (retryRedis gives up when
+		// done is closed). An entry whose move fails stays pending under this consumer, so
+		// moving on loses nothing. The entries are moved at once, each in its goroutine, so
+		// that the store sends their moves in one pipeline rather than one round trip each.
 		mctx := context.WithoutCancel(ctx)
+		var wg sync.WaitGroup
 		for _, e := range entries {
-			if err := in.handle(mctx, e); err != nil && closed(in.done) {
-				break
-			}
+			wg.Go(func() { _ = in.handle(mctx, e) })
 		}
+		wg.Wait()
 	}
 }
 

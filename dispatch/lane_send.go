@@ -96,6 +96,7 @@ func (l *lane) handle(stop, ctx context.Context, e stream.Entry, lj *laneJob, re
 		out := taxonomy.Local(l.provider, taxonomy.CircuitOpen, "host "+host+" is skipped after repeated transport failures")
 		r := base
 		r.Code, r.Detail, r.At = string(out.Code), out.Detail, cfg.Now()
+		l.tell(lj, out, r.At)
 		l.record(ctx, e, lj, out, r)
 		return
 	}
@@ -155,7 +156,17 @@ func (l *lane) handle(stop, ctx context.Context, e stream.Entry, lj *laneJob, re
 	}
 	base.Status, base.Detail, base.Latency, base.At = out.Status, out.Detail, at.Sub(now), at
 	base.Code = string(out.Code)
+	l.tell(lj, out, at)
 	l.record(ctx, e, lj, out, base)
+}
+
+// tell hands an attempt's outcome to Config.OnAttempt, when set.
+func (l *lane) tell(lj *laneJob, out taxonomy.Outcome, at time.Time) {
+	if l.cfg.OnAttempt == nil {
+		return
+	}
+	l.cfg.OnAttempt(Attempt{Provider: l.provider, JobID: lj.job.ID, Attempt: lj.attempt, Code: out.Code,
+		Status: out.Status, Enqueued: lj.enqueued, At: at})
 }
 
 // stillOurs reports whether a reclaimed entry is still pending for this consumer, false when

@@ -89,6 +89,23 @@ type Config struct {
 	// (for metrics and tests). It runs under the breaker's lock: it must only count or hand the
 	// change on, and return.
 	OnBreakerChange func(provider string, from, to limits.State)
+	// OnAttempt, when set, is told the outcome of every send, and of every delivery the host
+	// breaker refused (CIRCUIT_OPEN), as it happens: retried attempts included, which the
+	// ledger never shows (for metrics and the demo's live table). It runs on the send's
+	// goroutine: it must only count or hand the event on, and return.
+	OnAttempt func(Attempt)
+}
+
+// Attempt is one delivery attempt's outcome, as Config.OnAttempt is told it.
+type Attempt struct {
+	Provider string
+	JobID    string
+	Attempt  int // 0 for the first delivery
+	Code     taxonomy.Code
+	Status   int // HTTP status; 0 when there was no answer
+	// Enqueued is the job's enqueued_at (the time intake first read it, when the job gave
+	// none); At is when the answer came. At - Enqueued is the job's time from enqueue to answer.
+	Enqueued, At time.Time
 }
 
 // withDefaults checks the required fields and fills every zero field with its default.

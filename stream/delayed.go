@@ -86,11 +86,11 @@ func (s *Store) ToDelayed(ctx context.Context, e Entry, r RetryRecord) (RetryVer
 	if at.IsZero() {
 		at = s.o.Now()
 	}
-	n, err := toDelayedScript.Run(ctx, s.c,
+	n, err := s.eval(ctx, toDelayedScript,
 		[]string{e.Stream, k.Delayed, k.DelayedData, k.Rcpt, k.Dead},
 		Group, e.ID, s.o.Consumer, r.ID, r.Provider, r.Recipient, ms(r.Due), r.Attempt, r.Job,
 		r.EnqueuedAtMs, r.MaxDelayed, r.MaxPerRecipient, ms(at), code, s.o.DeadMaxLen,
-	).Int64()
+	)
 	if err != nil {
 		return NotOwner, fmt.Errorf("stream: to delayed: %w", err)
 	}

@@ -40,6 +40,8 @@ type Store struct {
 	c        redis.UniversalClient // short commands and scripts
 	blocking redis.UniversalClient // XREADGROUP BLOCK only, so blocked reads cannot starve c
 	o        Options               // immutable after New
+	// group sends the state changes and checks of concurrent jobs in shared pipelines.
+	group *groupCommit
 
 	mu        sync.Mutex
 	providers map[string]bool // guarded by mu; providers given to Setup
@@ -67,7 +69,7 @@ func New(c redis.UniversalClient, blocking redis.UniversalClient, o Options) *St
 	if blocking == nil {
 		blocking = c
 	}
-	return &Store{c: c, blocking: blocking, o: o, providers: map[string]bool{}, ready: map[string]bool{}}
+	return &Store{c: c, blocking: blocking, o: o, group: &groupCommit{c: c}, providers: map[string]bool{}, ready: map[string]bool{}}
 }
 
 // Shards is the number of shards.

@@ -158,11 +158,40 @@ func (s *Store) AckSent(ctx context.Context, e Entry) (bool, error) {
 }
 
 func (s *Store) runBool(ctx context.Context, sc *redis.Script, what string, keys []string, args ...any) (bool, error) {
-	n, err := sc.Run(ctx, s.c, keys, args...).Int64()
+	n, err := s.eval(ctx, sc, keys, args...)
 	if err != nil {
 		return false, fmt.Errorf("stream: %s: %w", what, err)
 	}
 	return n == 1, nil
+}
+
+// eval runs sc in the group commit's next pipeline: EVALSHA, and EVAL on its own when Redis
+// does not know the script (a restarted Redis forgets the scripts Setup loaded).
+func (s *Store) eval(ctx context.Context, sc *redis.Script, keys []string, args ...any) (int64, error) {
+	argv := make([]any, 0, 3+len(keys)+len(args))
+	argv = append(argv, "evalsha", sc.Hash(), len(keys))
+	for _, k := range keys {
+		argv = append(argv, k)
+	}
+	argv = append(argv, args...)
+	cmd := redis.NewCmd(ctx, argv...)
+	err := s.group.do(ctx, cmd)
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		return sc.Run(ctx, s.c, keys, args...).Int64()
+	}
+	if err != nil {
+		return 0, err
+	}
+	return cmd.Int64()
+}
+
+// exists reports whether key exists, in the group commit's next pipeline.
+func (s *Store) exists(ctx context.Context, key string) (bool, error) {
+	cmd := redis.NewIntCmd(ctx, "exists", key)
+	if err := s.group.do(ctx, cmd); err != nil {
+		return false, err
+	}
+	return cmd.Val() == 1, nil
 }
 
 func boolArg(b bool) string {
@@ -174,18 +203,18 @@ func boolArg(b bool) string {
 
 // WasSent reports whether job id's sent mark exists on shard.
 func (s *Store) WasSent(ctx context.Context, shard int, id string) (bool, error) {
-	n, err := s.c.Exists(ctx, s.Keys(shard).Sent(id)).Result()
+	ok, err := s.exists(ctx, s.Keys(shard).Sent(id))
 	if err != nil {
 		return false, fmt.Errorf("stream: sent mark: %w", err)
 	}
-	return n == 1, nil
+	return ok, nil
 }
 
 // IsGone reports whether endpoint was reported gone within GoneTTL (its mark on shard exists).
 func (s *Store) IsGone(ctx context.Context, shard int, endpoint string) (bool, error) {
-	n, err := s.c.Exists(ctx, s.Keys(shard).GoneMark(endpoint)).Result()
+	ok, err := s.exists(ctx, s.Keys(shard).GoneMark(endpoint))
 	if err != nil {
 		return false, fmt.Errorf("stream: gone mark: %w", err)
 	}
-	return n == 1, nil
+	return ok, nil
 }

@@ -16,7 +16,6 @@ import (
 	"net"
 	"sort"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,23 +32,6 @@ import (
 )
 
 const jobsPerRound = 2000
-
-// roundTrips counts what a client sends to Redis: one per command, one per pipeline.
-type roundTrips struct{ n atomic.Int64 }
-
-func (r *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (r *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		r.n.Add(1)
-		return next(ctx, cmd)
-	}
-}
-func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		r.n.Add(1)
-		return next(ctx, cmds)
-	}
-}
 
 // TestPipelineSmoke runs one short round of the benchmark's pipeline so that it cannot rot
 // between benchmark runs: every job must reach the ledger as ACCEPTED.
@@ -79,7 +61,7 @@ type pipeline struct {
 	store    *stream.Store
 	producer *stream.Producer
 	subs     []pushsim.Subscription
-	rt       *roundTrips
+	rt       *stream.CallCounter
 	poll     *redis.Client
 	ledger   string
 }
@@ -118,7 +100,7 @@ func startPipeline(tb testing.TB) *pipeline {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { main.Close(); blocking.Close() })
-	rt := &roundTrips{}
+	rt := &stream.CallCounter{}
 	main.AddHook(rt)
 	blocking.AddHook(rt)
 	store := stream.New(main, blocking, stream.Options{Consumer: "bench"})
@@ -184,7 +166,7 @@ func BenchmarkPipeline(b *testing.B) {
 		b.StopTimer()
 		lines := p.round(i, jobsPerRound)
 		srv.ResetStats(b)
-		before := rt.n.Load()
+		before := rt.RoundTrips()
 		b.StartTimer()
 		start := time.Now()
 		if _, err := p.producer.Enqueue(context.Background(), lines...); err != nil {
@@ -193,7 +175,7 @@ func BenchmarkPipeline(b *testing.B) {
 		polls := p.waitLedger(b, int64((i+1)*jobsPerRound))
 		busy += time.Since(start)
 		b.StopTimer()
-		rounds += rt.n.Load() - before
+		rounds += rt.RoundTrips() - before
 		for name, n := range srv.CommandStats(b) {
 			if name == "info" || name == "config|resetstat" || name == "config" || strings.HasPrefix(name, "client") || name == "hello" || name == "ping" {
 				continue
