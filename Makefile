@@ -7,7 +7,8 @@ FUZZTIME ?= 20s
 
 .PHONY: demo test deps build vet fmt-check unit bench fuzz clean
 
-## demo: deliver one message to each simulated push service and show what it decrypted
+## demo: a minute of steady traffic across the simulated push services, Autopush stalled halfway;
+## live per-provider table, then demo-report.html and demo-report.png
 demo: deps build
 	$(BIN) demo
 
@@ -31,17 +32,19 @@ vet:
 unit:
 	$(GO) test -race -count=1 $(PKGS)
 
-## bench: the micro-benchmarks recorded in BENCHMARKS.md
-bench:
+## bench: the side-by-side run (gateway, webpush-go consumer, Node web-push, encryption floor)
+## and the micro-benchmarks recorded in BENCHMARKS.md
+bench: deps build
+	$(BIN) bench --profile
 	$(GO) test -run '^$$' -bench . -benchmem ./ece/ ./vapid/ ./adapter/ ./taxonomy/ ./providers/
 	$(GO) test -run '^$$' -bench BenchmarkPipeline -benchtime 3x ./test/pipeline/
 
 ## fuzz: a short run of every fuzz target (FUZZTIME each); crashers land in testdata/fuzz
 fuzz:
-	@for spec in ece:FuzzDecrypt ece:FuzzParseKeys providers:FuzzParse providers:FuzzResolve taxonomy:FuzzClassify stream:FuzzDecodeJob; do \
+	@for spec in ece:FuzzDecrypt ece:FuzzParseKeys providers:FuzzParse providers:FuzzResolve taxonomy:FuzzClassify stream:FuzzDecodeJob stream:FuzzSplitObject; do \
 		pkg=$${spec%%:*}; fn=$${spec##*:}; \
 		echo "== $$pkg $$fn"; $(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) ./$$pkg/ || exit 1; \
 	done
 
 clean:
-	rm -rf bin demo-report.html demo-report.png
+	rm -rf bin demo-report.html demo-report.png bench-report.json bench-report.md bench-gateway.pprof

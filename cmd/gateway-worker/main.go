@@ -16,19 +16,24 @@ type command struct {
 	name    string
 	summary string
 	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+	// hidden commands are run by other commands (bench's contenders), not by people: usage
+	// leaves them out.
+	hidden bool
 }
 
 func commands() []command {
 	return []command{
-		{"run", "the worker: deliver jobs from Redis Streams", cmdRun},
-		{"enqueue", "put JSON-lines jobs on the intake streams", cmdEnqueue},
-		{"audit", "check that every job id reached exactly one terminal record", cmdAudit},
-		{"send", "send one message through the real adapter path and print its outcome", cmdSend},
-		{"keygen", "make a VAPID key pair", cmdKeygen},
-		{"check", "validate a registry file", cmdCheck},
-		{"inventory", "count a subscription export per provider and show the in-flight budgets", cmdInventory},
-		{"pushsim", "run the push service simulator", cmdPushsim},
-		{"demo", "deliver to every simulated push service and show what each saw", cmdDemo},
+		{"run", "the worker: deliver jobs from Redis Streams", cmdRun, false},
+		{"enqueue", "put JSON-lines jobs on the intake streams", cmdEnqueue, false},
+		{"audit", "check that every job id reached exactly one terminal record", cmdAudit, false},
+		{"send", "send one message through the real adapter path and print its outcome", cmdSend, false},
+		{"keygen", "make a VAPID key pair", cmdKeygen, false},
+		{"check", "validate a registry file", cmdCheck, false},
+		{"inventory", "count a subscription export per provider and show the in-flight budgets", cmdInventory, false},
+		{"pushsim", "run the push service simulator", cmdPushsim, false},
+		{"demo", "deliver to every simulated push service and show what each saw", cmdDemo, false},
+		{"bench", "deliver the same messages through the gateway, webpush-go and Node web-push, and compare", cmdBench, false},
+		{name: "bench-webpush-go", run: cmdBenchWebpushGo, hidden: true},
 	}
 }
 
@@ -60,6 +65,9 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: gateway-worker <command> [flags]\n\ncommands:")
 	for _, c := range commands() {
+		if c.hidden {
+			continue
+		}
 		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nEvery flag can also be set as GATEWAY_<FLAG> (e.g. GATEWAY_CA_FILE); a flag on the command line wins.")

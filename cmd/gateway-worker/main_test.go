@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 
@@ -141,24 +140,6 @@ func TestSendRefusesBadFlags(t *testing.T) {
 				t.Fatalf("exit %d, stderr %q; want 2 mentioning %q", code, stderr, tc.want)
 			}
 		})
-	}
-}
-
-func TestDemo(t *testing.T) {
-	var stdout bytes.Buffer
-	if err := runDemo(context.Background(), demoOptions{jobs: 300, payload: "demo text"}, &stdout); err != nil {
-		t.Fatalf("demo: %v\n%s", err, stdout.String())
-	}
-	got := stdout.String()
-	for _, p := range []string{"fcm", "autopush", "apple", "wns", "fallback"} {
-		if !regexp.MustCompile(`(?m)^` + p + ` +\d+ +\d+`).MatchString(got) {
-			t.Errorf("demo output has no summary row for %s:\n%s", p, got)
-		}
-	}
-	for _, want := range []string{"302 jobs reached a terminal record", "INVALID_JOB", "started a throwaway redis-server"} {
-		if !strings.Contains(got, want) {
-			t.Errorf("demo output lacks %q:\n%s", want, got)
-		}
 	}
 }
 

@@ -4,14 +4,17 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"time"
 
+	"github.com/webpush-gateway/webpush-gateway/adapter"
 	"github.com/webpush-gateway/webpush-gateway/dispatch"
 	"github.com/webpush-gateway/webpush-gateway/stream"
 	"github.com/webpush-gateway/webpush-gateway/vapid"
@@ -84,6 +87,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		consumer  = fs.String("consumer", "", "consumer `NAME` in the group (default: $POD_NAME or the host name, plus a random suffix)")
 		jobHeader = fs.String("job-id-header", "", "send each job's id in this request `HEADER` (for simulators; off in production)")
 		logLevel  = fs.String("log-level", "info", "debug, info, warn or error")
+		statsFile = fs.String("stats-file", "", "when the worker stops, write what it did as JSON to `FILE`: Redis round trips and commands it sent, VAPID signatures it made")
+		profile   = fs.String("cpu-profile", "", "write a CPU profile (go tool pprof) of the whole run to `FILE`")
 		cfg       dispatch.Config
 	)
 	rf.register(fs)
@@ -164,6 +169,23 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	defer main.Close()
 	defer blocking.Close()
+	calls := &stream.CallCounter{}
+	main.AddHook(calls)
+	blocking.AddHook(calls)
+	if *profile != "" {
+		stop, err := startCPUProfile(*profile)
+		if err != nil {
+			return fail(err)
+		}
+		defer stop()
+	}
+	if *statsFile != "" {
+		defer func() {
+			if err := writeRunStats(*statsFile, calls, sender); err != nil {
+				logger.Error("stats file not written", "err", err)
+			}
+		}()
+	}
 	so.Prefix, so.Shards, so.Consumer = rf.prefix, rf.shards, *consumer
 	cfg.Store = stream.New(main, blocking, so)
 	cfg.Sender, cfg.Registry, cfg.Keys, cfg.Logger = sender, reg, keys, logger
@@ -174,4 +196,37 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	logger.Info("worker stopped")
 	return 0
+}
+
+// runStats is what `run --stats-file` writes when the worker stops.
+type runStats struct {
+	RedisRoundTrips int64  `json:"redis_round_trips"`
+	RedisCommands   int64  `json:"redis_commands"`
+	VAPIDSignatures uint64 `json:"vapid_signatures"`
+}
+
+func writeRunStats(path string, calls *stream.CallCounter, sender *adapter.Sender) error {
+	b, err := json.Marshal(runStats{
+		RedisRoundTrips: calls.RoundTrips(), RedisCommands: calls.Commands(), VAPIDSignatures: sender.Signatures(),
+	})
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// startCPUProfile profiles the process until the returned stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpu-profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpu-profile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }

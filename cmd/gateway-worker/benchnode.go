@@ -1,0 +1,89 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// benchNodeFiles are the Node contender: a plain stream consumer around web-push, and the exact
+// package versions it runs with.
+//
+//go:embed benchnode/consumer.js benchnode/package.json
+var benchNodeFiles embed.FS
+
+// node runs Node's web-push as a contender, when node and npm are on the PATH. npm installs
+// its packages once into a cache folder; a changed package.json installs them again.
+func (env *benchEnv) node(ctx context.Context) (benchRow, error) {
+	row := benchRow{Name: benchNode}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		row.Skipped = "no node on PATH"
+		return row, nil
+	}
+	npm, err := exec.LookPath("npm")
+	if err != nil {
+		row.Skipped = "node is on PATH but npm is not"
+		return row, nil
+	}
+	dir := env.o.nodeDir
+	if dir == "" {
+		cache, err := os.UserCacheDir()
+		if err != nil {
+			cache = os.TempDir()
+		}
+		dir = filepath.Join(cache, "webpush-gateway", "bench-node")
+	}
+	if why := installBenchNode(ctx, npm, dir, env); why != "" {
+		row.Skipped = why
+		return row, nil
+	}
+	return env.plainConsumer(ctx, benchNode, []string{node, filepath.Join(dir, "consumer.js")})
+}
+
+// installBenchNode writes the consumer into dir and runs npm install there unless the same
+// package.json is installed already. It returns why Node cannot run, or "".
+func installBenchNode(ctx context.Context, npm, dir string, env *benchEnv) string {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "cannot create " + dir + ": " + err.Error()
+	}
+	pkg, _ := benchNodeFiles.ReadFile("benchnode/package.json")
+	js, _ := benchNodeFiles.ReadFile("benchnode/consumer.js")
+	if err := os.WriteFile(filepath.Join(dir, "consumer.js"), js, 0o644); err != nil {
+		return err.Error()
+	}
+	stamp := filepath.Join(dir, "node_modules", ".bench-package.json")
+	if have, err := os.ReadFile(stamp); err == nil && bytes.Equal(have, pkg) {
+		return ""
+	}
+	if err := os.WriteFile(filepath.Join(dir, "package.json"), pkg, 0o644); err != nil {
+		return err.Error()
+	}
+	fmt.Fprintf(env.out, "node:     installing web-push and redis from npm into %s\n", dir)
+	ictx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ictx, npm, "install", "--no-audit", "--no-fund", "--loglevel=error")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "npm install failed: " + lastLines(strings.TrimSpace(string(out)), 2)
+	}
+	if err := os.WriteFile(stamp, pkg, 0o644); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+// nodeVersion is `node --version`, or "" when node is missing.
+func nodeVersion() string {
+	out, err := exec.Command("node", "--version").Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
+}

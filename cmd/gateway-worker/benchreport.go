@@ -1,0 +1,289 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// benchRow is one contender's result. Rates and costs are over the backlog phase; latencies
+// over the paced phase.
+type benchRow struct {
+	Name string `json:"name"`
+	What string `json:"what"`
+	// Floor marks the encryption-only row: no process, no network, no Redis.
+	Floor bool `json:"floor,omitempty"`
+	// Skipped says why the contender did not run; every other field is then empty.
+	Skipped string `json:"skipped,omitempty"`
+
+	Messages   int            `json:"messages"`
+	Delivered  int            `json:"delivered"` // accepted by pushsim
+	Failures   map[string]int `json:"failures,omitempty"`
+	MsgsPerSec float64        `json:"msgs_per_sec"`
+	// CPUPerMsg is the process's CPU time (user + system) over the backlog phase, in
+	// microseconds per delivered message.
+	CPUPerMsg   float64 `json:"cpu_us_per_msg"`
+	PeakRSS     int64   `json:"peak_rss_bytes,omitempty"`
+	LatencyP50  float64 `json:"latency_p50_ms,omitempty"`
+	LatencyP99  float64 `json:"latency_p99_ms,omitempty"`
+	BytesPerMsg float64 `json:"bytes_per_msg"` // sent to the push service: TLS records, headers, body
+	// Signatures is the distinct VAPID JWTs pushsim received over the whole run.
+	Signatures int64 `json:"vapid_signatures"`
+
+	// Gateway only.
+	SignaturesSelf        int64   `json:"vapid_signatures_reported,omitempty"` // the worker's own count
+	RedisCommandsPerJob   float64 `json:"redis_commands_per_job,omitempty"`
+	RedisRoundTripsPerJob float64 `json:"redis_round_trips_per_job,omitempty"`
+	Ledger                int64   `json:"ledger_records,omitempty"`
+	Profile               string  `json:"cpu_profile,omitempty"`
+}
+
+// fill takes a phase's measurements.
+func (r *benchRow) fill(env *benchEnv, ph phase) {
+	r.Messages = len(env.subs)
+	r.Delivered = ph.accepted
+	if len(ph.errors) > 0 {
+		r.Failures = ph.errors
+	}
+	if span := ph.last.Sub(ph.first); ph.answered > 1 && span > 0 {
+		r.MsgsPerSec = float64(ph.answered-1) / span.Seconds()
+	}
+	if ph.accepted > 0 {
+		r.CPUPerMsg = float64(ph.cpu.Microseconds()) / float64(ph.accepted)
+	}
+	if ph.answered > 0 {
+		r.BytesPerMsg = float64(ph.bytesIn) / float64(ph.answered)
+	}
+	r.PeakRSS = ph.peakRSS
+	r.LatencyP50, r.LatencyP99 = percentileMs(ph.latencies, 50), percentileMs(ph.latencies, 99)
+	r.Signatures = int64(ph.tokens)
+}
+
+func percentileMs(sorted []time.Duration, p int) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := max(0, (len(sorted)*p+99)/100-1)
+	return float64(sorted[i].Microseconds()) / 1000
+}
+
+func (r benchRow) progressLine() string {
+	switch {
+	case r.Skipped != "":
+		return fmt.Sprintf("%-14s skipped: %s", r.Name, r.Skipped)
+	case r.Floor:
+		return fmt.Sprintf("%-14s %d encryptions, %.1f µs CPU each", r.Name, r.Messages, r.CPUPerMsg)
+	}
+	return fmt.Sprintf("%-14s %d/%d delivered, %.0f msgs/s, %.1f µs CPU/msg", r.Name, r.Delivered, r.Messages, r.MsgsPerSec, r.CPUPerMsg)
+}
+
+// benchTarget is one of the goals the bench checks the gateway against (issue 5).
+type benchTarget struct {
+	What     string  `json:"what"`
+	Measured float64 `json:"measured"` // the ratio (or count) measured
+	Limit    float64 `json:"limit"`
+	AtMost   bool    `json:"at_most"` // true: Measured <= Limit is met; false: Measured >= Limit
+	Met      bool    `json:"met"`
+	Missing  string  `json:"missing,omitempty"` // why it could not be measured
+}
+
+func (t benchTarget) verdict() string {
+	switch {
+	case t.Missing != "":
+		return "not measured: " + t.Missing
+	case t.Met:
+		return "met"
+	case t.AtMost:
+		return fmt.Sprintf("missed by %.0f%%", 100*(t.Measured/t.Limit-1))
+	default:
+		return fmt.Sprintf("missed by %.0f%%", 100*(1-t.Measured/t.Limit))
+	}
+}
+
+type benchReport struct {
+	Date      time.Time     `json:"date"`
+	Command   string        `json:"command"`
+	Machine   string        `json:"machine"`
+	Load      string        `json:"load"`
+	Audiences int           `json:"audiences"`
+	Rows      []benchRow    `json:"rows"`
+	Targets   []benchTarget `json:"targets"`
+	Notes     []string      `json:"notes"`
+}
+
+func newBenchReport(env *benchEnv, rows []benchRow) benchReport {
+	o := env.o
+	rep := benchReport{
+		Date:      time.Now().UTC().Truncate(time.Second),
+		Command:   "gateway-worker bench " + strings.Join(o.args, " "),
+		Machine:   fmt.Sprintf("%s, %d CPUs, %s/%s, %s", cpuModel(), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version()),
+		Load:      fmt.Sprintf("%d messages of %d bytes from a backlog, %d paced at %d/s; concurrency %d; mix %s", o.messages, o.payloadSize, o.latencyN, o.latencyRate, o.concurrency, describeMix(env.subs)),
+		Audiences: env.audience,
+		Rows:      rows,
+	}
+	rep.Notes = []string{
+		fmt.Sprintf("pushsim checks the VAPID signature and decrypts the body of 1 push in %d (--sample), so that its own CPU does not dominate the machine; every push gets the other checks (subscription, key, aud, exp, headers, size).", o.sample),
+		"msgs/s: backlog messages answered per second, from pushsim's first answer to its last. CPU µs/msg: the contender process's user+system CPU over the backlog phase (its startup and a warm-up message per push service excluded) per delivered message. Peak RSS: the process's high-water mark.",
+		fmt.Sprintf("Latency: from just before the XADD to pushsim receiving the push, for %d messages enqueued one at a time at %d/s after the backlog.", o.latencyN, o.latencyRate),
+		"bytes/msg: what the contender sent pushsim per message (TLS records and handshakes, HTTP headers, body).",
+		fmt.Sprintf("webpush-go runs with RecordSize %d: at its default (4096) it pads every body to 4182 bytes, which FCM, Autopush and Apple refuse with 413. Its subject is given without \"mailto:\", which it adds itself.", webpushGoRecordSize),
+		"Redis commands per job: INFO commandstats over the worker's life (commands run inside scripts included), less the XADDs that enqueued the jobs, over every job (warm-up, backlog and latency phase). Round trips per job: the worker's own count of commands and pipelines sent, idle blocking reads included.",
+	}
+	rep.Targets = rep.targets()
+	return rep
+}
+
+func (rep benchReport) row(name string) (benchRow, bool) {
+	for _, r := range rep.Rows {
+		if r.Name == name && r.Skipped == "" {
+			return r, true
+		}
+	}
+	return benchRow{}, false
+}
+
+func (rep benchReport) targets() []benchTarget {
+	gw, ok := rep.row(benchGateway)
+	if !ok {
+		return nil
+	}
+	ratio := func(what, other string, limit float64, atMost bool, value func(benchRow) float64) benchTarget {
+		t := benchTarget{What: what, Limit: limit, AtMost: atMost}
+		o, ok := rep.row(other)
+		if !ok || value(o) == 0 {
+			t.Missing = other + " did not run"
+			return t
+		}
+		t.Measured = value(gw) / value(o)
+		t.Met = (atMost && t.Measured <= limit) || (!atMost && t.Measured >= limit)
+		return t
+	}
+	cpu := func(r benchRow) float64 { return r.CPUPerMsg }
+	rate := func(r benchRow) float64 { return r.MsgsPerSec }
+	ts := []benchTarget{
+		ratio("gateway CPU per message / webpush-go consumer's", benchWebpushGo, 0.4, true, cpu),
+		ratio("gateway CPU per message / Node web-push's", benchNode, 0.25, true, cpu),
+		ratio("gateway CPU per message / RFC 8291 encryption floor", benchFloor, 1.5, true, cpu),
+		ratio("gateway throughput / webpush-go consumer's", benchWebpushGo, 2, false, rate),
+	}
+	sig := benchTarget{What: fmt.Sprintf("gateway VAPID signatures / (key, audience) pairs (%d)", rep.Audiences), Limit: 1, AtMost: true}
+	sig.Measured = float64(gw.Signatures) / float64(max(1, rep.Audiences))
+	sig.Met = sig.Measured <= 1
+	return append(ts, sig)
+}
+
+// table is the side-by-side comparison, as rows of cells; the first row is the header.
+func (rep benchReport) table() [][]string {
+	gw, haveGW := rep.row(benchGateway)
+	times := func(v, base float64) string {
+		if !haveGW || base == 0 || v == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.2fx", v/base)
+	}
+	cells := [][]string{{"contender", "msgs/s", "vs gateway", "CPU µs/msg", "vs gateway", "peak RSS", "p50", "p99", "bytes/msg", "VAPID sigs", "delivered"}}
+	for _, r := range rep.Rows {
+		if r.Skipped != "" {
+			cells = append(cells, []string{r.Name, "skipped: " + r.Skipped, "", "", "", "", "", "", "", "", ""})
+			continue
+		}
+		if r.Floor {
+			cells = append(cells, []string{r.Name, fmt.Sprintf("%.0f (1 core)", r.MsgsPerSec), "-", fmt.Sprintf("%.1f", r.CPUPerMsg),
+				times(r.CPUPerMsg, gw.CPUPerMsg), "-", "-", "-", fmt.Sprintf("%.0f (body)", r.BytesPerMsg), "-", "-"})
+			continue
+		}
+		cells = append(cells, []string{r.Name, fmt.Sprintf("%.0f", r.MsgsPerSec), times(r.MsgsPerSec, gw.MsgsPerSec),
+			fmt.Sprintf("%.1f", r.CPUPerMsg), times(r.CPUPerMsg, gw.CPUPerMsg), fmt.Sprintf("%.0f MB", float64(r.PeakRSS)/(1<<20)),
+			fmt.Sprintf("%.1f ms", r.LatencyP50), fmt.Sprintf("%.1f ms", r.LatencyP99), fmt.Sprintf("%.0f", r.BytesPerMsg),
+			fmt.Sprint(r.Signatures), fmt.Sprintf("%d/%d", r.Delivered, r.Messages)})
+	}
+	return cells
+}
+
+func (rep benchReport) gatewayLine() string {
+	gw, ok := rep.row(benchGateway)
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf("gateway: %.2f Redis commands and %.2f round trips per job; %d VAPID signatures seen by pushsim (%d counted by the worker) for %d (key, audience) pairs; %d ledger records.",
+		gw.RedisCommandsPerJob, gw.RedisRoundTripsPerJob, gw.Signatures, gw.SignaturesSelf, rep.Audiences, gw.Ledger)
+}
+
+func (rep benchReport) writeText(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, row := range rep.table() {
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
+	}
+	tw.Flush()
+	if l := rep.gatewayLine(); l != "" {
+		fmt.Fprintln(w, "\n"+l)
+	}
+	if len(rep.Targets) > 0 {
+		fmt.Fprintln(w, "\ntargets:")
+		for _, t := range rep.Targets {
+			fmt.Fprintf(w, "  %-55s %6.2f (%s %.2f)  %s\n", t.What, t.Measured, map[bool]string{true: "at most", false: "at least"}[t.AtMost], t.Limit, t.verdict())
+		}
+	}
+	fmt.Fprintln(w)
+	for _, n := range rep.Notes {
+		fmt.Fprintln(w, "* "+n)
+	}
+}
+
+func (rep benchReport) markdown() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Measured %s on %s.\n\n`%s`\n\nLoad: %s.\n\n", rep.Date.Format("2006-01-02"), rep.Machine, rep.Command, rep.Load)
+	for i, row := range rep.table() {
+		fmt.Fprintf(&b, "| %s |\n", strings.Join(row, " | "))
+		if i == 0 {
+			fmt.Fprintf(&b, "|%s\n", strings.Repeat(" --- |", len(row)))
+		}
+	}
+	if l := rep.gatewayLine(); l != "" {
+		fmt.Fprintf(&b, "\n%s\n", l)
+	}
+	if len(rep.Targets) > 0 {
+		b.WriteString("\n| target | measured | limit | verdict |\n| --- | --- | --- | --- |\n")
+		for _, t := range rep.Targets {
+			bound := "at most"
+			if !t.AtMost {
+				bound = "at least"
+			}
+			fmt.Fprintf(&b, "| %s | %.2f | %s %.2f | %s |\n", t.What, t.Measured, bound, t.Limit, t.verdict())
+		}
+	}
+	b.WriteString("\n")
+	for _, n := range rep.Notes {
+		fmt.Fprintf(&b, "* %s\n", n)
+	}
+	return b.String()
+}
+
+// save writes bench-report.json and bench-report.md into dir.
+func (rep benchReport) save(dir string, out io.Writer) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	js, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	jf, mf := filepath.Join(dir, "bench-report.json"), filepath.Join(dir, "bench-report.md")
+	if err := os.WriteFile(jf, append(js, '\n'), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(mf, []byte(rep.markdown()), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\nwrote %s and %s\n", jf, mf)
+	if gw, ok := rep.row(benchGateway); ok && gw.Profile != "" {
+		fmt.Fprintf(out, "gateway CPU profile: go tool pprof -top %s\n", gw.Profile)
+	}
+	return nil
+}

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"image/png"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestDemoWritesReportWithEveryProviderAndTheFault runs a short demo end to end (redis-server,
+// pushsim, the worker, a stall injected halfway) and checks what a reader of the report needs:
+// a throughput series per provider, the fault window, and a PNG of the chart.
+func TestDemoWritesReportWithEveryProviderAndTheFault(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the demo for several seconds")
+	}
+	dir := t.TempDir()
+	report := filepath.Join(dir, "demo-report.html")
+	f, err := parseDemoFault("autopush=stall")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	o := demoOptions{duration: 6 * time.Second, rate: 100, fault: f, report: report, payload: "test"}
+	if err := runDemo(context.Background(), o, &out); err != nil {
+		t.Fatalf("runDemo: %v\n%s", err, out.String())
+	}
+	text := out.String()
+	if first, _, _ := strings.Cut(text, "\n"); !strings.HasPrefix(first, "redis:") {
+		t.Errorf("first line %q does not say which Redis the demo uses", first)
+	}
+	for _, want := range []string{"PROVIDER", "SENT/S", "BREAKER", "(fault injected)", "none lost", "demo-report.png"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("output lacks %q:\n%s", want, text)
+		}
+	}
+	html, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(html)
+	for _, p := range demoProviders {
+		if !strings.Contains(page, `data-provider="`+p+`"`) {
+			t.Errorf("report has no series for %s", p)
+		}
+	}
+	if !strings.Contains(page, "data-fault-from-ms=") || !strings.Contains(page, "autopush stalls") {
+		t.Error("report does not show the fault window")
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "demo-report.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("PNG does not decode: %v", err)
+	}
+	if img.Bounds().Dx() < 600 {
+		t.Errorf("PNG is %v", img.Bounds())
+	}
+}
+
+func TestParseDemoFault(t *testing.T) {
+	for _, bad := range []string{"autopush", "gcm=stall", "fcm=503", "fcm=503:2", "fcm=429:0", "fcm=melt"} {
+		if _, err := parseDemoFault(bad); err == nil {
+			t.Errorf("parseDemoFault(%q) accepted it", bad)
+		}
+	}
+	for in, want := range map[string]string{"none": "", "apple=503:0.4": "apple", "fallback=429:5": "generic", "wns=stall": "wns"} {
+		f, err := parseDemoFault(in)
+		if err != nil || f.provider != want {
+			t.Errorf("parseDemoFault(%q) = %q, %v; want %q", in, f.provider, err, want)
+		}
+	}
+}
