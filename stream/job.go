@@ -219,7 +219,7 @@ func decodeSubscription(raw json.RawMessage, sub *Subscription) error {
 	if !ok {
 		return invalid("subscription.endpoint: required")
 	}
-	if kindOf(ep) != "a string" || json.Unmarshal(ep, &sub.Endpoint) != nil {
+	if kindOf(ep) != "a string" || jsonString(ep, &sub.Endpoint) != nil {
 		return invalid("subscription.endpoint: must be a string, got %s", kindOf(ep))
 	}
 	if err := checkEndpoint(sub.Endpoint); err != nil {
@@ -251,7 +251,7 @@ func decodeSubscription(raw json.RawMessage, sub *Subscription) error {
 		if !ok {
 			return invalid("subscription.keys.%s: required", k.name)
 		}
-		if kindOf(v) != "a string" || json.Unmarshal(v, k.dst) != nil {
+		if kindOf(v) != "a string" || jsonString(v, k.dst) != nil {
 			return invalid("subscription.keys.%s: must be a string, got %s", k.name, kindOf(v))
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // The JSON readers of DecodeJob: strict about shape, precise in their reasons, and careful to
@@ -19,7 +20,8 @@ import (
 // splitObject reads one JSON object into its members, refusing trailing data, duplicate names
 // and names not in allowed. A JSON null member is treated as absent. path prefixes reasons.
 func splitObject(raw []byte, path string, allowed []string) (map[string]json.RawMessage, error) {
-	if out, ok := splitValidObject(raw, allowed); ok {
+	// A nested object (path != "") is a member of one split already, so it is valid JSON.
+	if out, ok := splitValidObject(raw, allowed, path == ""); ok {
 		return out, nil
 	}
 	return splitObjectSlow(raw, path, allowed)
@@ -30,15 +32,15 @@ func splitObject(raw []byte, path string, allowed []string) (map[string]json.Raw
 // worker's CPU went to reading jobs before it). It gives up (false) on anything that needs a
 // reason or a closer look, escapes in a name included, and splitObjectSlow says what is wrong;
 // where it succeeds the two agree, which TestSplitObjectPathsAgree checks.
-func splitValidObject(raw []byte, allowed []string) (map[string]json.RawMessage, bool) {
-	if !json.Valid(raw) {
+func splitValidObject(raw []byte, allowed []string, validate bool) (map[string]json.RawMessage, bool) {
+	if validate && !json.Valid(raw) {
 		return nil, false
 	}
 	i := skipSpace(raw, 0)
 	if i >= len(raw) || raw[i] != '{' {
 		return nil, false
 	}
-	out := make(map[string]json.RawMessage, len(allowed))
+	out := make(map[string]json.RawMessage, min(len(allowed), 8)) // one small-map group
 	var seen uint64 // bit k: allowed[k] was met (allowed lists are short)
 	if len(allowed) > 64 {
 		return nil, false
@@ -297,7 +299,7 @@ func decodeTime(raw json.RawMessage) (time.Time, error) {
 	switch kindOf(raw) {
 	case "a string":
 		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
+		if err := jsonString(raw, &s); err != nil {
 			return time.Time{}, errors.New("must be an RFC 3339 time or unix milliseconds")
 		}
 		t, err := time.Parse(time.RFC3339Nano, s)
@@ -319,6 +321,27 @@ func decodeTime(raw json.RawMessage) (time.Time, error) {
 	}
 }
 
+// jsonString decodes a JSON string value. A string with no escapes, no control bytes and valid
+// UTF-8 is its bytes between the quotes, which is what nearly every job holds; anything else
+// goes through encoding/json (which unescapes, and turns bad UTF-8 into U+FFFD).
+func jsonString(raw []byte, dst *string) error {
+	if n := len(raw); n >= 2 && raw[0] == '"' && raw[n-1] == '"' {
+		in := raw[1 : n-1]
+		plain := utf8.Valid(in)
+		for _, c := range in {
+			if c == '\\' || c == '"' || c < 0x20 {
+				plain = false
+				break
+			}
+		}
+		if plain {
+			*dst = string(in)
+			return nil
+		}
+	}
+	return json.Unmarshal(raw, dst)
+}
+
 func requiredString(fields map[string]json.RawMessage, name string) (string, error) {
 	s, ok, err := optionalString(fields, name)
 	if err != nil {
@@ -336,7 +359,7 @@ func optionalString(fields map[string]json.RawMessage, name string) (string, boo
 		return "", false, nil
 	}
 	var s string
-	if kindOf(raw) != "a string" || json.Unmarshal(raw, &s) != nil {
+	if kindOf(raw) != "a string" || jsonString(raw, &s) != nil {
 		return "", false, invalid("%s: must be a string, got %s", name, kindOf(raw))
 	}
 	return s, true, nil

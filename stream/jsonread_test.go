@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -34,7 +35,7 @@ func FuzzSplitObject(f *testing.F) {
 
 func checkSplitAgrees(t *testing.T, raw []byte) {
 	t.Helper()
-	fast, ok := splitValidObject(raw, jobFields)
+	fast, ok := splitValidObject(raw, jobFields, true)
 	if !ok {
 		return
 	}
@@ -51,5 +52,29 @@ func checkSplitAgrees(t *testing.T, raw []byte) {
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Fatalf("%q: members differ (-slow +fast):\n%s", raw, d)
+	}
+}
+
+// TestJSONStringFastPathAgrees: a string read without encoding/json is what encoding/json
+// would have made of it.
+func TestJSONStringFastPathAgrees(t *testing.T) {
+	for _, raw := range []string{`""`, `"plain"`, `"tab\there"`, `"quote \" in"`, `"caf\u00e9"`, "\"caf\xc3\xa9\"", "\"bad \xff utf8\"", `"ünïcødé ✓"`} {
+		checkJSONString(t, []byte(raw))
+	}
+}
+
+func FuzzJSONString(f *testing.F) {
+	for _, s := range []string{`"a"`, `"\u0041"`, "\"\xff\"", `"x\ny"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) { checkJSONString(t, raw) })
+}
+
+func checkJSONString(t *testing.T, raw []byte) {
+	t.Helper()
+	var got, want string
+	gotErr, wantErr := jsonString(raw, &got), json.Unmarshal(raw, &want)
+	if (gotErr == nil) != (wantErr == nil) || got != want {
+		t.Fatalf("%q: jsonString = %q, %v; encoding/json = %q, %v", raw, got, gotErr, want, wantErr)
 	}
 }
