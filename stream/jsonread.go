@@ -41,7 +41,7 @@ func splitValidObject(raw []byte, allowed []string, validate bool) (map[string]j
 		return nil, false
 	}
 	out := make(map[string]json.RawMessage, min(len(allowed), 8)) // one small-map group
-	var seen uint64 // bit k: allowed[k] was met (allowed lists are short)
+	var seen uint64                                               // bit k: allowed[k] was met (allowed lists are short)
 	if len(allowed) > 64 {
 		return nil, false
 	}
