@@ -41,6 +41,8 @@ func (in *intake) start(wg *sync.WaitGroup) {
 func (in *intake) run() {
 	ctx, cancel := untilClosed(in.done)
 	defer cancel()
+	pool := newWorkers(in.done)
+	defer pool.wait()
 	cfg, log := in.cfg, in.cfg.Logger
 	var p pause
 	for ctx.Err() == nil {
@@ -64,7 +66,11 @@ func (in *intake) run() {
 		mctx := context.WithoutCancel(ctx)
 		var wg sync.WaitGroup
 		for _, e := range entries {
-			wg.Go(func() { _ = in.handle(mctx, e) })
+			wg.Add(1)
+			pool.run(func() {
+				defer wg.Done()
+				_ = in.handle(mctx, e)
+			})
 		}
 		wg.Wait()
 	}

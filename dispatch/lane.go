@@ -51,8 +51,10 @@ type lane struct {
 	// them like the ones it reads. Buffered to the provider's largest in-flight cap; the
 	// reclaimer never offers more than there is room for (reclaimer.room).
 	offered chan stream.Entry
-	// inflight counts the send goroutines; the reader goroutine waits for it before it returns.
+	// inflight counts the sends started; the reader goroutine waits for it before it returns.
 	inflight sync.WaitGroup
+	// workers run the sends; they end once the lane is told to stop.
+	workers *workers
 
 	mu sync.Mutex
 	// held are the ids of entries this lane has read or been offered and not finished. XAUTOCLAIM
@@ -69,8 +71,10 @@ type lane struct {
 }
 
 func newLane(p laneParams) *lane {
-	return &lane{laneParams: p, stopper: newStopper(), offered: make(chan stream.Entry, max(1, p.lim.p.MaxInFlight)),
+	l := &lane{laneParams: p, stopper: newStopper(), offered: make(chan stream.Entry, max(1, p.lim.p.MaxInFlight)),
 		held: make(map[string]struct{}), recheckAfter: p.cfg.VisibilityTimeout / 2}
+	l.workers = newWorkers(l.done)
+	return l
 }
 
 // start runs the reader in a goroutine counted in wg. That goroutine returns only after every
@@ -125,6 +129,7 @@ func (l *lane) run() {
 	defer func() {
 		l.inflight.Wait()
 		cancelSends()
+		l.workers.wait() // done is closed: run returns only once the lane is told to stop
 	}()
 	cfg, log := l.cfg, l.cfg.Logger
 	var p pause
@@ -227,12 +232,12 @@ func (l *lane) dispatch(ctx, sendCtx context.Context, e stream.Entry, reclaimed 
 		case err == nil:
 			l.lim.queued.Add(1)
 			l.inflight.Add(1)
-			go func() {
+			l.workers.run(func() {
 				defer l.inflight.Done()
 				defer l.lim.slots.Release(retry, recipient)
 				defer l.release(e.ID)
 				l.handle(ctx, sendCtx, e, lj, reason, reclaimed, readAt)
-			}()
+			})
 			return true
 		case errors.Is(err, limits.ErrNoCapacity):
 			if l.lim.slots.Wait(ctx) != nil {

@@ -40,8 +40,10 @@ func splitValidObject(raw []byte, allowed []string, validate bool) (map[string]j
 	if i >= len(raw) || raw[i] != '{' {
 		return nil, false
 	}
-	out := make(map[string]json.RawMessage, min(len(allowed), 8)) // one small-map group
-	var seen uint64                                               // bit k: allowed[k] was met (allowed lists are short)
+	// A job has a handful of members: a hint of at most 8 keeps the map in one small group.
+	out := make(map[string]json.RawMessage, min(len(allowed), 8))
+	// Bit k: allowed[k] was met. The allowed lists are short.
+	var seen uint64
 	if len(allowed) > 64 {
 		return nil, false
 	}
