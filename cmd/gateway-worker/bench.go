@@ -384,6 +384,8 @@ type phase struct {
 	bytesIn   uint64
 	latencies []time.Duration
 	tokens    uint64
+	// What the rest of the machine spent on the backlog: pushsim (this process) and Redis.
+	simCPU, redisCPU time.Duration
 }
 
 // drive runs the common part of a consumer contender: warm-up, backlog, paced latency phase.
@@ -410,6 +412,8 @@ func (env *benchEnv) drive(ctx context.Context, prefix string, pid int, exited <
 		return ph, err
 	}
 	statsBefore := env.sim.Stats()
+	simBefore := selfCPU()
+	redisBefore, redisErr := redisCPU(ctx, env.rdb)
 
 	// Backlog: every message at once, as fast as Redis takes them.
 	lines := make([][]byte, len(env.subs))
@@ -428,6 +432,10 @@ func (env *benchEnv) drive(ctx context.Context, prefix string, pid int, exited <
 		return ph, err
 	}
 	statsAfter := env.sim.Stats()
+	ph.simCPU = selfCPU() - simBefore
+	if redisAfter, err := redisCPU(ctx, env.rdb); err == nil && redisErr == nil {
+		ph.redisCPU = redisAfter - redisBefore
+	}
 	ph.cpu, ph.peakRSS = after.cpu-before.cpu, after.peakRSS
 	ph.bytesIn = statsAfter.BytesIn - statsBefore.BytesIn
 	ds := env.sim.DeliveriesSince(startSeq, "")
@@ -664,6 +672,26 @@ func benchRegistry(env *benchEnv) string {
 	entry("wns", []string{"notify.windows.com"}, "wns")
 	fmt.Fprintf(&b, "  - id: fallback\n    kind: generic\n    rate: 1000000\n    burst: 100000\n    max_in_flight: %d\n", slots("unknown"))
 	return b.String()
+}
+
+// redisCPU is the CPU time the Redis server has used (INFO cpu: used_cpu_sys + used_cpu_user).
+func redisCPU(ctx context.Context, rdb redis.UniversalClient) (time.Duration, error) {
+	info, err := rdb.Info(ctx, "cpu").Result()
+	if err != nil {
+		return 0, err
+	}
+	var total float64
+	for line := range strings.SplitSeq(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return 0, fmt.Errorf("INFO cpu: %q", line)
+			}
+			total += f
+		}
+	}
+	return time.Duration(total * float64(time.Second)), nil
 }
 
 // commandCalls is the number of commands Redis has run, scripts' own calls included.
