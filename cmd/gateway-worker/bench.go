@@ -194,6 +194,9 @@ func runBench(ctx context.Context, o benchOptions, out io.Writer) error {
 			return err
 		}
 	}
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return err
+	}
 	if env.dir, err = os.MkdirTemp("", "gateway-bench-"); err != nil {
 		return err
 	}

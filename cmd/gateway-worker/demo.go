@@ -583,7 +583,8 @@ func (t *demoTable) draw(rows []demoRow, elapsed time.Duration, faulted bool) {
 		for _, c := range sortedCodes(r.other) {
 			other = append(other, fmt.Sprintf("%s %d", c, r.other[c]))
 		}
-		fmt.Fprintf(&b, "\x1b[2K%-9s %8.1f %8s %8s %9d  %-9s  %s\n", r.provider, r.perSec, p50, p99, r.accepted, r.breaker, strings.Join(other, ", "))
+		line := fmt.Sprintf("%-9s %8.1f %8s %8s %9d  %-9s  %s", r.provider, r.perSec, p50, p99, r.accepted, r.breaker, strings.Join(other, ", "))
+		fmt.Fprintf(&b, "\x1b[2K%s\n", strings.TrimRight(line, " "))
 	}
 	text := b.String()
 	if !t.live {
