@@ -12,7 +12,11 @@ import (
 // sends each job's state changes from that job's goroutine, tens at once; one round trip each
 // cost more CPU (a write and a read per command, on both sides) than the commands themselves.
 // It adds no wait: a command that arrives with no pipeline in flight goes out at once, and the
-// ones that arrive meanwhile go out together as soon as it returns.
+// ones that arrive meanwhile go out together as soon as it returns. A Store keeps one per shard.
+//
+// The sender goroutine lives while commands are queued and ends when the queue is empty. Every
+// caller that waits for its reply returns after it; one that gives up (its ctx ended) may leave
+// the last pipeline in flight for as long as the client's timeouts allow.
 type groupCommit struct {
 	c     redis.UniversalClient
 	mu    sync.Mutex
@@ -32,6 +36,9 @@ const maxGroup = 256
 // first returns ctx.Err(); the command may still run, as with any command whose reply was not
 // awaited, which every state change of this package tolerates (each checks its owner).
 func (g *groupCommit) do(ctx context.Context, cmd redis.Cmder) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	call := &groupCall{cmd: cmd, done: make(chan struct{})}
 	g.mu.Lock()
 	g.queue = append(g.queue, call)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -40,8 +41,10 @@ type Store struct {
 	c        redis.UniversalClient // short commands and scripts
 	blocking redis.UniversalClient // XREADGROUP BLOCK only, so blocked reads cannot starve c
 	o        Options               // immutable after New
-	// group sends the state changes and checks of concurrent jobs in shared pipelines.
-	group *groupCommit
+	// groups send the state changes and checks of concurrent jobs in shared pipelines, one per
+	// shard: a shard's keys live on one Redis Cluster node, so a slow or failing node holds up
+	// only its own shard's pipeline.
+	groups []*groupCommit
 
 	mu        sync.Mutex
 	providers map[string]bool // guarded by mu; providers given to Setup
@@ -69,7 +72,26 @@ func New(c redis.UniversalClient, blocking redis.UniversalClient, o Options) *St
 	if blocking == nil {
 		blocking = c
 	}
-	return &Store{c: c, blocking: blocking, o: o, group: &groupCommit{c: c}, providers: map[string]bool{}, ready: map[string]bool{}}
+	groups := make([]*groupCommit, o.Shards)
+	for i := range groups {
+		groups[i] = &groupCommit{c: c}
+	}
+	return &Store{c: c, blocking: blocking, o: o, groups: groups, providers: map[string]bool{}, ready: map[string]bool{}}
+}
+
+// groupFor is the group commit of the shard key belongs to, read from the first ":{shard}" in
+// it: the one KeysFor puts after the prefix (a job id later in the key may hold braces). A key
+// it cannot read goes to shard 0's, which only groups it with other commands.
+func (s *Store) groupFor(key string) *groupCommit {
+	if i := strings.Index(key, ":{"); i >= 0 {
+		rest := key[i+2:]
+		if j := strings.IndexByte(rest, '}'); j > 0 {
+			if n, err := strconv.Atoi(rest[:j]); err == nil && n >= 0 && n < len(s.groups) {
+				return s.groups[n]
+			}
+		}
+	}
+	return s.groups[0]
 }
 
 // Shards is the number of shards.

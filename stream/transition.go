@@ -175,7 +175,7 @@ func (s *Store) eval(ctx context.Context, sc *redis.Script, keys []string, args 
 	}
 	argv = append(argv, args...)
 	cmd := redis.NewCmd(ctx, argv...)
-	err := s.group.do(ctx, cmd)
+	err := s.groupFor(keys[0]).do(ctx, cmd)
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		return sc.Run(ctx, s.c, keys, args...).Int64()
 	}
@@ -188,7 +188,7 @@ func (s *Store) eval(ctx context.Context, sc *redis.Script, keys []string, args 
 // exists reports whether key exists, in the group commit's next pipeline.
 func (s *Store) exists(ctx context.Context, key string) (bool, error) {
 	cmd := redis.NewIntCmd(ctx, "exists", key)
-	if err := s.group.do(ctx, cmd); err != nil {
+	if err := s.groupFor(key).do(ctx, cmd); err != nil {
 		return false, err
 	}
 	return cmd.Val() == 1, nil

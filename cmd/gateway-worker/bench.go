@@ -92,6 +92,9 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if o.short {
 		o.messages, o.latencyN = 1000, 200
 	}
+	// Each latency message goes to a subscription of its own, so that its answer is matched to
+	// its enqueue by endpoint: there are as many subscriptions as backlog messages.
+	o.latencyN = min(o.latencyN, o.messages)
 	o.args = args
 	if err := o.check(); err != nil {
 		return exitUsage(err)
@@ -288,7 +291,7 @@ func (env *benchEnv) prepare() error {
 		}
 		return env.sim.Subscribe(provider, "", env.key.PublicKey())
 	}
-	// Whole counts per provider (largest remainders), so the mix is exact, then shuffled.
+	// Whole counts per provider (rounded down; the few left over go round the mix), shuffled.
 	var kinds []string
 	for _, m := range mix {
 		for range int(m.weight * float64(env.o.messages)) {
@@ -310,7 +313,6 @@ func (env *benchEnv) prepare() error {
 			origins[u] = true
 		}
 	}
-	env.audience = len(origins)
 	for _, m := range mix {
 		n := 1
 		if m.provider == "unknown" {
@@ -322,8 +324,13 @@ func (env *benchEnv) prepare() error {
 				return err
 			}
 			env.warm = append(env.warm, s)
+			if u, err := urlOrigin(s.Endpoint); err == nil {
+				origins[u] = true
+			}
 		}
 	}
+	// The signature bound: one JWT per (key, audience), and the run has one key.
+	env.audience = len(origins)
 	env.payload = strings.Repeat("x", env.o.payloadSize)
 	return nil
 }
@@ -409,6 +416,12 @@ func (env *benchEnv) drive(ctx context.Context, prefix string, pid int, exited <
 	if err := env.waitAnswers(ctx, len(warm), exited, 60*time.Second); err != nil {
 		return ph, fmt.Errorf("warm-up: %w", err)
 	}
+	// Backlog: every message at once, as fast as Redis takes them. The jobs are built before
+	// the measurement starts; their XADD, like an upstream's, is in it.
+	lines := make([][]byte, len(env.subs))
+	for i, s := range env.subs {
+		lines[i] = env.job(fmt.Sprintf("b-%06d", i), s)
+	}
 	startSeq := env.lastSeq()
 	before, err := sampleProc(pid)
 	if err != nil {
@@ -417,12 +430,6 @@ func (env *benchEnv) drive(ctx context.Context, prefix string, pid int, exited <
 	statsBefore := env.sim.Stats()
 	simBefore := selfCPU()
 	redisBefore, redisErr := redisCPU(ctx, env.rdb)
-
-	// Backlog: every message at once, as fast as Redis takes them.
-	lines := make([][]byte, len(env.subs))
-	for i, s := range env.subs {
-		lines[i] = env.job(fmt.Sprintf("b-%06d", i), s)
-	}
 	if _, err := producer.Enqueue(ctx, lines...); err != nil {
 		return ph, err
 	}
@@ -462,8 +469,12 @@ func (env *benchEnv) drive(ctx context.Context, prefix string, pid int, exited <
 	tick := time.NewTicker(time.Second / time.Duration(env.o.latencyRate))
 	defer tick.Stop()
 	for i := range env.o.latencyN {
-		s := env.subs[i%len(env.subs)]
-		<-tick.C
+		s := env.subs[i]
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return ph, ctx.Err()
+		}
 		sent[s.Endpoint] = time.Now()
 		if _, err := producer.Enqueue(ctx, env.job(fmt.Sprintf("l-%06d", i), s)); err != nil {
 			return ph, err
@@ -510,6 +521,21 @@ func (env *benchEnv) waitAnswers(ctx context.Context, n int, exited <-chan struc
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// measure runs a contender: it starts its process in dir, drives it through the warm-up, the
+// backlog and the latency phase on prefix's stream, and stops it.
+func (env *benchEnv) measure(ctx context.Context, argv []string, dir, prefix string) (phase, *child, error) {
+	c, err := startChild(argv, dir)
+	if err != nil {
+		return phase{}, nil, err
+	}
+	ph, err := env.drive(ctx, prefix, c.cmd.Process.Pid, c.exited)
+	if err != nil {
+		_ = c.stop(5 * time.Second)
+		return ph, c, fmt.Errorf("%w\n%s", err, lastLines(c.stderr.String(), 5))
+	}
+	return ph, c, c.stop(30 * time.Second)
 }
 
 // child is a contender's process.
@@ -595,16 +621,8 @@ func (env *benchEnv) gateway(ctx context.Context) (benchRow, error) {
 	if err != nil {
 		return row, err
 	}
-	c, err := startChild(argv, "")
+	ph, c, err := env.measure(ctx, argv, "", prefix)
 	if err != nil {
-		return row, err
-	}
-	ph, err := env.drive(ctx, prefix, c.cmd.Process.Pid, c.exited)
-	if err != nil {
-		_ = c.stop(5 * time.Second)
-		return row, fmt.Errorf("%w\n%s", err, lastLines(c.stderr.String(), 5))
-	}
-	if err := c.stop(30 * time.Second); err != nil {
 		return row, err
 	}
 	after, err := commandCalls(ctx, env.rdb)
@@ -622,9 +640,8 @@ func (env *benchEnv) gateway(ctx context.Context) (benchRow, error) {
 	jobs := len(env.warm) + len(env.subs) + env.o.latencyN
 	row.fill(env, ph)
 	row.PeakRSS = max(row.PeakRSS, c.peakRSS())
-	// Commands Redis ran (inside scripts too), less the bench's own INFO and the XADDs that
-	// enqueued the jobs.
-	cmds := after - before - 1 - int64(jobs)
+	// Commands Redis ran (inside scripts too), less the XADDs that enqueued the jobs.
+	cmds := after - before - int64(jobs)
 	row.RedisCommandsPerJob = float64(cmds) / float64(jobs)
 	row.RedisRoundTripsPerJob = float64(st.RedisRoundTrips) / float64(jobs)
 	row.SignaturesSelf = int64(st.VAPIDSignatures)
@@ -659,7 +676,8 @@ func benchRegistry(env *benchEnv) string {
 	for _, m := range mix {
 		share[m.provider] = m.weight
 	}
-	slots := func(p string) int { return max(4, int(math.Round(share[p]*float64(env.o.concurrency)))) }
+	alloc := shareSlots(mix, env.o.concurrency)
+	slots := func(p string) int { return alloc[p] }
 	var b strings.Builder
 	fmt.Fprintf(&b, "# written by gateway-worker bench\nversion: 1\nproviders:\n")
 	entry := func(id string, hosts []string, p string) {
@@ -697,6 +715,30 @@ func redisCPU(ctx context.Context, rdb redis.UniversalClient) (time.Duration, er
 	return time.Duration(total * float64(time.Second)), nil
 }
 
+// shareSlots splits total in-flight slots over the mix by weight (largest remainders), at least
+// one a provider, so the gateway has the same concurrency as the other contenders.
+func shareSlots(mix []mixShare, total int) map[string]int {
+	out := map[string]int{}
+	type rem struct {
+		p string
+		r float64
+	}
+	var rems []rem
+	left := total
+	for _, m := range mix {
+		exact := m.weight * float64(total)
+		out[m.provider] = max(1, int(exact))
+		left -= out[m.provider]
+		rems = append(rems, rem{m.provider, exact - math.Floor(exact)})
+	}
+	sort.SliceStable(rems, func(i, j int) bool { return rems[i].r > rems[j].r })
+	for i := 0; left > 0 && len(rems) > 0; i = (i + 1) % len(rems) {
+		out[rems[i].p]++
+		left--
+	}
+	return out
+}
+
 // commandCalls is the number of commands Redis has run, scripts' own calls included.
 func commandCalls(ctx context.Context, rdb redis.UniversalClient) (int64, error) {
 	info, err := rdb.Info(ctx, "commandstats").Result()
@@ -706,7 +748,8 @@ func commandCalls(ctx context.Context, rdb redis.UniversalClient) (int64, error)
 	var total int64
 	for line := range strings.SplitSeq(info, "\n") {
 		_, rest, ok := strings.Cut(line, "calls=")
-		if !ok || !strings.HasPrefix(line, "cmdstat_") {
+		// The bench's own INFO calls are not the worker's.
+		if !ok || !strings.HasPrefix(line, "cmdstat_") || strings.HasPrefix(line, "cmdstat_info:") {
 			continue
 		}
 		v, _, _ := strings.Cut(rest, ",")
@@ -744,17 +787,9 @@ func (env *benchEnv) plainConsumer(ctx context.Context, name string, argv []stri
 	if err := os.WriteFile(cfgFile, b, 0o600); err != nil {
 		return row, err
 	}
-	argv = append(argv, cfgFile)
-	c, err := startChild(argv[:len(argv):len(argv)], filepath.Dir(argv[1]))
+	// Node resolves its packages from the folder it runs in: the consumer's own.
+	ph, c, err := env.measure(ctx, append(argv, cfgFile), filepath.Dir(argv[1]), prefix)
 	if err != nil {
-		return row, err
-	}
-	ph, err := env.drive(ctx, prefix, c.cmd.Process.Pid, c.exited)
-	if err != nil {
-		_ = c.stop(5 * time.Second)
-		return row, fmt.Errorf("%w\n%s", err, lastLines(c.stderr.String(), 5))
-	}
-	if err := c.stop(30 * time.Second); err != nil {
 		return row, err
 	}
 	row.fill(env, ph)

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -73,6 +74,11 @@ func cmdBenchWebpushGo(ctx context.Context, args []string, stdout, stderr io.Wri
 	if err != nil {
 		fmt.Fprintln(stderr, "bench-webpush-go:", err)
 		return 1
+	}
+	// The same garbage collection target as the gateway's worker, so that the comparison is of
+	// the code, not of a runtime setting either could use.
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(defaultGOGC)
 	}
 	sum, err := runWebpushGoConsumer(ctx, cfg, stdout)
 	if err != nil {

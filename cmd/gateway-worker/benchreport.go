@@ -139,7 +139,8 @@ func newBenchReport(env *benchEnv, rows []benchRow) benchReport {
 		fmt.Sprintf("Latency: from just before the XADD to pushsim receiving the push, for %d messages enqueued one at a time at %d/s after the backlog.", o.latencyN, o.latencyRate),
 		"bytes/msg: what the contender sent pushsim per message (TLS records and handshakes, HTTP headers, body).",
 		"pushsim, redis µs/msg: the CPU the simulator (in the bench's own process) and redis-server spent per message over the same backlog phase. All three processes share the machine, so a contender's msgs/s is bounded by its own cost plus these two.",
-		fmt.Sprintf("webpush-go runs with RecordSize %d: at its default (4096) it pads every body to 4182 bytes, which FCM, Autopush and Apple refuse with 413. Its subject is given without \"mailto:\", which it adds itself.", webpushGoRecordSize),
+		fmt.Sprintf("webpush-go runs with RecordSize %d: at its default (4096) it pads every body to 4182 bytes, which FCM, Autopush and Apple refuse with 413. Its subject is given without \"mailto:\", which it adds itself. Both Go contenders run with GOGC %d (the gateway worker's default).", webpushGoRecordSize, defaultGOGC),
+		fmt.Sprintf("The gateway's %d in-flight slots are shared by the mix, at least one a provider; the plain consumers run %d sends at once.", o.concurrency, o.concurrency),
 		"Redis commands per job: INFO commandstats over the worker's life (commands run inside scripts included), less the XADDs that enqueued the jobs, over every job (warm-up, backlog and latency phase). Round trips per job: the worker's own count of commands and pipelines sent, idle blocking reads included.",
 	}
 	rep.Targets = rep.targets()

@@ -279,8 +279,21 @@ loop:
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "\n%d jobs enqueued: %d in the ledger (%d of them GONE, in the gone stream too), %d dead-lettered, %d still queued in Redis (lanes, retries) for a worker to finish: none lost.\n",
-		rec.enqueued(), counts["results"], counts["gone"], counts["dead"], int64(rec.enqueued())-counts["results"]-counts["dead"])
+	// Every job is in exactly one place: a terminal record, or still queued (intake, a lane,
+	// the delayed set). Counted, not assumed.
+	queued := counts["intake"] + counts["delayed"]
+	for name, n := range counts {
+		if strings.HasPrefix(name, "lane:") {
+			queued += n
+		}
+	}
+	enq := int64(rec.enqueued())
+	verdict := "none lost"
+	if sum := counts["results"] + counts["dead"] + queued; sum != enq {
+		verdict = fmt.Sprintf("%d unaccounted for (ledger, dead and queue hold %d)", enq-sum, sum)
+	}
+	fmt.Fprintf(out, "\n%d jobs enqueued: %d in the ledger (%d of them GONE, in the gone stream too), %d dead-lettered, %d still queued in Redis (lanes, retries) for a worker to finish: %s.\n",
+		enq, counts["results"], counts["gone"], counts["dead"], queued, verdict)
 	reasons := map[string]int{}
 	if err := store.DeadRecords(context.WithoutCancel(ctx), func(d stream.DeadRecord) { reasons[d.Code+": "+d.Reason]++ }); err != nil {
 		return err
@@ -352,13 +365,14 @@ func demoEnqueue(ctx context.Context, p *stream.Producer, subs []pushsim.Subscri
 			if len(lines) == 0 {
 				continue
 			}
-			if _, err := p.Enqueue(ctx, lines...); err != nil {
+			added, err := p.Enqueue(ctx, lines...)
+			rec.addEnqueued(added)
+			if err != nil {
 				if ctx.Err() != nil {
 					return nil
 				}
 				return err
 			}
-			rec.addEnqueued(len(lines))
 		}
 	}
 }

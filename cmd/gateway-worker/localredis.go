@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"syscall"
 	"time"
 )
 
@@ -39,6 +40,9 @@ func startLocalRedis(ctx context.Context) (*localRedis, error) {
 		}
 		cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
 			"--save", "", "--appendonly", "no", "--protected-mode", "yes")
+		// A process group of its own: the Ctrl-C that stops the demo must not kill the Redis
+		// the demo still writes its last outcomes and its summary to.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		if err := cmd.Start(); err != nil {
 			os.RemoveAll(dir)
 			return nil, err

@@ -90,7 +90,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		logLevel  = fs.String("log-level", "info", "debug, info, warn or error")
 		statsFile = fs.String("stats-file", "", "when the worker stops, write what it did as JSON to `FILE`: Redis round trips and commands it sent, VAPID signatures it made")
 		profile   = fs.String("cpu-profile", "", "write a CPU profile (go tool pprof) of the whole run to `FILE`")
-		gcPercent = fs.Int("gogc", 400, "garbage collection target `PERCENT`, as Go's GOGC (which wins when set); see docs/operations.md")
+		gcPercent = fs.Int("gogc", defaultGOGC, "garbage collection target `PERCENT`, as Go's GOGC (which wins when set); see docs/operations.md")
 		cfg       dispatch.Config
 	)
 	rf.register(fs)
@@ -208,6 +208,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	logger.Info("worker stopped")
 	return 0
 }
+
+// defaultGOGC is run's garbage collection target: see the comment where it is set.
+const defaultGOGC = 400
 
 // runStats is what `run --stats-file` writes when the worker stops.
 type runStats struct {
