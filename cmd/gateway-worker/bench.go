@@ -69,7 +69,7 @@ type benchOptions struct {
 func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("bench", stderr)
 	var o benchOptions
-	fs.StringVar(&o.redisURL, "redis", "", "Redis `URL` to use (default: start a throwaway redis-server on a free port)")
+	fs.StringVar(&o.redisURL, "redis", "", "Redis `URL` to use (default: start a throwaway redis-server on a free port); a server others use adds their commands and CPU to the Redis figures")
 	fs.IntVar(&o.messages, "messages", 20_000, "messages each contender delivers from a backlog (throughput, CPU, bytes)")
 	fs.IntVar(&o.payloadSize, "payload-size", 256, "plaintext `BYTES` per message (at most 3993)")
 	fs.StringVar(&o.mix, "mix", "fcm=72,autopush=19,apple=6,wns=3,unknown=1", "provider `WEIGHTS` of the subscriptions; unknown is self-hosted hosts in the fallback lane")

@@ -31,7 +31,7 @@ func commands() []command {
 		{"check", "validate a registry file", cmdCheck, false},
 		{"inventory", "count a subscription export per provider and show the in-flight budgets", cmdInventory, false},
 		{"pushsim", "run the push service simulator", cmdPushsim, false},
-		{"demo", "deliver to every simulated push service and show what each saw", cmdDemo, false},
+		{"demo", "a minute of traffic to the simulated push services, a fault halfway, a live table and a report", cmdDemo, false},
 		{"bench", "deliver the same messages through the gateway, webpush-go and Node web-push, and compare", cmdBench, false},
 		{name: "bench-webpush-go", run: cmdBenchWebpushGo, hidden: true},
 	}
