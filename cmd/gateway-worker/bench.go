@@ -533,7 +533,9 @@ func (env *benchEnv) measure(ctx context.Context, argv []string, dir, prefix str
 	ph, err := env.drive(ctx, prefix, c.cmd.Process.Pid, c.exited)
 	if err != nil {
 		_ = c.stop(5 * time.Second)
-		return ph, c, fmt.Errorf("%w\n%s", err, lastLines(c.stderr.String(), 5))
+		// What the process printed says why: its summary (the plain consumers count their
+		// failures by status) and its last errors.
+		return ph, c, fmt.Errorf("%w\n%s\n%s", err, lastLines(c.stdout.String(), 3), lastLines(c.stderr.String(), 5))
 	}
 	return ph, c, c.stop(30 * time.Second)
 }

@@ -75,8 +75,7 @@ func percentileMs(sorted []time.Duration, p int) float64 {
 	if len(sorted) == 0 {
 		return 0
 	}
-	i := max(0, (len(sorted)*p+99)/100-1)
-	return float64(sorted[i].Microseconds()) / 1000
+	return float64(quantile(sorted, p).Microseconds()) / 1000
 }
 
 func (r benchRow) progressLine() string {

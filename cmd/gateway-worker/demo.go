@@ -512,6 +512,8 @@ func (r *demoRecorder) snapshot(now time.Time) []demoRow {
 	return rows
 }
 
+// quantile is the p-th percentile of sorted, which must not be empty: the value at or below
+// which p % of them lie (nearest rank).
 func quantile(sorted []time.Duration, p int) time.Duration {
 	i := max(0, (len(sorted)*p+99)/100-1)
 	return sorted[i]
@@ -578,16 +580,21 @@ func (t *demoTable) draw(rows []demoRow, elapsed time.Duration, faulted bool) {
 	if !t.live && secs%5 != 0 {
 		return
 	}
+	// On a terminal the table is redrawn over itself: up over the last one, each line cleared.
 	var b strings.Builder
-	if t.live && t.lines > 0 {
-		fmt.Fprintf(&b, "\x1b[%dA", t.lines)
+	erase := ""
+	if t.live {
+		erase = "\x1b[2K"
+		if t.lines > 0 {
+			fmt.Fprintf(&b, "\x1b[%dA", t.lines)
+		}
 	}
 	state := ""
 	if faulted {
 		state = "  (fault injected)"
 	}
-	fmt.Fprintf(&b, "\x1b[2K%s%s\n", fmt.Sprintf("t=%3ds", secs), state)
-	fmt.Fprintf(&b, "\x1b[2K%-9s %8s %8s %8s %9s  %-9s  %s\n", "PROVIDER", "SENT/S", "p50", "p99", "ACCEPTED", "BREAKER", "OTHER OUTCOMES (attempts)")
+	fmt.Fprintf(&b, "%st=%3ds%s\n", erase, secs, state)
+	fmt.Fprintf(&b, "%s%-9s %8s %8s %8s %9s  %-9s  %s\n", erase, "PROVIDER", "SENT/S", "p50", "p99", "ACCEPTED", "BREAKER", "OTHER OUTCOMES (attempts)")
 	for _, r := range rows {
 		p50, p99 := "-", "-"
 		if r.hasLatency {
@@ -598,16 +605,12 @@ func (t *demoTable) draw(rows []demoRow, elapsed time.Duration, faulted bool) {
 			other = append(other, fmt.Sprintf("%s %d", c, r.other[c]))
 		}
 		line := fmt.Sprintf("%-9s %8.1f %8s %8s %9d  %-9s  %s", r.provider, r.perSec, p50, p99, r.accepted, r.breaker, strings.Join(other, ", "))
-		fmt.Fprintf(&b, "\x1b[2K%s\n", strings.TrimRight(line, " "))
+		fmt.Fprintf(&b, "%s%s\n", erase, strings.TrimRight(line, " "))
 	}
-	text := b.String()
 	if !t.live {
-		text = stripANSI(text)
+		b.WriteString("\n")
 	}
-	fmt.Fprint(t.out, text)
-	if !t.live {
-		fmt.Fprintln(t.out)
-	}
+	fmt.Fprint(t.out, b.String())
 	t.lines = len(rows) + 2
 }
 
@@ -625,11 +628,6 @@ func sortedCodes(m map[taxonomy.Code]int) []taxonomy.Code {
 	}
 	sort.Slice(cs, func(i, j int) bool { return cs[i] < cs[j] })
 	return cs
-}
-
-func stripANSI(s string) string {
-	s = strings.ReplaceAll(s, "\x1b[2K", "")
-	return s
 }
 
 // writeDemoReport writes the HTML report and the PNG beside it.
