@@ -61,8 +61,8 @@ func (in *intake) run() {
 		// and sends nothing, and an entry left pending would wait a visibility timeout for a
 		// reclaimer. Once stopped, a failed move is not retried (retryRedis gives up when
 		// done is closed). An entry whose move fails stays pending under this consumer, so
-		// moving on loses nothing. The entries are moved at once, each in its goroutine, so
-		// that the store sends their moves in one pipeline rather than one round trip each.
+		// moving on loses nothing. The entries are moved at once, each on a worker goroutine,
+		// so that the store sends their moves in one pipeline rather than one round trip each.
 		mctx := context.WithoutCancel(ctx)
 		var wg sync.WaitGroup
 		for _, e := range entries {
