@@ -13,13 +13,14 @@ import (
 )
 
 // benchNodeFiles are the Node contender: a plain stream consumer around web-push, and the exact
-// package versions it runs with.
+// package versions it runs with (package-lock.json pins web-push's own dependencies too).
 //
-//go:embed benchnode/consumer.js benchnode/package.json
+//go:embed benchnode/consumer.js benchnode/package.json benchnode/package-lock.json
 var benchNodeFiles embed.FS
 
 // node runs Node's web-push as a contender, when node and npm are on the PATH. npm installs
-// its packages once into a cache folder; a changed package.json installs them again.
+// its packages once into a cache folder (npm ci, from the lock file); a changed package.json or
+// lock file installs them again.
 func (env *benchEnv) node(ctx context.Context) (benchRow, error) {
 	row := benchRow{Name: benchNode}
 	node, err := exec.LookPath("node")
@@ -54,26 +55,30 @@ func installBenchNode(ctx context.Context, npm, dir string, env *benchEnv) strin
 		return "cannot create " + dir + ": " + err.Error()
 	}
 	pkg, _ := benchNodeFiles.ReadFile("benchnode/package.json")
+	lock, _ := benchNodeFiles.ReadFile("benchnode/package-lock.json")
 	js, _ := benchNodeFiles.ReadFile("benchnode/consumer.js")
 	if err := os.WriteFile(filepath.Join(dir, "consumer.js"), js, 0o644); err != nil {
 		return err.Error()
 	}
-	stamp := filepath.Join(dir, "node_modules", ".bench-package.json")
-	if have, err := os.ReadFile(stamp); err == nil && bytes.Equal(have, pkg) {
+	installed := append(append([]byte(nil), pkg...), lock...)
+	stamp := filepath.Join(dir, "node_modules", ".bench-installed")
+	if have, err := os.ReadFile(stamp); err == nil && bytes.Equal(have, installed) {
 		return ""
 	}
-	if err := os.WriteFile(filepath.Join(dir, "package.json"), pkg, 0o644); err != nil {
-		return err.Error()
+	for name, b := range map[string][]byte{"package.json": pkg, "package-lock.json": lock} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			return err.Error()
+		}
 	}
 	fmt.Fprintf(env.out, "node:     installing web-push and redis from npm into %s\n", dir)
 	ictx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ictx, npm, "install", "--no-audit", "--no-fund", "--loglevel=error")
+	cmd := exec.CommandContext(ictx, npm, "ci", "--no-audit", "--no-fund", "--loglevel=error")
 	cmd.Dir = dir
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "npm install failed: " + lastLines(strings.TrimSpace(string(out)), 2)
 	}
-	if err := os.WriteFile(stamp, pkg, 0o644); err != nil {
+	if err := os.WriteFile(stamp, installed, 0o644); err != nil {
 		return err.Error()
 	}
 	return ""
