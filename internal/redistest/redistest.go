@@ -285,6 +285,13 @@ func (s *Server) URL() string { return "redis://" + s.Addr() + "/0" }
 // sentinel.conf for a Sentinel).
 func (s *Server) Dir() string { return s.dir }
 
+// running reports whether the process has been started and not stopped or killed.
+func (s *Server) running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cmd != nil
+}
+
 // Client returns a new client for the server, closed at the test's cleanup (before the server
 // stops, since cleanups run last-registered first).
 func (s *Server) Client(t testing.TB) *redis.Client {
