@@ -3,7 +3,7 @@
 // SIGKILL the server, start it again on the same port and directory, and see exactly what a
 // production Redis with appendfsync always would have kept.
 //
-// It runs the topologies the worker supports, each process a Server, stopped at the
+// It runs the three topologies the worker supports, each process a Server, stopped at the
 // test's cleanup:
 //
 //   - Start: one server. URL is redis://127.0.0.1:port/0; Kill (SIGKILL), Restart (same
@@ -15,10 +15,16 @@
 //     ClusterClient. KillMaster or Kill SIGKILLs a node, WaitPromotion returns the replica
 //     that took over a killed master's slots, and Restart brings a node back (a master whose
 //     slots were taken over rejoins as a replica).
+//   - StartSentinel: a master, its replica and three Sentinels (quorum 2, down-after 1000 ms,
+//     failover-timeout 5000 ms; SentinelMasterName, SentinelNodeConfig and
+//     SentinelMonitorConfig change that). URL is redis+sentinel://s1,s2,s3/name; Master and
+//     Replica name the data nodes, Client is a go-redis FailoverClient. KillMaster SIGKILLs the
+//     master, WaitFailover returns the replica every Sentinel promoted, and Restart brings the
+//     old master back as its replica.
 //
 // Every wait polls with a deadline and, when the deadline passes, fails the test with the
 // state that was reached: each node's role, what each node (CLUSTER INFO and CLUSTER NODES)
-// reports, and the tail of every log. Nodes are named by their address, which a
+// or Sentinel reports, and the tail of every log. Nodes are named by their address, which
 // Kill and Restart keep.
 //
 // A go-redis ClusterClient routes by the slot map it last loaded: after a failover it keeps

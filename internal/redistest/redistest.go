@@ -292,6 +292,13 @@ func (s *Server) running() bool {
 	return s.cmd != nil
 }
 
+// setReplicaOf sets the master the next start replicates from ("" for none).
+func (s *Server) setReplicaOf(addr string) {
+	s.mu.Lock()
+	s.replicaOf = addr
+	s.mu.Unlock()
+}
+
 // Client returns a new client for the server, closed at the test's cleanup (before the server
 // stops, since cleanups run last-registered first).
 func (s *Server) Client(t testing.TB) *redis.Client {

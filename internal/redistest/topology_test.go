@@ -67,8 +67,9 @@ func TestMissingBinaries(t *testing.T) {
 	rec := newRecorder(t)
 	t.Setenv("PATH", t.TempDir())
 	for name, start := range map[string]func(){
-		"Start":        func() { Start(rec) },
-		"StartCluster": func() { StartCluster(rec) },
+		"Start":         func() { Start(rec) },
+		"StartCluster":  func() { StartCluster(rec) },
+		"StartSentinel": func() { StartSentinel(rec) },
 	} {
 		msg := rec.expectFatal(start)
 		if !strings.Contains(msg, "redis-server is not on PATH") || !strings.Contains(msg, "apt-get install redis-server") {
@@ -96,6 +97,8 @@ func TestTopologyOptionErrors(t *testing.T) {
 	}{
 		{"two masters", func() { StartCluster(rec, ClusterMasters(2)) }, "2 masters; a cluster needs at least 3"},
 		{"negative replicas", func() { StartCluster(rec, ClusterReplicas(-1)) }, "-1 replicas per master"},
+		{"master name with a space", func() { StartSentinel(rec, SentinelMasterName("a b")) }, `master name "a b"`},
+		{"empty master name", func() { StartSentinel(rec, SentinelMasterName("")) }, `master name ""`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if msg := rec.expectFatal(tc.start); !strings.Contains(msg, tc.want) {
