@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/webpush-gateway/webpush-gateway/internal/localredis"
 )
 
 // startTimeout bounds how long Start and Restart wait for PING to answer; AOF replay of a
@@ -78,7 +80,7 @@ func Start(t testing.TB, opts ...Option) *Server {
 	// can take it in between, so a failed bind is retried on a new port.
 	var lastErr error
 	for range 5 {
-		s.port, err = freePort()
+		s.port, err = localredis.FreePort()
 		if err != nil {
 			t.Fatalf("redistest: find a free port: %v", err)
 		}
@@ -91,15 +93,6 @@ func Start(t testing.TB, opts ...Option) *Server {
 	}
 	t.Cleanup(s.Stop)
 	return s
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // start launches the process and waits until it answers PING. Caller must not hold mu.

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"bytes"
@@ -41,10 +41,6 @@ type embeddedEnv struct {
 	key    *vapid.Key
 	logs   *embeddedLogs
 }
-
-// embeddedGenericHost stands for a self-hosted push service the registry does not know: its
-// jobs take the fallback lane.
-const embeddedGenericHost = "push.example.net"
 
 // embeddedPrefix is the key prefix of these tests; any prefix works, this one shows that a
 // non-default prefix reaches every script.
@@ -97,7 +93,7 @@ func newEmbeddedEnv(t *testing.T) *embeddedEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	connectTo, err := adapter.ParseConnectTo(append(e.sim.ConnectTo(), net.JoinHostPort(embeddedGenericHost, "443")+"="+e.sim.Addr()))
+	connectTo, err := adapter.ParseConnectTo(append(e.sim.ConnectTo(), net.JoinHostPort(genericHost, "443")+"="+e.sim.Addr()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +285,7 @@ func TestEmbeddedRedisRunsTheDemoPipeline(t *testing.T) {
 	for _, p := range pushsim.Providers() {
 		host := ""
 		if p == pushsim.Generic {
-			host = embeddedGenericHost
+			host = genericHost
 		}
 		subs = append(subs, e.subscribe(p, host))
 	}

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"sync"
@@ -12,7 +12,7 @@ import (
 // changing anything the worker sees.
 const embeddedTTLTick = 250 * time.Millisecond
 
-// embeddedRedis is a Redis served from inside this process (miniredis), so that `gateway-worker
+// embeddedRedis is a Redis served from inside this process (miniredis), so that `gateway-lab
 // demo` runs on a machine with no redis-server at all. It keeps everything in memory and dies
 // with the process; it is for trying the product, never for production, and it is no
 // benchmark: one lock serializes every command.
