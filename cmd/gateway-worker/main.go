@@ -17,6 +17,10 @@ func main() { os.Exit(cli.Process(runMain)) }
 
 // runMain is main without the process: tests call it.
 func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	// --version as the first word is the version command, as in most tools.
+	if len(args) > 0 && (args[0] == "--version" || args[0] == "-version") {
+		args = append([]string{"version"}, args[1:]...)
+	}
 	return cli.Main(ctx, "gateway-worker", commands(), args, stdout, stderr)
 }
 
@@ -29,5 +33,6 @@ func commands() []cli.Command {
 		{Name: "keygen", Summary: "make a VAPID key pair", Run: cmdKeygen},
 		{Name: "check", Summary: "validate a registry file", Run: cmdCheck},
 		{Name: "inventory", Summary: "count a subscription export per provider and show the in-flight budgets", Run: cmdInventory},
+		{Name: "version", Summary: "print the version of this build and of the Go that built it", Run: cmdVersion},
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/webpush-gateway/webpush-gateway/adapter"
 	"github.com/webpush-gateway/webpush-gateway/dispatch"
+	"github.com/webpush-gateway/webpush-gateway/internal/buildinfo"
 	"github.com/webpush-gateway/webpush-gateway/internal/cli"
 	"github.com/webpush-gateway/webpush-gateway/stream"
 	"github.com/webpush-gateway/webpush-gateway/vapid"
@@ -184,7 +185,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	so.Prefix, so.Shards, so.Consumer = rf.prefix, rf.shards, *consumer
 	cfg.Store = stream.New(main, blocking, so)
 	cfg.Sender, cfg.Registry, cfg.Keys, cfg.Logger = sender, reg, keys, logger
-	logger.Info("worker starting", "consumer", *consumer, "shards", rf.shards, "providers", len(reg.Providers()))
+	logger.Info("worker starting", "version", buildinfo.Version(), "consumer", *consumer, "shards", rf.shards, "providers", len(reg.Providers()))
 	if err := dispatch.Run(ctx, cfg); err != nil {
 		logger.Error("worker stopped", "err", err)
 		return 1
