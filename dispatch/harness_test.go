@@ -240,7 +240,9 @@ func newEnv(t *testing.T, opts envOptions) *env {
 
 // newStore is a Store for consumer on the env's Redis, with its own clients.
 func (e *env) newStore(consumer string) *stream.Store {
-	return stream.New(e.redis.Client(e.t), e.redis.Client(e.t), stream.Options{Prefix: prefix, Shards: e.shards, Consumer: consumer})
+	s := stream.New(e.redis.Client(e.t), e.redis.Client(e.t), stream.Options{Prefix: prefix, Shards: e.shards, Consumer: consumer})
+	e.t.Cleanup(func() { s.Close() })
+	return s
 }
 
 // checkLogs fails the test when a log line carries a subscription secret, and shows the log

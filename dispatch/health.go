@@ -41,9 +41,21 @@ func newRedisHealth(shards int, log *slog.Logger, now time.Time) *redisHealth {
 }
 
 // observe takes the result of a Redis call made for shard (-1: a call of no one shard, such as
-// the heartbeat). A write refusal closes the shard's gate until a write there succeeds; a call
-// that got no answer marks Redis down until one does.
+// the heartbeat). A write refusal closes the shard's gate until the prober finds that the shard
+// accepts writes again (probed): the scripts that record outcomes run even while Redis refuses
+// other writes, so their success proves nothing. A call that got no answer marks Redis down
+// until any call gets one.
 func (h *redisHealth) observe(shard int, err error, now time.Time) {
+	h.note(shard, err, now, false)
+}
+
+// probed takes the result of a write probe of shard: success reopens a gate that a write
+// refusal closed.
+func (h *redisHealth) probed(shard int, err error, now time.Time) {
+	h.note(shard, err, now, true)
+}
+
+func (h *redisHealth) note(shard int, err error, now time.Time, probe bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch {
@@ -73,7 +85,7 @@ func (h *redisHealth) observe(shard int, err error, now time.Time) {
 				"shard", shard, "err", err)
 		}
 		sh.refused = err
-	case err == nil && sh.refused != nil:
+	case probe && err == nil && sh.refused != nil:
 		sh.refused = nil
 		h.log.Info("dispatch: redis accepts writes again; taking new work", "shard", shard)
 		h.wake()

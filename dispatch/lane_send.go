@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -104,30 +105,31 @@ func (l *lane) handle(stop, ctx context.Context, e stream.Entry, lj *laneJob, re
 		l.record(ctx, e, lj, out, r)
 		return
 	}
-	done, err := l.lim.breaker.Allow()
+	adm, retryIn, err := l.admit(stop, host)
 	if err != nil {
-		// Open, or half-open with every probe out: back to the delayed set with the same
-		// attempt until the breaker may let it through. Not an attempt, not a failure.
 		tokenDone()
-		now := cfg.Now()
-		l.putBack(ctx, e, lj, now.Add(max(l.lim.breaker.OpenFor(), putBackDelay(cfg.Rand()))))
+		if retryIn > 0 {
+			// Back to the delayed set with the same attempt until the breaker (or the host's
+			// throttle) may let it through: not an attempt, not a failure, and no slot held.
+			l.putBack(ctx, e, lj, cfg.Now().Add(retryIn))
+		}
 		return
 	}
 	if l.lim.waitToken(stop, cfg.Now) != nil {
-		done(limits.Excluded) // stopping before the send: nothing was sent
+		adm.end(cfg.Now(), nil) // stopping before the send: nothing was sent
 		return
 	}
 	tokenDone()
 	// An entry that waited here (for a slot, for a token) for half the visibility timeout may
 	// have been reclaimed by another replica meanwhile, which would send it too: look first.
 	if time.Since(readAt) > l.recheckAfter && !l.stillOurs(ctx, stop, e) {
-		done(limits.Excluded)
+		adm.end(cfg.Now(), nil)
 		return
 	}
 
 	now := cfg.Now()
 	if r, ok := l.expired(lj, base, now); ok { // the token took the last of the TTL
-		done(limits.Excluded)
+		adm.end(now, nil)
 		l.finish(ctx, e, lj, r)
 		return
 	}
@@ -144,24 +146,92 @@ func (l *lane) handle(stop, ctx context.Context, e stream.Entry, lj *laneJob, re
 		// The grace period cut the attempt short before any answer came: the outcome is our
 		// own doing and says nothing about the provider or the host. The entry stays pending
 		// and another replica sends it.
-		done(limits.Excluded)
+		adm.end(at, nil)
 		return
 	}
 	// The push went out, or the provider answered: its outcome is written even when the grace
 	// period ends before or during the write (see recordContext).
 	ctx, cancel := recordContext(ctx, cfg.RecordGrace)
 	defer cancel()
-	done(breakerResult(out))
+	adm.end(at, &out)
 	if host != "" {
 		l.hosts.Record(host, hostResult(out), at)
-	}
-	if out.Code == taxonomy.RateLimited {
-		l.lim.bucket.Throttle(at)
 	}
 	base.Status, base.Detail, base.Latency, base.At = out.Status, out.Detail, at.Sub(now), at
 	base.Code = string(out.Code)
 	l.tell(lj, out, at)
 	l.record(ctx, e, lj, out, base)
+}
+
+// hostWaitMax is the longest a delivery to a throttled host waits in the lane for that host's
+// own token; a longer wait goes back to the delayed set instead, so a throttled host never
+// holds slots the lane's other hosts could use.
+const hostWaitMax = 250 * time.Millisecond
+
+// errHostWait says a host's own token is further off than hostWaitMax.
+var errHostWait = errors.New("dispatch: host throttled")
+
+// admission is a delivery that the breaker let through, waiting to be told how it went: the
+// provider's breaker, or in a lane of client-supplied hosts (the fallback lane) the host's
+// own breaker and throttle.
+type admission struct {
+	done   func(limits.Result) // the provider's breaker; nil in a per-host lane
+	bucket *limits.Bucket      // the provider's bucket, throttled by a RATE_LIMITED answer
+	permit limits.HostPermit   // the host's, in a per-host lane
+}
+
+// end tells the breaker how the delivery went: out is nil when nothing was sent (it counts
+// neither way and gives a half-open probe's place back).
+func (a *admission) end(now time.Time, out *taxonomy.Outcome) {
+	result, limited, retryAfter := limits.Excluded, false, time.Duration(0)
+	if out != nil {
+		result, limited = breakerResult(*out), out.Code == taxonomy.RateLimited
+		if limited || out.Code == taxonomy.ProviderDown {
+			retryAfter = out.RetryAfter // the host asked for a pause; only its own jobs wait
+		}
+	}
+	if a.done == nil {
+		a.permit.Done(now, result, limited, retryAfter)
+		return
+	}
+	a.done(result)
+	if limited {
+		a.bucket.Throttle(now)
+	}
+}
+
+// admit asks whether a delivery may go now. In a lane of listed providers the provider's ratio
+// breaker decides (a provider is one service). In the fallback lane every client-supplied host
+// has its own breaker and 429 throttle (limits.HostLimits), so one bad host neither pauses nor
+// slows the others; a delivery to a throttled host waits here for the host's own token only up
+// to hostWaitMax. When the delivery may not go, retryIn says when to try it again (0: the lane
+// is stopping, drop it where it is).
+func (l *lane) admit(stop context.Context, host string) (a admission, retryIn time.Duration, err error) {
+	cfg := l.cfg
+	if l.lim.perHost == nil {
+		done, err := l.lim.breaker.Allow()
+		if err != nil { // open, or half-open with every probe out
+			return admission{}, max(l.lim.breaker.OpenFor(), putBackDelay(cfg.Rand())), err
+		}
+		return admission{done: done, bucket: l.lim.bucket}, 0, nil
+	}
+	now := cfg.Now()
+	p, wait, err := l.lim.perHost.Admit(host, now)
+	if err == nil && wait > hostWaitMax {
+		p.Cancel(now)
+		err = errHostWait
+	}
+	if err != nil {
+		return admission{}, max(wait, putBackDelay(cfg.Rand())), err
+	}
+	if wait > 0 {
+		sleep(stop, wait)
+		if stop.Err() != nil {
+			p.Cancel(cfg.Now())
+			return admission{}, 0, stop.Err()
+		}
+	}
+	return admission{permit: p}, 0, nil
 }
 
 // tell hands an attempt's outcome to Config.OnAttempt, when set.

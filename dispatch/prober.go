@@ -38,7 +38,7 @@ func (p *prober) probe(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		p.health.observe(s, err, p.cfg.Now())
+		p.health.probed(s, err, p.cfg.Now())
 	}
 	return nil
 }

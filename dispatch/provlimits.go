@@ -35,6 +35,10 @@ type providerLimits struct {
 	bucket *limits.Bucket
 	// breaker is the provider's ratio breaker: while it is open the lanes do not read.
 	breaker *limits.Breaker
+	// perHost, in the fallback lane only, gives each client-supplied host a ratio breaker and
+	// a 429 throttle of its own instead of breaker and the bucket's throttling (see
+	// lane.admit); nil elsewhere.
+	perHost *limits.HostLimits
 
 	// arrivals counts the jobs intake moved to this provider's lanes since the budget loop last
 	// took the count.
@@ -77,17 +81,18 @@ func newFleetLimits(cfg *Config) *fleetLimits {
 		if perRecipient == 0 {
 			perRecipient = -1 // the registry's "no cap"; limits reads 0 as its default 8
 		}
-		b := p.Breaker
 		pl := &providerLimits{
 			p: p,
 			slots: limits.NewSlots(limits.SlotsConfig{
 				Cap: p.MaxInFlight, RetryShare: p.RetryShare, PerRecipient: perRecipient,
 			}),
-			bucket: limits.NewBucket(p.Rate, max(1, p.Burst)),
-			breaker: limits.NewBreaker(p.ID, limits.BreakerConfig{
-				FailureRatio: b.FailureRatio, Window: b.Window, MinSamples: b.MinSamples,
-				Cooldown: b.Cooldown, Probes: b.Probes,
-			}, onChange),
+			bucket:  limits.NewBucket(p.Rate, max(1, p.Burst)),
+			breaker: limits.NewBreaker(p.ID, breakerConfig(p.Breaker), onChange),
+		}
+		if p.ID == reg.Fallback().ID {
+			pl.perHost = limits.NewHostLimits(limits.HostLimitsConfig{
+				Breaker: breakerConfig(p.Breaker), Rate: p.Rate, Burst: max(1, p.Burst), MaxHosts: hb.MaxHosts,
+			})
 		}
 		f.byID[p.ID] = pl
 		f.order = append(f.order, pl)
@@ -95,12 +100,24 @@ func newFleetLimits(cfg *Config) *fleetLimits {
 	return f
 }
 
+// breakerConfig is a registry breaker section as package limits takes it.
+func breakerConfig(b providers.BreakerConfig) limits.BreakerConfig {
+	return limits.BreakerConfig{
+		FailureRatio: b.FailureRatio, Window: b.Window, MinSamples: b.MinSamples,
+		Cooldown: b.Cooldown, Probes: b.Probes,
+	}
+}
+
 // share gives every bucket this replica's part of its provider's fleet-wide rate and burst
 // when live replicas share them (at least one token of burst, or no request could ever go).
 func (f *fleetLimits) share(now time.Time, live int) {
 	live = max(live, 1)
 	for _, pl := range f.order {
-		pl.bucket.Configure(now, pl.p.Rate/float64(live), max(1, pl.p.Burst/live))
+		rate, burst := pl.p.Rate/float64(live), max(1, pl.p.Burst/live)
+		pl.bucket.Configure(now, rate, burst)
+		if pl.perHost != nil {
+			pl.perHost.Configure(now, rate, burst)
+		}
 	}
 }
 

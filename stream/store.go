@@ -47,6 +47,7 @@ type Options struct {
 type Store struct {
 	c        redis.UniversalClient // short commands and scripts
 	blocking redis.UniversalClient // XREADGROUP BLOCK only, so blocked reads cannot starve c
+	bell     *doorbell             // the intake's wait for new entries (see ReadIntake)
 	o        Options               // immutable after New
 	// groups send the state changes and checks of concurrent jobs in shared pipelines, one per
 	// shard: a shard's keys live on one Redis Cluster node, so a slow or failing node holds up
@@ -83,8 +84,13 @@ func New(c redis.UniversalClient, blocking redis.UniversalClient, o Options) *St
 	for i := range groups {
 		groups[i] = &groupCommit{c: c}
 	}
-	return &Store{c: c, blocking: blocking, o: o, groups: groups, providers: map[string]bool{}, ready: map[string]bool{}}
+	return &Store{c: c, blocking: blocking, bell: &doorbell{from: blocking}, o: o, groups: groups,
+		providers: map[string]bool{}, ready: map[string]bool{}}
 }
+
+// Close releases what the Store made for itself (the doorbell's connections). The clients
+// given to New are the caller's to close.
+func (s *Store) Close() error { return s.bell.close() }
 
 // groupFor is the group commit of the shard key belongs to, read from the first ":{shard}" in
 // it: the one KeysFor puts after the prefix (a job id later in the key may hold braces). A key
@@ -292,9 +298,10 @@ type Refusal struct {
 // refused lists them. When the stream has nothing new it waits up to block (block <= 0 does
 // not wait) for an entry to arrive and reads once more.
 //
-// The wait is a plain XREAD of one entry after the last one delivered to the group, so an
-// entry that arrives while the intake is idle travels to the worker once, whatever its size,
-// before the script reads it: the only entry larger than MaxEntryBytes that ever does.
+// The wait is a plain XREAD of one entry after the last one delivered to the group, on
+// connections that refuse a reply larger than one entry may be (doorbell): an oversized entry
+// that arrives while the intake is idle ends that read part way, and is dead-lettered in Redis
+// like the others.
 func (s *Store) ReadIntake(ctx context.Context, shard, count int, block time.Duration) (entries []Entry, refused []Refusal, err error) {
 	if count <= 0 {
 		return nil, nil, nil
@@ -307,12 +314,12 @@ func (s *Store) ReadIntake(ctx context.Context, shard, count int, block time.Dur
 	if err != nil || len(entries)+len(refused) > 0 || last == "" || block <= 0 {
 		return entries, refused, err
 	}
-	err = s.blocking.XRead(ctx, &redis.XReadArgs{Streams: []string{stream, last}, Count: 1, Block: block}).Err()
-	if errors.Is(err, redis.Nil) {
-		return nil, nil, nil // nothing came within block
-	}
+	arrived, err := s.bell.wait(ctx, stream, last, &redis.XReadArgs{Count: 1, Block: block})
 	if err != nil {
 		return nil, nil, fmt.Errorf("stream: wait on %s: %w", stream, err)
+	}
+	if !arrived {
+		return nil, nil, nil // nothing came within block
 	}
 	entries, refused, _, err = s.readIntake(ctx, shard, count)
 	return entries, refused, err

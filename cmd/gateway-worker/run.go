@@ -184,6 +184,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	so.Prefix, so.Shards, so.Consumer = rf.prefix, rf.shards, *consumer
 	cfg.Store = stream.New(main, blocking, so)
+	defer cfg.Store.Close()
 	cfg.Sender, cfg.Registry, cfg.Keys, cfg.Logger = sender, reg, keys, logger
 	logger.Info("worker starting", "version", buildinfo.Version(), "consumer", *consumer, "shards", rf.shards, "providers", len(reg.Providers()))
 	if err := dispatch.Run(ctx, cfg); err != nil {

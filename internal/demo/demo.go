@@ -178,6 +178,7 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	}
 	defer sender.Close()
 	store := stream.New(main, blocking, stream.Options{Prefix: prefix, Consumer: cli.ConsumerName()})
+	defer store.Close()
 
 	start := time.Now()
 	rec := newRecorder(start)

@@ -150,6 +150,7 @@ func startRun(tb testing.TB, sc scenario) *run {
 
 	r := &run{tb: tb, sc: sc, sim: sim, subs: map[string][]pushsim.Subscription{}}
 	r.store = stream.New(main, blocking, stream.Options{Consumer: "isolation"})
+	tb.Cleanup(func() { r.store.Close() })
 	r.producer = stream.NewProducer(srv.Client(tb), "", 1)
 	for _, p := range allProviders {
 		for range 8 {

@@ -104,6 +104,7 @@ func startPipeline(tb testing.TB) *pipeline {
 	main.AddHook(rt)
 	blocking.AddHook(rt)
 	store := stream.New(main, blocking, stream.Options{Consumer: "bench"})
+	tb.Cleanup(func() { store.Close() })
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
