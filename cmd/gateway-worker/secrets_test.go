@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -15,7 +14,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -133,24 +131,6 @@ func TestKeyNeverPrinted(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer the worker writes its log to while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestRawKeyWorksAndStaysOutOfLogs: the raw key the help invites is taken by run (which starts,
 // logs at debug level and stops cleanly) and by send (which delivers with it), and no log line
 // or output holds any of it.
@@ -162,7 +142,7 @@ func TestRawKeyWorksAndStaysOutOfLogs(t *testing.T) {
 		srv := redistest.Start(t)
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		var stdout, stderr syncBuffer
+		var stdout, stderr embeddedLogs // written by the worker's goroutines while the test reads
 		done := make(chan int, 1)
 		go func() {
 			done <- runMain(ctx, []string{"run", "--redis", srv.URL(), "--subject", "mailto:ops@example.com",
