@@ -120,7 +120,7 @@ func (s *Sender) Send(ctx context.Context, m *Message) taxonomy.Outcome {
 		if errors.Is(err, providers.ErrNotHTTPS) {
 			code = taxonomy.Blocked
 		}
-		return taxonomy.Local(s.reg.Fallback().ID, code, err.Error())
+		return taxonomy.SecretsOf(m.Subscription.Endpoint).Local(s.reg.Fallback().ID, code, err.Error())
 	}
 	return s.adapters[route.Provider.ID].Send(ctx, route, m)
 }
@@ -152,22 +152,27 @@ type Adapter struct {
 func (a *Adapter) Provider() *providers.Provider { return a.provider }
 
 // Send delivers m to route, which must be one of this adapter's, and returns its outcome.
+//
+// Every outcome, answered or not, is made through the Secrets of the endpoint, so its detail
+// holds no part of the endpoint's path: not what a service echoes, not what a transport error
+// quotes, not what a local refusal says.
 func (a *Adapter) Send(ctx context.Context, route providers.Route, m *Message) taxonomy.Outcome {
 	p := a.provider
-	h, out, ok := a.shape(m)
+	secrets := taxonomy.SecretsOf(route.Endpoint)
+	h, out, ok := a.shape(secrets, m)
 	if !ok {
 		return out
 	}
-	body, out, ok := a.body(m)
+	body, out, ok := a.body(secrets, m)
 	if !ok {
 		return out
 	}
 	if m.Key == nil {
-		return a.local(taxonomy.InvalidRequest, "no VAPID key for this message")
+		return a.local(secrets, taxonomy.InvalidRequest, "no VAPID key for this message")
 	}
 	auth, err := a.signer.Header(m.Key, "https://"+route.Authority, p.VAPIDLifetime)
 	if err != nil {
-		return a.local(taxonomy.Unauthorized, err.Error())
+		return a.local(secrets, taxonomy.Unauthorized, err.Error())
 	}
 	h.Set("Authorization", auth)
 	if a.jobHeader != "" && m.ID != "" {
@@ -178,12 +183,12 @@ func (a *Adapter) Send(ctx context.Context, route providers.Route, m *Message) t
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, route.Endpoint, bytes.NewReader(body))
 	if err != nil {
-		return a.local(taxonomy.InvalidRequest, "endpoint is not a valid request URL")
+		return a.local(secrets, taxonomy.InvalidRequest, "endpoint is not a valid request URL")
 	}
 	req.Header = h
 	resp, err := a.client.Do(req)
 	if err != nil {
-		return a.transportOutcome(ctx, err)
+		return a.transportOutcome(ctx, secrets, err)
 	}
 	defer resp.Body.Close()
 	// Closing without draining the rest resets an HTTP/2 stream, which is what a body over the
@@ -193,26 +198,26 @@ func (a *Adapter) Send(ctx context.Context, route providers.Route, m *Message) t
 		// The status arrived; a body cut short changes only the detail.
 		answer = nil
 	}
-	out = taxonomy.ClassifyAt(a.now(), p.Kind, resp.StatusCode, resp.Header, answer)
+	out = secrets.ClassifyAt(a.now(), p.Kind, resp.StatusCode, resp.Header, answer)
 	out.Provider = p.ID
 	return out
 }
 
 // shape builds the headers every push carries and checks what the provider would refuse.
-func (a *Adapter) shape(m *Message) (http.Header, taxonomy.Outcome, bool) {
+func (a *Adapter) shape(secrets taxonomy.Secrets, m *Message) (http.Header, taxonomy.Outcome, bool) {
 	p := a.provider
 	if m.TTL < 0 {
-		return nil, a.local(taxonomy.InvalidTTL, fmt.Sprintf("TTL %d is negative", m.TTL)), false
+		return nil, a.local(secrets, taxonomy.InvalidTTL, fmt.Sprintf("TTL %d is negative", m.TTL)), false
 	}
 	ttl := m.TTL
 	if maxTTL := int(p.MaxTTL / time.Second); ttl > maxTTL {
 		ttl = maxTTL // max_ttl 0 is an operator saying "never store": every message gets TTL 0
 	}
 	if err := checkUrgency(m.Urgency); err != nil {
-		return nil, a.local(taxonomy.InvalidRequest, err.Error()), false
+		return nil, a.local(secrets, taxonomy.InvalidRequest, err.Error()), false
 	}
 	if err := checkTopic(p.Kind, m.Topic); err != nil {
-		return nil, a.local(taxonomy.InvalidRequest, err.Error()), false
+		return nil, a.local(secrets, taxonomy.InvalidRequest, err.Error()), false
 	}
 	h := make(http.Header, 8)
 	h.Set("TTL", strconv.Itoa(ttl))
@@ -233,46 +238,47 @@ func (a *Adapter) shape(m *Message) (http.Header, taxonomy.Outcome, bool) {
 
 // body returns the aes128gcm body: the upstream's ciphertext, or the payload encrypted to the
 // subscription's keys.
-func (a *Adapter) body(m *Message) ([]byte, taxonomy.Outcome, bool) {
+func (a *Adapter) body(secrets taxonomy.Secrets, m *Message) ([]byte, taxonomy.Outcome, bool) {
 	if m.Ciphertext != nil {
 		if limit := maxBody(a.provider.Kind); len(m.Ciphertext) > limit {
-			return nil, a.local(taxonomy.PayloadTooLarge,
+			return nil, a.local(secrets, taxonomy.PayloadTooLarge,
 				fmt.Sprintf("ciphertext is %d bytes; %s accepts at most %d", len(m.Ciphertext), a.provider.ID, limit)), false
 		}
 		return m.Ciphertext, taxonomy.Outcome{}, true
 	}
 	keys, err := ece.ParseKeys(m.Subscription.Keys.P256dh, m.Subscription.Keys.Auth)
 	if err != nil {
-		return nil, a.local(taxonomy.InvalidRequest, "subscription keys: "+err.Error()), false
+		return nil, a.local(secrets, taxonomy.InvalidRequest, "subscription keys: "+err.Error()), false
 	}
 	body, err := ece.Encrypt(keys, m.Payload, ece.Options{})
 	switch {
 	case errors.Is(err, ece.ErrPayloadTooLarge):
-		return nil, a.local(taxonomy.PayloadTooLarge,
+		return nil, a.local(secrets, taxonomy.PayloadTooLarge,
 			fmt.Sprintf("payload is %d bytes; at most %d fit in one 4096-byte record", len(m.Payload), ece.MaxPlaintext)), false
 	case err != nil:
-		return nil, a.local(taxonomy.InvalidRequest, "encrypt: "+err.Error()), false
+		return nil, a.local(secrets, taxonomy.InvalidRequest, "encrypt: "+err.Error()), false
 	}
 	return body, taxonomy.Outcome{}, true
 }
 
-func (a *Adapter) local(code taxonomy.Code, detail string) taxonomy.Outcome {
-	return taxonomy.Local(a.provider.ID, code, detail)
+func (a *Adapter) local(secrets taxonomy.Secrets, code taxonomy.Code, detail string) taxonomy.Outcome {
+	return secrets.Local(a.provider.ID, code, detail)
 }
 
-// transportOutcome names a failure to get an answer. The url.Error wrapper is dropped: its
-// text carries the endpoint, and endpoints are credentials.
-func (a *Adapter) transportOutcome(ctx context.Context, err error) taxonomy.Outcome {
+// transportOutcome names a failure to get an answer. The url.Error wrapper is dropped (its text
+// is the method and the URL, which says nothing more), and what is left still goes through the
+// endpoint's secrets: an error deeper down may quote the URL too.
+func (a *Adapter) transportOutcome(ctx context.Context, secrets taxonomy.Secrets, err error) taxonomy.Outcome {
 	var blocked *BlockedError
 	if errors.As(err, &blocked) {
-		return a.local(taxonomy.Blocked, blocked.Error())
+		return a.local(secrets, taxonomy.Blocked, blocked.Error())
 	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return a.local(taxonomy.TransportError, fmt.Sprintf("no answer within %s", a.provider.Timeout))
+		return a.local(secrets, taxonomy.TransportError, fmt.Sprintf("no answer within %s", a.provider.Timeout))
 	}
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		err = ue.Err
 	}
-	return a.local(taxonomy.TransportError, err.Error())
+	return a.local(secrets, taxonomy.TransportError, err.Error())
 }

@@ -5,6 +5,10 @@ import (
 	"slices"
 )
 
+// allocLimit bounds Allocate's inputs, which come from live counters and need not obey the
+// registry's bounds: it keeps the arithmetic far from overflow.
+const allocLimit = 1 << 20
+
 // Allocate shares total in-flight slots of one replica among providers by weight (their
 // recent traffic), within each provider's floor and ceiling. The providers are the union of the
 // keys of the three maps; the result has one entry for each, and every entry is at least 1.
@@ -49,7 +53,7 @@ func Allocate(total int, weights map[string]float64, floors map[string]int, ceil
 		return out
 	}
 
-	total = clampInt(total, 0, maxInFlightTotal)
+	total = clampInt(total, 0, allocLimit)
 	n := len(ids)
 	w := make([]float64, n)
 	lo := make([]int, n) // floor
@@ -60,9 +64,9 @@ func Allocate(total int, weights map[string]float64, floors map[string]int, ceil
 			w[i] = x
 			wmax = max(wmax, x)
 		}
-		hi[i] = maxInFlightTotal
+		hi[i] = allocLimit
 		if c, ok := ceilings[id]; ok && c >= 1 {
-			hi[i] = min(c, maxInFlightTotal)
+			hi[i] = min(c, allocLimit)
 		}
 		lo[i] = clampInt(floors[id], 1, hi[i])
 		sumLo += lo[i]

@@ -10,21 +10,6 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// Limits that make a value impossible rather than merely unusual.
-const (
-	// maxTTLLimit is twice the longest TTL a major service keeps (FCM's 2,419,200 s; Autopush
-	// keeps 30 days): a larger max_ttl is a unit mistake, not a policy.
-	maxTTLLimit = 2 * 2419200 * time.Second
-	// maxVAPIDLifetime: RFC 8292 §2 caps a JWT's exp at 24 hours ahead (vapid.MaxLifetime; not
-	// imported, providers sits below vapid).
-	maxVAPIDLifetime = 24 * time.Hour
-	// maxTimeout: a request slot held longer is a stalled service, which the breaker must see.
-	maxTimeout = 5 * time.Minute
-	// maxBreakerSpan bounds window and cooldown: a longer window reacts to an outage too late,
-	// a longer cooldown keeps a recovered service closed for too long.
-	maxBreakerSpan = time.Hour
-)
-
 // builtin is what an entry gets for a setting that neither it nor defaults: sets. Conservative
 // on purpose: an entry an operator added in a hurry should not flood an unknown service.
 func builtin() Provider {
@@ -68,26 +53,34 @@ var settings = []setting{
 		return ""
 	})},
 	{"rate", floatOf(func(p *Provider) *float64 { return &p.Rate }, func(f float64) string {
-		if f <= 0 {
+		switch {
+		case f <= 0:
 			return "must be more than 0 requests per second, got " + fmtFloat(f)
+		case f > maxRate:
+			return fmt.Sprintf("at most %d requests per second for the whole fleet, got %s", maxRate, fmtFloat(f))
 		}
 		return ""
 	})},
-	{"burst", intOf(func(p *Provider) *int { return &p.Burst }, atLeast(1))},
-	{"max_in_flight", intOf(func(p *Provider) *int { return &p.MaxInFlight }, atLeast(1))},
-	{"min_in_flight", intOf(func(p *Provider) *int { return &p.MinInFlight }, atLeast(1))},
+	{"burst", intOf(func(p *Provider) *int { return &p.Burst }, within(1, maxBurst, "requests at once for the whole fleet"))},
+	{"max_in_flight", intOf(func(p *Provider) *int { return &p.MaxInFlight }, within(1, MaxInFlight, inFlightWhy))},
+	{"min_in_flight", intOf(func(p *Provider) *int { return &p.MinInFlight }, within(1, MaxInFlight, inFlightWhy))},
 	{"retry_share", floatOf(func(p *Provider) *float64 { return &p.RetryShare }, fraction)},
-	{"per_recipient_in_flight", intOf(func(p *Provider) *int { return &p.PerRecipientInFlight }, atLeast(0))},
+	{"per_recipient_in_flight", intOf(func(p *Provider) *int { return &p.PerRecipientInFlight }, within(0, MaxInFlight, inFlightWhy))},
 	{"timeout", durationOf(func(p *Provider) *time.Duration { return &p.Timeout }, between(maxTimeout))},
 	{"connect_timeout", durationOf(func(p *Provider) *time.Duration { return &p.ConnectTimeout }, between(maxTimeout))},
 	{"tls_timeout", durationOf(func(p *Provider) *time.Duration { return &p.TLSTimeout }, between(maxTimeout))},
 	{"response_header_timeout", durationOf(func(p *Provider) *time.Duration { return &p.ResponseHeaderTimeout }, between(maxTimeout))},
-	{"vapid_lifetime", durationOf(func(p *Provider) *time.Duration { return &p.VAPIDLifetime }, between(maxVAPIDLifetime))},
+	{"vapid_lifetime", durationOf(func(p *Provider) *time.Duration { return &p.VAPIDLifetime }, func(d time.Duration) string {
+		if d > 0 && d < minVAPIDLifetime {
+			return fmt.Sprintf("at least %s (a shorter token may expire on its way), got %s", minVAPIDLifetime, d)
+		}
+		return between(maxVAPIDLifetime)(d)
+	})},
 	{"breaker.failure_ratio", floatOf(func(p *Provider) *float64 { return &p.Breaker.FailureRatio }, fraction)},
 	{"breaker.window", durationOf(func(p *Provider) *time.Duration { return &p.Breaker.Window }, between(maxBreakerSpan))},
-	{"breaker.min_samples", intOf(func(p *Provider) *int { return &p.Breaker.MinSamples }, atLeast(1))},
+	{"breaker.min_samples", intOf(func(p *Provider) *int { return &p.Breaker.MinSamples }, within(1, maxMinSamples, "outcomes (a breaker needing more never opens)"))},
 	{"breaker.cooldown", durationOf(func(p *Provider) *time.Duration { return &p.Breaker.Cooldown }, between(maxBreakerSpan))},
-	{"breaker.probes", intOf(func(p *Provider) *int { return &p.Breaker.Probes }, atLeast(1))},
+	{"breaker.probes", intOf(func(p *Provider) *int { return &p.Breaker.Probes }, within(1, maxProbes, "requests (half-open lets about ten a second through)"))},
 }
 
 // Keys each mapping may hold, in the order the docs list them (suggestions search these).
@@ -167,10 +160,18 @@ func fraction(f float64) string {
 	return ""
 }
 
-func atLeast(min int) func(int) string {
+// inFlightWhy is what the in-flight bounds say about themselves.
+const inFlightWhy = "per replica (run more replicas for more)"
+
+// within refuses whole numbers that are not in [min, max]; why follows the upper bound in the
+// message ("at most 10000 per replica (...), got 20000").
+func within(min, max int, why string) func(int) string {
 	return func(v int) string {
-		if v < min {
+		switch {
+		case v < min:
 			return fmt.Sprintf("must be at least %d, got %d", min, v)
+		case v > max:
+			return fmt.Sprintf("at most %d %s, got %d", max, why, v)
 		}
 		return ""
 	}

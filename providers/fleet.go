@@ -65,21 +65,6 @@ func (r *Registry) InFlightBounds() (floors, ceilings map[string]int) {
 	return floors, ceilings
 }
 
-// Limits of the top-level sections. As for providers, a value beyond them is a mistake (a unit
-// slip, a missing digit), not a policy.
-const (
-	// maxBudgetPeriod bounds budget.every and budget.half_life: shares that follow traffic more
-	// slowly than that do not follow it.
-	maxBudgetPeriod = time.Hour
-	// maxInFlightTotal bounds budget.total_in_flight (and Allocate's arithmetic).
-	maxInFlightTotal = 1 << 20
-	// maxHosts bounds host_breaker.max_hosts: each tracked host costs memory in every replica.
-	maxHosts = 1 << 20
-	// maxHeartbeat bounds heartbeat.every and stale_after: a replica that died must stop
-	// counting within seconds, not after minutes.
-	maxHeartbeat = time.Minute
-)
-
 // Built-in values of the optional sections.
 func builtinHostBreaker() HostBreakerConfig {
 	return HostBreakerConfig{Failures: 3, Cooldown: 300 * time.Second, MaxHosts: 4096}
@@ -100,30 +85,30 @@ type field[T any] struct {
 }
 
 var budgetFields = []field[Budget]{
-	{"total_in_flight", intOf(func(b *Budget) *int { return &b.TotalInFlight }, func(v int) string {
-		if v < 1 || v > maxInFlightTotal {
-			return fmt.Sprintf("must be at least 1 and at most %d, got %d", maxInFlightTotal, v)
-		}
-		return ""
-	})},
-	{"every", durationOf(func(b *Budget) *time.Duration { return &b.Every }, between(maxBudgetPeriod))},
+	{"total_in_flight", intOf(func(b *Budget) *int { return &b.TotalInFlight }, within(1, MaxTotalInFlight, inFlightWhy))},
+	{"every", durationOf(func(b *Budget) *time.Duration { return &b.Every }, loopPeriod(maxBudgetPeriod))},
 	{"half_life", durationOf(func(b *Budget) *time.Duration { return &b.HalfLife }, between(maxBudgetPeriod))},
 }
 
 var hostBreakerFields = []field[HostBreakerConfig]{
-	{"failures", intOf(func(h *HostBreakerConfig) *int { return &h.Failures }, atLeast(1))},
+	{"failures", intOf(func(h *HostBreakerConfig) *int { return &h.Failures }, within(1, maxHostFailures, "in a row (such a host is down)"))},
 	{"cooldown", durationOf(func(h *HostBreakerConfig) *time.Duration { return &h.Cooldown }, between(maxBreakerSpan))},
-	{"max_hosts", intOf(func(h *HostBreakerConfig) *int { return &h.MaxHosts }, func(v int) string {
-		if v < 1 || v > maxHosts {
-			return fmt.Sprintf("must be at least 1 and at most %d, got %d", maxHosts, v)
-		}
-		return ""
-	})},
+	{"max_hosts", intOf(func(h *HostBreakerConfig) *int { return &h.MaxHosts }, within(1, MaxTrackedHosts, "per replica"))},
 }
 
 var heartbeatFields = []field[HeartbeatConfig]{
-	{"every", durationOf(func(h *HeartbeatConfig) *time.Duration { return &h.Every }, between(maxHeartbeat))},
+	{"every", durationOf(func(h *HeartbeatConfig) *time.Duration { return &h.Every }, loopPeriod(maxHeartbeat))},
 	{"stale_after", durationOf(func(h *HeartbeatConfig) *time.Duration { return &h.StaleAfter }, between(10*maxHeartbeat))},
+}
+
+// loopPeriod refuses the period of a replica's loop outside [minLoopPeriod, max].
+func loopPeriod(max time.Duration) func(time.Duration) string {
+	return func(d time.Duration) string {
+		if d > 0 && d < minLoopPeriod {
+			return fmt.Sprintf("at least %s (a loop of every replica), got %s", minLoopPeriod, d)
+		}
+		return between(max)(d)
+	}
 }
 
 // section parses the mapping of one top-level section over v (which holds its defaults) and

@@ -2,10 +2,12 @@ package providers_test
 
 import (
 	"errors"
+	"fmt"
 	"net/url"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/providers"
 )
@@ -29,9 +31,26 @@ func FuzzParse(f *testing.F) {
 		"[[[[",
 		"version: 1\nbudget: {total_in_flight: 2, every: 1s}\nhost_breaker: {failures: 1}\nheartbeat: {every: 1s, stale_after: 2s}\nproviders:\n  - {id: fallback, min_in_flight: 3, max_in_flight: 2, retry_share: 0.1}\n",
 		"version: 1\ndefaults: {min_in_flight: 4, per_recipient_in_flight: 0}\nproviders:\n  - {id: fallback, max_in_flight: 3}\n",
+		// At and past the bounds.
+		"version: 1\nbudget: {total_in_flight: 65536, every: 100ms, half_life: 1h}\nhost_breaker: {failures: 100, cooldown: 1h, max_hosts: 65536}\nheartbeat: {every: 1m, stale_after: 10m}\n" +
+			"providers:\n  - {id: fallback, rate: 1000000, burst: 100000, max_in_flight: 10000, min_in_flight: 10000, per_recipient_in_flight: 10000, vapid_lifetime: 1m, breaker: {min_samples: 1000000, probes: 100, window: 1h, cooldown: 1h}}\n",
+		"version: 1\nbudget: {total_in_flight: 65537, every: 99ms}\nhost_breaker: {failures: 101, max_hosts: 65537}\nheartbeat: {every: 99ms}\n" +
+			"providers:\n  - {id: fallback, rate: 1000001, burst: 100001, max_in_flight: 2000000000, per_recipient_in_flight: 10001, vapid_lifetime: 59s, breaker: {min_samples: 4294967297, probes: 101}}\n",
+		"version: 1\nproviders:\n  - {id: fallback, max_in_flight: 10000}\n  - {id: a, hosts: [a.example], max_in_flight: 10000}\n  - {id: b, hosts: [b.example], max_in_flight: 10000}\n" +
+			"  - {id: c, hosts: [c.example], max_in_flight: 10000}\n  - {id: d, hosts: [d.example], max_in_flight: 10000}\n  - {id: e, hosts: [e.example], max_in_flight: 10000}\n  - {id: f, hosts: [f.example], max_in_flight: 10000}\n",
 	} {
 		f.Add([]byte(s))
 	}
+	many := []string{"version: 1", "providers:", "  - id: fallback"}
+	for i := range providers.MaxProviders {
+		many = append(many, fmt.Sprintf("  - {id: p%d, hosts: [p%d.example]}", i, i))
+	}
+	f.Add([]byte(strings.Join(many, "\n")))
+	hosts := []string{"version: 1", "providers:", "  - id: fallback", "  - id: a", "    hosts:"}
+	for i := range providers.MaxHostsPerProvider + 1 {
+		hosts = append(hosts, fmt.Sprintf("      - h%d.example", i))
+	}
+	f.Add([]byte(strings.Join(hosts, "\n")))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		reg, err := providers.Parse("f.yaml", data)
 		if (reg == nil) == (err == nil) {
@@ -53,22 +72,41 @@ func FuzzParse(f *testing.F) {
 		if fb == nil || fb.ID != "fallback" || len(fb.Hosts) != 0 {
 			t.Fatalf("fallback = %+v", fb)
 		}
-		if b := reg.Budget(); b != nil && (b.TotalInFlight < len(reg.Providers()) || b.Every <= 0 || b.HalfLife <= 0) {
+		list := reg.Providers()
+		if len(list) > providers.MaxProviders {
+			t.Fatalf("accepted %d providers", len(list))
+		}
+		b := reg.Budget()
+		if b != nil && (b.TotalInFlight < len(list) || b.TotalInFlight > providers.MaxTotalInFlight ||
+			b.Every < 100*time.Millisecond || b.Every > time.Hour || b.HalfLife <= 0 || b.HalfLife > time.Hour) {
 			t.Fatalf("accepted an impossible budget %+v", b)
 		}
-		if hb := reg.HostBreaker(); hb.Failures < 1 || hb.Cooldown <= 0 || hb.MaxHosts < 1 {
+		if hb := reg.HostBreaker(); hb.Failures < 1 || hb.Failures > 100 || hb.Cooldown <= 0 || hb.Cooldown > time.Hour ||
+			hb.MaxHosts < 1 || hb.MaxHosts > providers.MaxTrackedHosts {
 			t.Fatalf("accepted an impossible host breaker %+v", hb)
 		}
-		if beat := reg.Heartbeat(); beat.Every <= 0 || beat.StaleAfter < 2*beat.Every {
+		if beat := reg.Heartbeat(); beat.Every < 100*time.Millisecond || beat.Every > time.Minute ||
+			beat.StaleAfter < 2*beat.Every || beat.StaleAfter > 10*time.Minute {
 			t.Fatalf("accepted an impossible heartbeat %+v", beat)
 		}
-		for _, p := range reg.Providers() {
-			if p.MinInFlight < 1 || p.MinInFlight > p.MaxInFlight || p.RetryShare <= 0 || p.RetryShare > 1 || p.PerRecipientInFlight < 0 {
+		sumInFlight := 0
+		for _, p := range list {
+			sumInFlight += p.MaxInFlight
+			if p.MinInFlight < 1 || p.MinInFlight > p.MaxInFlight || p.MaxInFlight > providers.MaxInFlight ||
+				p.RetryShare <= 0 || p.RetryShare > 1 || p.PerRecipientInFlight < 0 || p.PerRecipientInFlight > providers.MaxInFlight {
 				t.Fatalf("accepted impossible in-flight settings %+v", p)
 			}
-			if p.Rate <= 0 || p.Burst < 1 || p.MaxInFlight < 1 || p.Timeout <= 0 || p.ConnectTimeout > p.Timeout ||
-				p.Breaker.FailureRatio <= 0 || p.Breaker.FailureRatio > 1 || p.Breaker.Probes < 1 || p.Breaker.MinSamples < 1 {
+			if p.Rate <= 0 || p.Rate > 1e6 || p.Burst < 1 || p.Burst > 100_000 || p.MaxInFlight < 1 ||
+				p.Timeout <= 0 || p.Timeout > 5*time.Minute || p.ConnectTimeout > p.Timeout || p.TLSTimeout > p.Timeout ||
+				p.ResponseHeaderTimeout > p.Timeout || p.MaxTTL < 0 || p.MaxTTL > 4838400*time.Second ||
+				p.VAPIDLifetime != 0 && (p.VAPIDLifetime < time.Minute || p.VAPIDLifetime > 24*time.Hour) ||
+				len(p.Hosts) > providers.MaxHostsPerProvider {
 				t.Fatalf("accepted an impossible entry %+v", p)
+			}
+			if br := p.Breaker; br.FailureRatio <= 0 || br.FailureRatio > 1 || br.Probes < 1 || br.Probes > 100 ||
+				br.MinSamples < 1 || br.MinSamples > 1_000_000 || br.Window <= 0 || br.Window > time.Hour ||
+				br.Cooldown <= 0 || br.Cooldown > time.Hour {
+				t.Fatalf("accepted an impossible breaker %+v", br)
 			}
 			for _, h := range p.Hosts {
 				rt, err := reg.Resolve("https://" + h + "/x")
@@ -76,6 +114,9 @@ func FuzzParse(f *testing.F) {
 					t.Fatalf("host %q of %s resolves to %v, %v", h, p.ID, rt.Provider, err)
 				}
 			}
+		}
+		if b == nil && sumInFlight > providers.MaxTotalInFlight {
+			t.Fatalf("accepted max_in_flight adding up to %d without a budget", sumInFlight)
 		}
 	})
 }

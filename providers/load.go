@@ -239,6 +239,9 @@ func (d *decoder) registry(root *yaml.Node) *Registry {
 	reg := &Registry{byID: map[string]*Provider{}, bySuffix: map[string]*Provider{}}
 	idLine := map[string]int{}
 	hostOwner := map[string]string{} // host -> "entry (line N)"
+	if n := len(p.val.Content); n > MaxProviders {
+		d.add(p.val.Content[MaxProviders].Line, "providers", fmt.Sprintf("%d entries; at most %d (each holds a Redis connection per shard in every replica)", n, MaxProviders))
+	}
 	for i, n := range p.val.Content {
 		path := fmt.Sprintf("providers[%d]", i)
 		if n.Kind != yaml.MappingNode {
@@ -264,6 +267,16 @@ func (d *decoder) registry(root *yaml.Node) *Registry {
 		d.add(p.key.Line, "providers", "no entry with id: fallback (endpoints on hosts no entry lists need one; give it kind: generic and no hosts)")
 	}
 	d.fleet(top, reg, len(reg.list))
+	if reg.budget == nil {
+		// Without a budget every provider may fill its max_in_flight at once.
+		sum := 0
+		for _, prov := range reg.list {
+			sum += prov.MaxInFlight
+		}
+		if sum > MaxTotalInFlight {
+			d.add(p.key.Line, "providers", fmt.Sprintf("the entries' max_in_flight add up to %d; a replica holds at most %d requests in flight (lower them, or share a budget: total_in_flight)", sum, MaxTotalInFlight))
+		}
+	}
 	return reg
 }
 
@@ -438,6 +451,8 @@ func (d *decoder) hosts(entry *yaml.Node, path string, prov *Provider, m map[str
 	case prov.ID != FallbackID && len(p.val.Content) == 0:
 		d.add(p.key.Line, field, "empty: list the host names this provider serves")
 		return
+	case len(p.val.Content) > MaxHostsPerProvider:
+		d.add(p.val.Content[MaxHostsPerProvider].Line, field, fmt.Sprintf("%d hosts; at most %d (a host covers its subdomains; a long generated list belongs under fallback)", len(p.val.Content), MaxHostsPerProvider))
 	}
 	name := prov.ID
 	if name == "" {

@@ -3,6 +3,7 @@ package pushsim
 import (
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"strconv"
 	"sync"
 	"time"
@@ -31,9 +32,13 @@ const (
 	Reset
 	// Slow answers normally after Delay.
 	Slow
+	// Echo answers Status (default 404) with a plain-text body that quotes the request's path
+	// and query ("no such subscription /wpush/v2/gAAAA..."), as some services' error pages do.
+	// The path is the subscription's credential: a sender must keep it out of what it records.
+	Echo
 )
 
-var faultNames = [...]string{None: "none", Stall: "stall", Fail: "fail", Throttle: "throttle", Reset: "reset", Slow: "slow"}
+var faultNames = [...]string{None: "none", Stall: "stall", Fail: "fail", Throttle: "throttle", Reset: "reset", Slow: "slow", Echo: "echo"}
 
 func (k FaultKind) String() string {
 	if k >= 0 && int(k) < len(faultNames) {
@@ -71,9 +76,9 @@ type Fault struct {
 	// Ratio is the share of requests hit, drawn from Config.Seed's source; 0 (or 1) hits every
 	// request.
 	Ratio float64
-	// Status is the status a Fail answers, 400-599; 0 means 503.
+	// Status is the status a Fail answers, 400-599; 0 means 503 (404 for an Echo).
 	Status int
-	// RetryAfter, when set, is sent as Retry-After (whole seconds) by Fail and Throttle. A
+	// RetryAfter, when set, is sent as Retry-After (whole seconds) by Fail, Echo and Throttle. A
 	// Throttle without it keeps the fixture's Retry-After, or sends 30 s if the fixture has none.
 	RetryAfter time.Duration
 	// Delay is how long Slow waits before answering.
@@ -86,7 +91,7 @@ const defaultThrottleRetryAfter = 30 * time.Second
 
 func (f Fault) validate() error {
 	switch {
-	case f.Kind < None || f.Kind > Slow:
+	case f.Kind < None || f.Kind > Echo:
 		return fmt.Errorf("%w: kind %d", ErrFault, int(f.Kind))
 	case f.Ratio < 0 || f.Ratio > 1 || f.Ratio != f.Ratio:
 		return fmt.Errorf("%w: ratio %v outside [0, 1]", ErrFault, f.Ratio)
@@ -187,6 +192,20 @@ func faultAnswer(provider string, f Fault) answer {
 		status = 503
 	}
 	a := statusAnswer(provider, status)
+	if f.RetryAfter > 0 {
+		a = a.withHeader("Retry-After", retryAfterSeconds(f.RetryAfter.Seconds()))
+	}
+	return a
+}
+
+// echoAnswer is the answer of an Echo to a request for requestURI (its path and query).
+func echoAnswer(provider string, f Fault, requestURI string) answer {
+	status := f.Status
+	if status == 0 {
+		status = http.StatusNotFound
+	}
+	a := fromShape(provider, plain(status, "no such subscription "+requestURI+"\n", plainCode(status)))
+	a.name = "echo"
 	if f.RetryAfter > 0 {
 		a = a.withHeader("Retry-After", retryAfterSeconds(f.RetryAfter.Seconds()))
 	}

@@ -2,9 +2,11 @@ package pushsim_test
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 	"net"
 	"net/http"
+	"net/url"
 	"testing"
 	"time"
 
@@ -76,6 +78,42 @@ func TestFailShapes(t *testing.T) {
 	}
 }
 
+// TestEchoQuotesThePath: an Echo answers every provider's push with a body that quotes the
+// request's path and query, the subscription's credential, in the status asked for.
+func TestEchoQuotesThePath(t *testing.T) {
+	s := start(t, pushsim.Config{})
+	c := client(t, s, clientOptions{})
+	app := newAppServer(t)
+	for _, p := range pushsim.Providers() {
+		for _, status := range []int{0, 400, 410} {
+			t.Run(fmt.Sprintf("%s %d", p, status), func(t *testing.T) {
+				if err := s.SetFault(p, pushsim.Fault{Kind: pushsim.Echo, Status: status, RetryAfter: 3 * time.Second}); err != nil {
+					t.Fatal(err)
+				}
+				defer s.SetFault(p, pushsim.Fault{})
+				sub := subscribe(t, s, p, "", app)
+				u, err := url.Parse(sub.Endpoint)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := do(t, c, pushRequest(t, app, sub, []byte("x")))
+				want := status
+				if want == 0 {
+					want = http.StatusNotFound
+				}
+				if got.status != want || got.body != "no such subscription "+u.RequestURI()+"\n" || got.header.Get("Retry-After") != "3" {
+					t.Fatalf("answer %d %q (Retry-After %q), want %d quoting %q", got.status, got.body, got.header.Get("Retry-After"), want, u.RequestURI())
+				}
+				d := s.DeliveriesFor(sub.Endpoint)[0]
+				if d.Fault != "echo" || d.Answer != "echo" {
+					t.Errorf("recorded fault %q answer %q, want echo", d.Fault, d.Answer)
+				}
+				assertClassified(t, p, got, d)
+			})
+		}
+	}
+}
+
 func TestFailRatio(t *testing.T) {
 	s := start(t, pushsim.Config{Seed: 42})
 	c := client(t, s, clientOptions{})
@@ -142,6 +180,7 @@ func TestSetFaultRefuses(t *testing.T) {
 		{"ratio over 1", "fcm", pushsim.Fault{Kind: pushsim.Fail, Ratio: 1.5}, pushsim.ErrFault},
 		{"status 200", "fcm", pushsim.Fault{Kind: pushsim.Fail, Status: 200}, pushsim.ErrFault},
 		{"slow without delay", "fcm", pushsim.Fault{Kind: pushsim.Slow}, pushsim.ErrFault},
+		{"echo with status 200", "fcm", pushsim.Fault{Kind: pushsim.Echo, Status: 200}, pushsim.ErrFault},
 		{"unknown kind", "fcm", pushsim.Fault{Kind: 99}, pushsim.ErrFault},
 	}
 	for _, tc := range tests {

@@ -9,7 +9,7 @@
 // and expiry, TTL, Urgency, Topic, Content-Encoding, size), decrypted with the subscription's
 // keys, recorded as a Delivery, and answered with the provider's recorded shape from
 // test/fixtures: the same answers the classifier is tested on. Faults (stall, fail, throttle,
-// reset, slow) are injected per provider, through the Go API or the admin HTTP API.
+// reset, slow, echo) are injected per provider, through the Go API or the admin HTTP API.
 //
 // pushsim verifies JWTs with its own code and never imports vapid or adapter: a simulator that
 // shares the sender's code proves nothing.
@@ -282,6 +282,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		case Fail, Throttle:
 			s.respond(w, faultAnswer(provider, f), d)
+			return
+		case Echo:
+			s.respond(w, echoAnswer(provider, f, r.RequestURI), d)
 			return
 		case Slow:
 			if !s.sleep(r.Context(), f.Delay) {

@@ -2,7 +2,6 @@ package stream
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -95,7 +94,7 @@ func DecodeJob(raw []byte, now time.Time) (*Job, error) {
 	if len(raw) > MaxEntryBytes {
 		return nil, invalid("entry is %d bytes; at most %d", len(raw), MaxEntryBytes)
 	}
-	fields, err := splitObject(raw, "", jobFields)
+	fields, err := splitObject(raw, 0, "", jobFields)
 	if err != nil {
 		return nil, err
 	}
@@ -117,8 +116,8 @@ func DecodeJob(raw []byte, now time.Time) (*Job, error) {
 	if err := decodeBody(fields, j); err != nil {
 		return nil, err
 	}
-	if raw, ok := fields["ttl"]; ok {
-		n, err := wholeNumber(raw)
+	if m, ok := fields["ttl"]; ok {
+		n, err := wholeNumber(m.raw)
 		if err != nil {
 			return nil, invalid("ttl: %v", err)
 		}
@@ -164,8 +163,8 @@ func DecodeJob(raw []byte, now time.Time) (*Job, error) {
 		}
 		j.Recipient = s
 	}
-	if raw, ok := fields["enqueued_at"]; ok {
-		t, err := decodeTime(raw)
+	if m, ok := fields["enqueued_at"]; ok {
+		t, err := decodeTime(m)
 		if err != nil {
 			return nil, invalid("enqueued_at: %v", err)
 		}
@@ -207,11 +206,11 @@ func isBase64URLAlphabet(s string) bool {
 	return true
 }
 
-func decodeSubscription(raw json.RawMessage, sub *Subscription) error {
-	if kindOf(raw) != "an object" {
-		return invalid("subscription: must be an object, got %s", kindOf(raw))
+func decodeSubscription(m member, sub *Subscription) error {
+	if kindOf(m.raw) != "an object" {
+		return invalid("subscription: must be an object, got %s", kindOf(m.raw))
 	}
-	f, err := splitObject(raw, "subscription", []string{"endpoint", "expirationTime", "keys"})
+	f, err := splitObject(m.raw, m.at, "subscription", []string{"endpoint", "expirationTime", "keys"})
 	if err != nil {
 		return err
 	}
@@ -219,14 +218,14 @@ func decodeSubscription(raw json.RawMessage, sub *Subscription) error {
 	if !ok {
 		return invalid("subscription.endpoint: required")
 	}
-	if kindOf(ep) != "a string" || jsonString(ep, &sub.Endpoint) != nil {
-		return invalid("subscription.endpoint: must be a string, got %s", kindOf(ep))
+	if sub.Endpoint, err = stringOf(ep, "subscription.endpoint"); err != nil {
+		return err
 	}
 	if err := checkEndpoint(sub.Endpoint); err != nil {
 		return err
 	}
 	if et, ok := f["expirationTime"]; ok {
-		n, err := wholeOrFraction(et)
+		n, err := wholeOrFraction(et.raw)
 		if err != nil {
 			return invalid("subscription.expirationTime: %v", err)
 		}
@@ -236,10 +235,10 @@ func decodeSubscription(raw json.RawMessage, sub *Subscription) error {
 	if !ok {
 		return invalid("subscription.keys: required")
 	}
-	if kindOf(keys) != "an object" {
-		return invalid("subscription.keys: must be an object, got %s", kindOf(keys))
+	if kindOf(keys.raw) != "an object" {
+		return invalid("subscription.keys: must be an object, got %s", kindOf(keys.raw))
 	}
-	kf, err := splitObject(keys, "subscription.keys", []string{"p256dh", "auth"})
+	kf, err := splitObject(keys.raw, keys.at, "subscription.keys", []string{"p256dh", "auth"})
 	if err != nil {
 		return err
 	}
@@ -251,8 +250,8 @@ func decodeSubscription(raw json.RawMessage, sub *Subscription) error {
 		if !ok {
 			return invalid("subscription.keys.%s: required", k.name)
 		}
-		if kindOf(v) != "a string" || jsonString(v, k.dst) != nil {
-			return invalid("subscription.keys.%s: must be a string, got %s", k.name, kindOf(v))
+		if *k.dst, err = stringOf(v, "subscription.keys."+k.name); err != nil {
+			return err
 		}
 	}
 	if _, err := ece.ParseKeys(sub.Keys.P256dh, sub.Keys.Auth); err != nil {
@@ -285,7 +284,7 @@ func checkEndpoint(ep string) error {
 }
 
 // decodeBody reads payload, payload_encoding and ciphertext.
-func decodeBody(fields map[string]json.RawMessage, j *Job) error {
+func decodeBody(fields members, j *Job) error {
 	payload, hasPayload, err := optionalString(fields, "payload")
 	if err != nil {
 		return err

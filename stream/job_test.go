@@ -1,12 +1,17 @@
 package stream
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -161,6 +166,70 @@ func TestDecodeJobInvalid(t *testing.T) {
 	}
 }
 
+// TestDecodeJobRefusesInvalidUTF8: a string that is not valid UTF-8 is refused, naming the field
+// and the offset in the entry of the first bad byte (or of the escape of a lone surrogate), on
+// the fast path and on the slow one (an escaped member name), at the top level and nested.
+// encoding/json would have sent U+FFFD in its place.
+func TestDecodeJobRefusesInvalidUTF8(t *testing.T) {
+	keys := `"keys":{"p256dh":"` + testP256dh + `","auth":"` + testAuth + `"}`
+	sub := `"subscription":{"endpoint":"` + testEndpoint + `",` + keys + `}`
+	j := func(rest string) string { return `{"id":"a",` + sub + rest + `}` }
+	const mark = "\x00" // where the bad byte is; replaced by the case's bad bytes
+	tests := []struct {
+		name, raw, bad, field string
+	}{
+		{"payload: a byte that starts nothing", j(`,"payload":"hello ` + mark + ` world"`), "\xff", "payload"},
+		{"payload: a sequence cut short", j(`,"payload":"caf` + mark + `"`), "\xc3", "payload"},
+		{"payload: overlong", j(`,"payload":"` + mark + `"`), "\xc0\xaf", "payload"},
+		{"payload: a surrogate in UTF-8", j(`,"payload":"x` + mark + `"`), "\xed\xa0\x80", "payload"},
+		{"payload: after an escape", j(`,"payload":"line\nnext ` + mark + `"`), "\xfe", "payload"},
+		{"payload: a lone high surrogate", j(`,"payload":"smile ` + mark + `"`), `\ud83d`, "payload"},
+		{"payload: a lone low surrogate", j(`,"payload":"` + mark + `\ud83d"`), `\ude00`, "payload"},
+		{"payload: base64 too", j(`,"payload_encoding":"base64","payload":"AAAA` + mark + `"`), "\xff", "payload"},
+		{"payload: slow path", `{"\u0069d":"a",` + sub + `,"payload":"x` + mark + `"}`, "\xff", "payload"},
+		{"id", `{"id":"a` + mark + `",` + sub + `}`, "\xff", "id"},
+		{"endpoint", `{"id":"a","subscription":{"endpoint":"https://push.example/` + mark + `",` + keys + `}}`, "\xff", "subscription.endpoint"},
+		{"endpoint: nested slow path", `{"id":"a","subscription":{"\u0065ndpoint":"https://push.example/` + mark + `",` + keys + `}}`, "\xff", "subscription.endpoint"},
+		{"p256dh", `{"id":"a","subscription":{"endpoint":"` + testEndpoint + `","keys":{"p256dh":"B` + mark + `","auth":"` + testAuth + `"}}}`, "\xff", "subscription.keys.p256dh"},
+		{"auth", `{"id":"a","subscription":{"endpoint":"` + testEndpoint + `","keys":{"p256dh":"` + testP256dh + `","auth":"` + mark + `"}}}`, `\udfff`, "subscription.keys.auth"},
+		{"payload_encoding", j(`,"payload":"x","payload_encoding":"text` + mark + `"`), "\xff", "payload_encoding"},
+		{"ciphertext", j(`,"ciphertext":"` + mark + `"`), "\xff", "ciphertext"},
+		{"urgency", j(`,"urgency":"high` + mark + `"`), "\xff", "urgency"},
+		{"topic", j(`,"topic":"` + mark + `"`), "\xff", "topic"},
+		{"vapid_key", j(`,"vapid_key":"k` + mark + `"`), "\xff", "vapid_key"},
+		{"recipient", j(`,"recipient":"user-` + mark + `"`), "\xff", "recipient"},
+		{"enqueued_at", j(`,"enqueued_at":"2025-06-01T00:00:00Z` + mark + `"`), "\xff", "enqueued_at"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			at := strings.Index(tc.raw, mark)
+			raw := strings.Replace(tc.raw, mark, tc.bad, 1)
+			got, err := DecodeJob([]byte(raw), t0)
+			var ije *InvalidJobError
+			if !errors.As(err, &ije) {
+				t.Fatalf("DecodeJob = %+v, %v; want INVALID_JOB", got, err)
+			}
+			if want := fmt.Sprintf("%s: not valid UTF-8 at byte %d", tc.field, at); ije.Reason != want {
+				t.Fatalf("reason\n got: %s\nwant: %s", ije.Reason, want)
+			}
+		})
+	}
+}
+
+// TestDecodeJobKeepsValidUnicode: escapes of whole code points, surrogate pairs and U+FFFD
+// itself are text like any other.
+func TestDecodeJobKeepsValidUnicode(t *testing.T) {
+	raw := jobWith("a", nil)
+	raw = strings.Replace(raw, `"payload":"hello"`, `"payload":"\ud83d\ude00 caf\u00e9 \ufffd `+"\xef\xbf\xbd"+` \u2713"`, 1)
+	j, err := DecodeJob([]byte(raw), t0)
+	if err != nil {
+		t.Fatalf("DecodeJob: %v", err)
+	}
+	if want := "😀 café \uFFFD \uFFFD ✓"; string(j.Payload) != want {
+		t.Fatalf("payload %q, want %q", j.Payload, want)
+	}
+}
+
 // FuzzDecodeJob: DecodeJob never panics, never accepts what breaks its own limits, and never
 // puts the endpoint or keys into a reason.
 func FuzzDecodeJob(f *testing.F) {
@@ -170,12 +239,31 @@ func FuzzDecodeJob(f *testing.F) {
 	f.Add([]byte(`{"id":"a","id":"a"}`))
 	f.Add([]byte(`{"id":"a","subscription":{"endpoint":"https://x/SECRET","keys":{"p256dh":"A","auth":"B"}},"enqueued_at":1e3}`))
 	f.Add([]byte(`[]`))
+	// Strings that are not UTF-8, on the fast path, the slow path and nested.
+	f.Add([]byte(jobWith("d", map[string]any{"payload": nil}) + "\xff"))
+	f.Add([]byte(strings.Replace(validJob("e"), `"payload":"hello"`, "\"payload\":\"hel\xfflo\"", 1)))
+	f.Add([]byte(strings.Replace(validJob("f"), `"payload":"hello"`, `"payload":"\ud83d\ude00\ud83d"`, 1)))
+	f.Add([]byte(strings.Replace(validJob("g"), `"payload":"hello"`, "\"\\u0070ayload\":\"\xc3(\"", 1)))
+	f.Add([]byte(strings.Replace(validJob("h"), "SECRET-PATH", "SECRET\xed\xa0\x80PATH", 1)))
+	f.Add([]byte(strings.Replace(validJob("i"), `"payload":"hello"`, "\"recipient\":\"\xf0\x9f\x98\"", 1)))
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		j, err := DecodeJob(raw, t0)
 		if err != nil {
 			var ije *InvalidJobError
 			if !errors.As(err, &ije) || ije.Reason == "" {
 				t.Fatalf("error %v is not an InvalidJobError with a reason", err)
+			}
+			// A UTF-8 reason points at a bad byte of the entry, or at an escaped surrogate.
+			if _, rest, ok := strings.Cut(ije.Reason, ": not valid UTF-8 at byte "); ok {
+				at, convErr := strconv.Atoi(rest)
+				if convErr != nil || at < 0 || at >= len(raw) {
+					t.Fatalf("reason %q names no byte of the %d-byte entry", ije.Reason, len(raw))
+				}
+				r, n := utf8.DecodeRune(raw[at:])
+				escaped := bytes.HasPrefix(raw[at:], []byte(`\u`)) && len(raw) >= at+6 && utf16.IsSurrogate(hex4(raw[at+2:at+6]))
+				if !(r == utf8.RuneError && n == 1) && !escaped {
+					t.Fatalf("reason %q: byte %d (%q) is valid UTF-8", ije.Reason, at, raw[at:min(at+6, len(raw))])
+				}
 			}
 			// A reason may name a field (unknown or duplicate) but never repeat the endpoint.
 			var lenient struct {
@@ -212,6 +300,18 @@ func FuzzDecodeJob(f *testing.F) {
 		case "", "very-low", "low", "normal", "high":
 		default:
 			t.Fatalf("accepted urgency %q", j.Urgency)
+		}
+		// No U+FFFD was put in for what was not UTF-8: an accepted string holds one only where
+		// the entry wrote one.
+		if !bytes.Contains(raw, []byte("\uFFFD")) && !bytes.Contains(bytes.ToLower(raw), []byte(`\ufffd`)) {
+			for _, s := range []string{j.Subscription.Endpoint, j.Recipient, j.VAPIDKey, j.ID} {
+				if strings.ContainsRune(s, utf8.RuneError) {
+					t.Fatalf("accepted %q, with a U+FFFD the entry did not write", s)
+				}
+			}
+			if !bytes.Contains(raw, []byte("base64")) && bytes.ContainsRune(j.Payload, utf8.RuneError) {
+				t.Fatalf("accepted text payload %q, with a U+FFFD the entry did not write", j.Payload)
+			}
 		}
 	})
 }

@@ -11,20 +11,32 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
 // The JSON readers of DecodeJob: strict about shape, precise in their reasons, and careful to
 // echo nothing of the input but field names and numbers.
 
+// member is one member of a JSON object: its raw value, a slice of the entry, and the offset
+// in the entry where that value starts (for reasons that point at a byte).
+type member struct {
+	raw json.RawMessage
+	at  int
+}
+
+// members are an object's members by name.
+type members map[string]member
+
 // splitObject reads one JSON object into its members, refusing trailing data, duplicate names
-// and names not in allowed. A JSON null member is treated as absent. path prefixes reasons.
-func splitObject(raw []byte, path string, allowed []string) (map[string]json.RawMessage, error) {
+// and names not in allowed. A JSON null member is treated as absent. at is where raw starts in
+// the entry; path prefixes reasons.
+func splitObject(raw []byte, at int, path string, allowed []string) (members, error) {
 	// A nested object (path != "") is a member of one split already, so it is valid JSON.
-	if out, ok := splitValidObject(raw, allowed, path == ""); ok {
+	if out, ok := splitValidObject(raw, at, allowed, path == ""); ok {
 		return out, nil
 	}
-	return splitObjectSlow(raw, path, allowed)
+	return splitObjectSlow(raw, at, path, allowed)
 }
 
 // splitValidObject is splitObject's fast path, for the jobs that are well-formed: json.Valid,
@@ -32,7 +44,7 @@ func splitObject(raw []byte, path string, allowed []string) (map[string]json.Raw
 // worker's CPU went to reading jobs before it). It gives up (false) on anything that needs a
 // reason or a closer look, escapes in a name included, and splitObjectSlow says what is wrong;
 // where it succeeds the two agree, which TestSplitObjectPathsAgree checks.
-func splitValidObject(raw []byte, allowed []string, validate bool) (map[string]json.RawMessage, bool) {
+func splitValidObject(raw []byte, at int, allowed []string, validate bool) (members, bool) {
 	if validate && !json.Valid(raw) {
 		return nil, false
 	}
@@ -41,7 +53,7 @@ func splitValidObject(raw []byte, allowed []string, validate bool) (map[string]j
 		return nil, false
 	}
 	// A job has a handful of members: a hint of at most 8 keeps the map in one small group.
-	out := make(map[string]json.RawMessage, min(len(allowed), 8))
+	out := make(members, min(len(allowed), 8))
 	// Bit k: allowed[k] was met. The allowed lists are short.
 	var seen uint64
 	if len(allowed) > 64 {
@@ -64,7 +76,7 @@ func splitValidObject(raw []byte, allowed []string, validate bool) (map[string]j
 		i = skipSpace(raw, i+1) // the colon
 		j := valueEnd(raw, i)
 		if v := raw[i:j]; !bytes.Equal(v, []byte("null")) {
-			out[allowed[k]] = json.RawMessage(v)
+			out[allowed[k]] = member{raw: json.RawMessage(v), at: at + i}
 		}
 		i = skipSpace(raw, j)
 		if i < len(raw) && raw[i] == ',' {
@@ -134,7 +146,7 @@ func index(list []string, s string) int {
 }
 
 // splitObjectSlow is splitObject token by token: it finds and words every problem.
-func splitObjectSlow(raw []byte, path string, allowed []string) (map[string]json.RawMessage, error) {
+func splitObjectSlow(raw []byte, at int, path string, allowed []string) (members, error) {
 	where := "job"
 	if path != "" {
 		where = path
@@ -148,7 +160,7 @@ func splitObjectSlow(raw []byte, path string, allowed []string) (map[string]json
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
 		return nil, invalid("%s: must be a JSON object, got %s", where, jsonKind(tok))
 	}
-	out := map[string]json.RawMessage{}
+	out := members{}
 	seen := map[string]bool{}
 	for dec.More() {
 		tok, err := dec.Token()
@@ -168,7 +180,10 @@ func splitObjectSlow(raw []byte, path string, allowed []string) (map[string]json
 			return nil, invalid("%s: %s", where, jsonProblem(err))
 		}
 		if !bytes.Equal(v, []byte("null")) {
-			out[name] = v
+			// The decoder stops right after the value, which it copied byte for byte: the
+			// member is that slice of raw, as on the fast path.
+			end := int(dec.InputOffset())
+			out[name] = member{raw: json.RawMessage(raw[end-len(v) : end]), at: at + end - len(v)}
 		}
 	}
 	if _, err := dec.Token(); err != nil { // the closing brace
@@ -297,11 +312,16 @@ func wholeOrFraction(raw json.RawMessage) (int64, error) {
 }
 
 // decodeTime reads an RFC 3339 string or a number of unix milliseconds.
-func decodeTime(raw json.RawMessage) (time.Time, error) {
+func decodeTime(m member) (time.Time, error) {
+	raw := m.raw
 	switch kindOf(raw) {
 	case "a string":
 		var s string
 		if err := jsonString(raw, &s); err != nil {
+			var bad *notUTF8Error
+			if errors.As(err, &bad) {
+				return time.Time{}, fmt.Errorf("not valid UTF-8 at byte %d", m.at+bad.at)
+			}
 			return time.Time{}, errors.New("must be an RFC 3339 time or unix milliseconds")
 		}
 		t, err := time.Parse(time.RFC3339Nano, s)
@@ -325,7 +345,9 @@ func decodeTime(raw json.RawMessage) (time.Time, error) {
 
 // jsonString decodes a JSON string value. A string with no escapes, no control bytes and valid
 // UTF-8 is its bytes between the quotes, which is what nearly every job holds; anything else
-// goes through encoding/json (which unescapes, and turns bad UTF-8 into U+FFFD).
+// goes through encoding/json, which unescapes it. A string that is not valid UTF-8 (a byte that
+// starts no UTF-8 sequence, or a \u escape of half a UTF-16 surrogate pair) is refused with a
+// *notUTF8Error: encoding/json would put U+FFFD in its place and change the text silently.
 func jsonString(raw []byte, dst *string) error {
 	if n := len(raw); n >= 2 && raw[0] == '"' && raw[n-1] == '"' {
 		in := raw[1 : n-1]
@@ -341,10 +363,97 @@ func jsonString(raw []byte, dst *string) error {
 			return nil
 		}
 	}
-	return json.Unmarshal(raw, dst)
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return err
+	}
+	// Only a replacement character in the result can be one encoding/json put there.
+	if strings.ContainsRune(s, utf8.RuneError) {
+		if at := firstNotUTF8(raw); at >= 0 {
+			return &notUTF8Error{at: at}
+		}
+	}
+	*dst = s
+	return nil
 }
 
-func requiredString(fields map[string]json.RawMessage, name string) (string, error) {
+// notUTF8Error says where a JSON string stops being valid UTF-8: the offset, in the string's
+// raw JSON (opening quote at 0), of the first byte that is not, or of the backslash of the
+// first escaped lone surrogate.
+type notUTF8Error struct{ at int }
+
+func (e *notUTF8Error) Error() string { return fmt.Sprintf("not valid UTF-8 at byte %d", e.at) }
+
+// firstNotUTF8 returns the offset in raw, a JSON string encoding/json decodes, of the first
+// byte encoding/json would replace with U+FFFD, or -1. Those are the bytes that start no valid
+// UTF-8 sequence and the \u escapes of a surrogate that is not the high half of a pair whose
+// low half is escaped right after it (how encoding/json pairs them).
+func firstNotUTF8(raw []byte) int {
+	end := len(raw) - 1 // the closing quote
+	for i := 1; i < end; {
+		switch c := raw[i]; {
+		case c == '\\' && raw[i+1] == 'u':
+			r := hex4(raw[i+2 : i+6])
+			if !utf16.IsSurrogate(r) {
+				i += 6
+				continue
+			}
+			if r < 0xdc00 && i+12 <= end && raw[i+6] == '\\' && raw[i+7] == 'u' {
+				if low := hex4(raw[i+8 : i+12]); low >= 0xdc00 && low <= 0xdfff {
+					i += 12
+					continue
+				}
+			}
+			return i
+		case c == '\\':
+			i += 2
+		case c < utf8.RuneSelf:
+			i++
+		default:
+			r, n := utf8.DecodeRune(raw[i:end])
+			if r == utf8.RuneError && n == 1 {
+				return i
+			}
+			i += n
+		}
+	}
+	return -1
+}
+
+// hex4 reads the four hex digits of a \u escape encoding/json already accepted.
+func hex4(b []byte) rune {
+	var r rune
+	for _, c := range b {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c -= 'a' - 10
+		default:
+			c -= 'A' - 10
+		}
+		r = r<<4 | rune(c)
+	}
+	return r
+}
+
+// stringOf reads a member that must be a string; field names it in reasons.
+func stringOf(m member, field string) (string, error) {
+	var s string
+	if kindOf(m.raw) != "a string" {
+		return "", invalid("%s: must be a string, got %s", field, kindOf(m.raw))
+	}
+	if err := jsonString(m.raw, &s); err != nil {
+		var bad *notUTF8Error
+		if errors.As(err, &bad) {
+			return "", invalid("%s: not valid UTF-8 at byte %d", field, m.at+bad.at)
+		}
+		return "", invalid("%s: must be a string, got %s", field, kindOf(m.raw))
+	}
+	return s, nil
+}
+
+func requiredString(fields members, name string) (string, error) {
 	s, ok, err := optionalString(fields, name)
 	if err != nil {
 		return "", err
@@ -355,14 +464,11 @@ func requiredString(fields map[string]json.RawMessage, name string) (string, err
 	return s, nil
 }
 
-func optionalString(fields map[string]json.RawMessage, name string) (string, bool, error) {
-	raw, ok := fields[name]
+func optionalString(fields members, name string) (string, bool, error) {
+	m, ok := fields[name]
 	if !ok {
 		return "", false, nil
 	}
-	var s string
-	if kindOf(raw) != "a string" || jsonString(raw, &s) != nil {
-		return "", false, invalid("%s: must be a string, got %s", name, kindOf(raw))
-	}
-	return s, true, nil
+	s, err := stringOf(m, name)
+	return s, err == nil, err
 }

@@ -44,7 +44,14 @@ func Classify(provider string, status int, header http.Header, body []byte) Outc
 // the generic table for anything else. now is the instant a Retry-After HTTP date is measured
 // from. The rules are in the package documentation; every outcome has a valid code, Retryable
 // equal to Code.Retryable, and a detail of at most 256 bytes of valid UTF-8.
+//
+// The detail may still quote an endpoint's path when the service echoes it without a scheme:
+// the adapter classifies through Secrets.ClassifyAt, which knows the endpoint.
 func ClassifyAt(now time.Time, provider string, status int, header http.Header, body []byte) Outcome {
+	return classify(now, provider, status, header, body, Secrets{})
+}
+
+func classify(now time.Time, provider string, status int, header http.Header, body []byte, secrets Secrets) Outcome {
 	t := tableFor(provider)
 	named, detail := t.read(status, header, body)
 
@@ -85,7 +92,7 @@ func ClassifyAt(now time.Time, provider string, status int, header http.Header, 
 		Status:    status,
 		Provider:  provider,
 		Retryable: code.Retryable(),
-		Detail:    cleanDetail(detail),
+		Detail:    cleanDetail(detail, secrets),
 	}
 	// Kept whatever the status: WNS throttles with 406 + Retry-After, Autopush sends one on
 	// every 503, and a service may ask for a pause on any answer.

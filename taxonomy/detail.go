@@ -30,11 +30,12 @@ func scanned(body []byte) []byte {
 	return body
 }
 
-// cleanDetail makes s safe to store and log: runs of spaces and control or format characters
-// (newlines, tabs, NUL, BOM, bidi overrides) become one space, invalid UTF-8 becomes U+FFFD,
-// every URL is cut back to scheme and host, and the result is cut to maxDetail bytes on a rune
-// boundary.
-func cleanDetail(s string) string {
+// cleanDetail makes s safe to store and log: the secrets of the endpoint become Redacted (first,
+// while every secret is whole), runs of spaces and control or format characters (newlines,
+// tabs, NUL, BOM, bidi overrides) become one space, invalid UTF-8 becomes U+FFFD, every URL is
+// cut back to scheme and host, and the result is cut to maxDetail bytes on a rune boundary.
+func cleanDetail(s string, secrets Secrets) string {
+	s = secrets.Redact(s)
 	if len(s) > maxRawDetail {
 		s = s[:maxRawDetail]
 	}

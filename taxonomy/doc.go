@@ -36,5 +36,7 @@
 //
 // The detail is cut to 256 bytes of valid UTF-8 with control characters collapsed, and any URL
 // in it is cut back to its scheme and host: push services echo endpoints in error text, and an
-// endpoint is a credential.
+// endpoint is a credential. Outcomes made through the [Secrets] of an endpoint (the adapter
+// makes all of its own that way) also have the endpoint, its path and its long path segments
+// and query values replaced by [Redacted] wherever they appear, scheme or not, before the cut.
 package taxonomy

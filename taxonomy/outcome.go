@@ -76,11 +76,18 @@ func secondsToDuration(s float64) time.Duration {
 // Status is 0; Retryable follows the code; detail is cleaned like a provider's (cut to 256
 // bytes, valid UTF-8, URLs cut to their host). The code is kept as given: an undefined one is
 // not retryable and Code.Valid reports it.
+//
+// The outcomes of a send use Secrets.Local, which also keeps the endpoint's path out of the
+// detail.
 func Local(provider string, code Code, detail string) Outcome {
+	return local(provider, code, detail, Secrets{})
+}
+
+func local(provider string, code Code, detail string, secrets Secrets) Outcome {
 	return Outcome{
 		Code:      code,
 		Provider:  provider,
 		Retryable: code.Retryable(),
-		Detail:    cleanDetail(detail),
+		Detail:    cleanDetail(detail, secrets),
 	}
 }

@@ -129,7 +129,9 @@ func BenchmarkWebpushGoJWT(b *testing.B) {
 			b.Fatal(err)
 		}
 		curve := elliptic.P256()
+		//lint:ignore SA1019 the benchmark replays webpush-go, deprecated calls included
 		px, py := curve.ScalarMult(curve.Params().Gx, curve.Params().Gy, d)
+		//lint:ignore SA1019 the benchmark replays webpush-go, deprecated fields included
 		priv := &ecdsa.PrivateKey{PublicKey: ecdsa.PublicKey{Curve: curve, X: px, Y: py}, D: new(big.Int).SetBytes(d)}
 		signed, err := token.SignedString(priv)
 		if err != nil {

@@ -10,9 +10,12 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"strconv"
 	"strings"
 )
 
@@ -59,24 +62,72 @@ func ParseKey(name string, data []byte) (*Key, error) {
 	return newKey(name, priv)
 }
 
-// LoadKeyFile reads a key file in any form ParseKey accepts. A file that
-// cannot be read returns the os error (match fs.ErrNotExist, fs.ErrPermission);
-// content it cannot use returns ErrBadKey naming the file.
+// maxKeyFile bounds what LoadKeyFile reads of a file: a PEM key is a few hundred bytes, and a
+// path that names a device or a log must not be read to its end.
+const maxKeyFile = 64 << 10
+
+// keyForms is the hint every LoadKeyFile error that found no key ends with.
+const keyForms = "want the path of a PEM key file, or the raw 32-byte private key in base64url as web-push generate-vapid-keys prints it"
+
+// LoadKeyFile loads the key named name from value: the path of a key file in any form ParseKey
+// accepts or, when value is no readable file, the key itself in any of those forms (a command
+// line or an environment variable may carry either).
+//
+// value may be the key, so no error quotes it, nor any part of it, path included: an error
+// names the key (name), says what was wrong with the file or with value as a key, and wraps
+// ErrBadKey. One that did not read a file also wraps the cause (match fs.ErrNotExist,
+// fs.ErrPermission).
 //
 // It does not check the file's permissions: deployments mount secrets in many
 // ways and a warning nobody reads helps no one. The keygen command writes new
 // key files with mode 0600; keep them that way.
-func LoadKeyFile(name, path string) (*Key, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		// The *fs.PathError names the path, never the content.
-		return nil, fmt.Errorf("vapid: key %q: %w", name, err)
+func LoadKeyFile(name, value string) (*Key, error) {
+	data, readErr := readKeyFile(value)
+	if readErr == nil {
+		priv, reason := parsePrivate(data)
+		if reason != "" {
+			return nil, fmt.Errorf("%w: %q: the file holds no usable key: %s", ErrBadKey, name, reason)
+		}
+		return newKey(name, priv)
 	}
-	priv, reason := parsePrivate(data)
+	priv, reason := parsePrivate([]byte(value))
 	if reason != "" {
-		return nil, fmt.Errorf("%w: %q: file %s: %s", ErrBadKey, name, path, reason)
+		return nil, fmt.Errorf("%w: %q: not a readable file (%w) nor a valid raw key (%s); %s", ErrBadKey, name, readErr, reason, keyForms)
 	}
 	return newKey(name, priv)
+}
+
+// readKeyFile reads at most maxKeyFile bytes of the file at path. Its errors are the causes
+// alone ("no such file or directory"): an *fs.PathError would quote path, which may be a key.
+func readKeyFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, causeOf(err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxKeyFile+1))
+	switch {
+	case err != nil:
+		return nil, causeOf(err)
+	case len(data) > maxKeyFile:
+		return nil, errKeyFileTooLarge
+	}
+	return data, nil
+}
+
+var (
+	errKeyFileTooLarge = fmt.Errorf("larger than %d bytes", maxKeyFile)
+	errUnreadable      = errors.New("cannot be read")
+)
+
+// causeOf is the error an *fs.PathError wraps, without the path; any other error is
+// errUnreadable, since its text may quote the path.
+func causeOf(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) && pe.Err != nil {
+		return pe.Err
+	}
+	return errUnreadable
 }
 
 func newKey(name string, priv *ecdsa.PrivateKey) (*Key, error) {
@@ -148,22 +199,23 @@ func parsePEM(data []byte) (*ecdsa.PrivateKey, string) {
 			return nil, "no private key PEM block found (want \"EC PRIVATE KEY\" or \"PRIVATE KEY\")"
 		}
 		if _, legacy := block.Headers["Proc-Type"]; legacy {
-			return nil, fmt.Sprintf("PEM block %q is encrypted; decrypt it first (openssl pkcs8 -nocrypt)", block.Type)
+			return nil, fmt.Sprintf("PEM block %s is encrypted; decrypt it first (openssl pkcs8 -nocrypt)", pemType(block.Type))
 		}
 		switch block.Type {
 		case "EC PARAMETERS":
 			// `openssl ecparam -genkey` writes the curve before the key.
 			continue
 		case "EC PRIVATE KEY":
+			// x509's error is left out: it describes DER the key is made of.
 			priv, err := x509.ParseECPrivateKey(block.Bytes)
 			if err != nil {
-				return nil, fmt.Sprintf("\"EC PRIVATE KEY\" block is not a SEC1 key: %v", err)
+				return nil, "\"EC PRIVATE KEY\" block is not a SEC1 key (its content does not parse)"
 			}
 			return checkCurve(priv, "SEC1")
 		case "PRIVATE KEY":
 			parsed, err := x509.ParsePKCS8PrivateKey(block.Bytes)
 			if err != nil {
-				return nil, fmt.Sprintf("\"PRIVATE KEY\" block is not a PKCS#8 key: %v", err)
+				return nil, "\"PRIVATE KEY\" block is not a PKCS#8 key (its content does not parse)"
 			}
 			switch priv := parsed.(type) {
 			case *ecdsa.PrivateKey:
@@ -184,9 +236,23 @@ func parsePEM(data []byte) (*ecdsa.PrivateKey, string) {
 		case "PUBLIC KEY", "EC PUBLIC KEY":
 			return nil, "PEM block is a public key; signing needs the private key"
 		default:
-			return nil, fmt.Sprintf("PEM block %q is not a private key (want \"EC PRIVATE KEY\" or \"PRIVATE KEY\")", block.Type)
+			return nil, fmt.Sprintf("PEM block %s is not a private key (want \"EC PRIVATE KEY\" or \"PRIVATE KEY\")", pemType(block.Type))
 		}
 	}
+}
+
+// pemType quotes a PEM block's type for a reason when it reads like one ("CERTIFICATE"); any
+// other text between the dashes could be anything, a key included, and is not repeated.
+func pemType(t string) string {
+	if len(t) == 0 || len(t) > 40 {
+		return "of an unknown type"
+	}
+	for i := 0; i < len(t); i++ {
+		if c := t[i]; !(c >= 'A' && c <= 'Z' || c == ' ' || c == '#' || c >= '0' && c <= '9') {
+			return "of an unknown type"
+		}
+	}
+	return strconv.Quote(t)
 }
 
 func checkCurve(priv *ecdsa.PrivateKey, form string) (*ecdsa.PrivateKey, string) {

@@ -234,6 +234,12 @@ func TestLoadKeyFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	raw, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scalar, _ := raw.Bytes()
+	rawKey, rawPublic := base64.RawURLEncoding.EncodeToString(scalar), publicOf(t, raw)
 	dir := t.TempDir()
 	write := func(name string, data []byte, mode os.FileMode) string {
 		p := filepath.Join(dir, name)
@@ -252,8 +258,16 @@ func TestLoadKeyFile(t *testing.T) {
 		{name: "PKCS#8 file 0600", path: write("key.pem", pemBytes, 0o600), want: k.PublicKey()},
 		// Permissions are documented, not enforced.
 		{name: "world-readable file loads", path: write("open.pem", pemBytes, 0o644), want: k.PublicKey()},
-		{name: "missing file", path: filepath.Join(dir, "nope.pem"), wantIs: fs.ErrNotExist, wantErr: "nope.pem"},
-		{name: "garbage file", path: write("bad.pem", []byte("hello"), 0o600), wantIs: vapid.ErrBadKey, wantErr: "bad.pem"},
+		{name: "missing file", path: filepath.Join(dir, "nope.pem"), wantIs: fs.ErrNotExist,
+			wantErr: `vapid: bad key: "file": not a readable file (no such file or directory) nor a valid raw key (not PEM and not a base64 private key: illegal base64 data at input byte `},
+		{name: "missing file is ErrBadKey too", path: filepath.Join(dir, "nope.pem"), wantIs: vapid.ErrBadKey, wantErr: "; want the path of a PEM key file, or the raw 32-byte private key in base64url"},
+		{name: "garbage file", path: write("bad.pem", []byte("hello"), 0o600), wantIs: vapid.ErrBadKey,
+			wantErr: `vapid: bad key: "file": the file holds no usable key: not PEM and not a base64 private key`},
+		{name: "a directory", path: dir, wantIs: vapid.ErrBadKey, wantErr: `"file": not a readable file (is a directory) nor a valid raw key`},
+		{name: "a file too large to be a key", path: write("big.pem", make([]byte, 64<<10+1), 0o600), wantIs: vapid.ErrBadKey,
+			wantErr: `"file": not a readable file (larger than 65536 bytes) nor a valid raw key`},
+		{name: "the raw key itself", path: rawKey, want: rawPublic},
+		{name: "PEM text itself", path: string(pemBytes), want: k.PublicKey()},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -264,6 +278,10 @@ func TestLoadKeyFile(t *testing.T) {
 				}
 				if !strings.Contains(err.Error(), tc.wantErr) {
 					t.Errorf("err = %q, want it to contain %q", err, tc.wantErr)
+				}
+				// The value may be a key: not even a path is repeated.
+				if strings.Contains(err.Error(), tc.path) {
+					t.Errorf("err = %q repeats the value %q", err, tc.path)
 				}
 				return
 			}

@@ -128,7 +128,7 @@ func TestSendRefusesBadFlags(t *testing.T) {
 	}{
 		{"no subscription", []string{"send", "--vapid-key", "k", "--subject", "mailto:a@example.com"}, "required"},
 		{"bad subject", []string{"send", "--subscription", "testdata/sub.json", "--vapid-key", "testdata/vapid.pem", "--subject", "mailto:me@localhost"}, "localhost"},
-		{"missing key file", []string{"send", "--subscription", "testdata/sub.json", "--vapid-key", "testdata/none.pem", "--subject", "mailto:a@example.com"}, "none.pem"},
+		{"missing key file", []string{"send", "--subscription", "testdata/sub.json", "--vapid-key", "testdata/none.pem", "--subject", "mailto:a@example.com"}, `"default": not a readable file (no such file or directory) nor a valid raw key`},
 		{"bad connect-to", []string{"send", "--subscription", "testdata/sub.json", "--vapid-key", "testdata/vapid.pem", "--subject", "mailto:a@example.com", "--connect-to", "nonsense"}, "connect-to"},
 		{"stray word hides later flags", []string{"send", "--subscription", "testdata/sub.json", "stray", "--vapid-key", "testdata/vapid.pem"}, `unexpected argument "stray"`},
 		{"run with a stray word", []string{"run", "--redis", "redis://127.0.0.1:1/0", "stray", "--grace", "1s"}, `unexpected argument "stray"`},

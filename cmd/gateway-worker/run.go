@@ -44,12 +44,15 @@ func (r *redisFlags) check() error {
 	return nil
 }
 
-// vapidKeyFlags loads --vapid-key [NAME=]FILE values; a bare FILE is the key named "default".
+// loadVAPIDKeys loads --vapid-key [NAME=]FILE values (FILE may be the key itself); a bare
+// FILE is the key named "default".
 func loadVAPIDKeys(specs []string) (map[string]*vapid.Key, error) {
 	keys := make(map[string]*vapid.Key, len(specs))
 	for _, spec := range specs {
 		name, file, ok := strings.Cut(spec, "=")
-		if !ok {
+		if !ok || !keyName(name) || file == "" || file[0] == '=' {
+			// No NAME= in front: the whole value is the file or the key, whose base64 may end
+			// in '=' and whose PEM has spaces. Errors print the name, so it must not be a key.
 			name, file = "default", spec
 		}
 		if _, dup := keys[name]; dup {
@@ -62,6 +65,25 @@ func loadVAPIDKeys(specs []string) (map[string]*vapid.Key, error) {
 		keys[name] = k
 	}
 	return keys, nil
+}
+
+// maxKeyName bounds the NAME of --vapid-key NAME=FILE. A raw key is 43 characters or more, so
+// one written KEY=... (or KEY= with base64 padding) is never taken for a name, which errors
+// print.
+const maxKeyName = 32
+
+// keyName reports whether s may be the NAME of --vapid-key NAME=FILE: up to maxKeyName of the
+// printable ASCII a job's vapid_key may hold, spaces left out.
+func keyName(s string) bool {
+	if s == "" || len(s) > maxKeyName {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] > '~' {
+			return false
+		}
+	}
+	return true
 }
 
 func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -80,7 +102,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	)
 	rf.register(fs)
 	tf.Register(fs)
-	fs.Var(&keySpecs, "vapid-key", "VAPID private key as [NAME=]`FILE`; repeat for every key name jobs may give in vapid_key")
+	fs.Var(&keySpecs, "vapid-key", "VAPID private key as [NAME=]`FILE` (PEM, or the raw base64url key; FILE may also be the key itself; NAME is at most 32 characters); repeat for every key name jobs may give in vapid_key")
 	fs.DurationVar(&cfg.Grace, "grace", 25*time.Second, "how long in-flight sends may finish after SIGTERM")
 	fs.DurationVar(&cfg.VisibilityTimeout, "visibility-timeout", 60*time.Second, "idle time after which another worker reclaims an entry")
 	fs.Int64Var(&cfg.MaxDeliveries, "max-deliveries", 5, "deliveries of one entry before it goes to dead")
