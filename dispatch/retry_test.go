@@ -282,3 +282,37 @@ func TestRetryToEndpointAfterKeyMismatchIsSent(t *testing.T) {
 		t.Errorf("gone stream: %d records for wrong-key, %d for right-key; want 1 and 0", len(gs["wrong-key"]), len(gs["right-key"]))
 	}
 }
+
+// TestCopiesOfAHeldJobEndWithNoRecordOfTheirOwn: copies of a job enqueued while it waits to
+// retry, and while it is in flight, are acknowledged at intake with no record: the job ends
+// with exactly one terminal record and the copies send nothing.
+func TestCopiesOfAHeldJobEndWithNoRecordOfTheirOwn(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	sub := e.subscribe(pushsim.Apple, e.key)
+	setFault(t, e, pushsim.Apple, pushsim.Fault{Kind: pushsim.Fail, Status: 503})
+	j := job("twice", sub, "x")
+	e.enqueue(j)
+	e.start(e.config(e.store))
+	waitDelayed(t, e, "twice", 1)
+
+	// Two copies while the first waits to retry.
+	e.enqueue(j, j)
+	waitFor(t, "the copies acknowledged", func() bool { return e.xlen(e.store.IntakeStream(0)) == 0 })
+	// And one while it is in flight: the retry hangs until the copy is in.
+	setFault(t, e, pushsim.Apple, pushsim.Fault{Kind: pushsim.Slow, Delay: time.Second})
+	e.clock.Step(time.Minute)
+	waitFor(t, "the retry in flight", func() bool { return e.sim.Stats().InFlight == 1 })
+	e.enqueue(j)
+	waitFor(t, "the copy acknowledged", func() bool { return e.xlen(e.store.IntakeStream(0)) == 0 })
+
+	if r := e.waitRecord("results", "twice"); r["code"] != "ACCEPTED" || r["attempt"] != "1" {
+		t.Errorf("ledger %v, want ACCEPTED at attempt 1", r)
+	}
+	waitFor(t, "nothing left", e.queuesEmpty)
+	if n := len(e.byID("results")["twice"]) + len(e.byID("dead")["twice"]); n != 1 {
+		t.Errorf("%d terminal records, want 1", n)
+	}
+	if n := len(e.deliveriesOf("twice")); n != 2 {
+		t.Errorf("pushsim saw %d requests, want 2 (the 503 and the retry): copies must send nothing", n)
+	}
+}

@@ -105,16 +105,38 @@ func (f Fault) validate() error {
 	return nil
 }
 
-// faultTable holds the fault of each provider and the seeded source that decides which
-// requests a ratio hits.
+// faultTable holds the fault of each provider, the faults of single hosts, and the seeded
+// source that decides which requests a ratio hits.
 type faultTable struct {
 	mu     sync.Mutex
-	faults map[string]Fault // guarded by mu; absent means None
+	faults map[string]Fault // guarded by mu; by provider, absent means None
+	hosts  map[string]Fault // guarded by mu; by canonical host, which wins over its provider's
 	rng    *rand.Rand       // guarded by mu
 }
 
 func newFaultTable(seed uint64) *faultTable {
-	return &faultTable{faults: map[string]Fault{}, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+	return &faultTable{faults: map[string]Fault{}, hosts: map[string]Fault{},
+		rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+}
+
+// SetHostFault injects f into the requests for one host only (any provider's, case and a
+// trailing dot ignored, ":443" implied), over the fault of its provider: for two self-hosted
+// services behind the generic provider, one failing while the other is healthy. A Fault with
+// Kind None clears it.
+func (s *Server) SetHostFault(host string, f Fault) error {
+	if err := f.validate(); err != nil {
+		return err
+	}
+	t := s.faults
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	h := canonicalHost(host)
+	if f.Kind == None {
+		delete(t.hosts, h)
+	} else {
+		t.hosts[h] = f
+	}
+	return nil
 }
 
 // SetFault injects f into provider; provider "" or "*" means every provider, and a Fault with
@@ -158,13 +180,18 @@ func (t *faultTable) clear() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	clear(t.faults)
+	clear(t.hosts)
 }
 
-// draw returns the provider's fault and whether it hits this request.
-func (t *faultTable) draw(provider string) (Fault, bool) {
+// draw returns the fault of this request's host, or else of its provider, and whether it hits
+// this request.
+func (t *faultTable) draw(provider, host string) (Fault, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	f, ok := t.faults[provider]
+	f, ok := t.hosts[host]
+	if !ok {
+		f, ok = t.faults[provider]
+	}
 	if !ok {
 		return Fault{}, false
 	}

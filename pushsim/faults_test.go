@@ -150,6 +150,43 @@ func TestFailRatio(t *testing.T) {
 	}
 }
 
+// TestHostFault: a fault set on one host hits only that host, over its provider's, and clears.
+func TestHostFault(t *testing.T) {
+	s := start(t, pushsim.Config{})
+	c := client(t, s, clientOptions{})
+	app := newAppServer(t)
+	bad := subscribe(t, s, "generic", "push.bad.example.org", app)
+	good := subscribe(t, s, "generic", "push.good.example.org", app)
+	if err := s.SetHostFault("Push.Bad.Example.org.", pushsim.Fault{Kind: pushsim.Fail, Status: 503}); err != nil {
+		t.Fatal(err)
+	}
+	if got := do(t, c, pushRequest(t, app, bad, []byte("x"))); got.status != 503 {
+		t.Errorf("the faulted host answered %d, want 503", got.status)
+	}
+	if got := do(t, c, pushRequest(t, app, good, []byte("x"))); got.status != 201 {
+		t.Errorf("the other host of the same provider answered %d, want 201", got.status)
+	}
+	// A host fault wins over its provider's.
+	if err := s.SetFault("generic", pushsim.Fault{Kind: pushsim.Fail, Status: 500}); err != nil {
+		t.Fatal(err)
+	}
+	if got := do(t, c, pushRequest(t, app, bad, []byte("x"))); got.status != 503 {
+		t.Errorf("with a provider fault too, the faulted host answered %d, want its own 503", got.status)
+	}
+	if err := s.SetFault("generic", pushsim.Fault{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetHostFault("push.bad.example.org", pushsim.Fault{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := do(t, c, pushRequest(t, app, bad, []byte("x"))); got.status != 201 {
+		t.Errorf("after clearing, the host answered %d, want 201", got.status)
+	}
+	if err := s.SetHostFault("push.bad.example.org", pushsim.Fault{Kind: pushsim.Slow}); err == nil {
+		t.Error("SetHostFault took a slow fault without a delay")
+	}
+}
+
 func TestFaultsEveryProvider(t *testing.T) {
 	s := start(t, pushsim.Config{})
 	c := client(t, s, clientOptions{})

@@ -271,7 +271,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		At:       now,
 		Proto:    r.Proto,
 	}
-	if f, hit := s.faults.draw(provider); hit {
+	if f, hit := s.faults.draw(provider, d.Host); hit {
 		d.Fault = f.Kind.String()
 		switch f.Kind {
 		case Stall:

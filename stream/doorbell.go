@@ -87,21 +87,25 @@ func capDialer(dial func(ctx context.Context, network, addr string) (net.Conn, e
 		if err != nil {
 			return nil, err
 		}
-		return &cappedConn{Conn: conn, max: maxBellReply}, nil
+		return &cappedConn{Conn: conn, max: maxBellReply, num: -1}, nil
 	}
 }
 
-// cappedConn fails a Read once the reply to the last command written has passed max bytes.
-// go-redis writes a command and then reads its whole reply on one connection at a time, so
-// the count restarts at every Write.
+// cappedConn fails a Read that would hand go-redis the length of a bulk string longer than max
+// (the "$<n>" or "=<n>" of RESP: go-redis allocates n bytes as soon as it has read the length),
+// or more than max bytes of one reply in all. go-redis writes a command and then reads its
+// whole reply on one connection at a time, so the counts restart at every Write. A payload
+// that happens to hold "$" and many digits fails the read too: to the doorbell that only means
+// "something arrived", which it did.
 type cappedConn struct {
 	net.Conn
 	max  int
-	read int
+	read int // bytes of the current reply so far
+	num  int // the value of the digits after the last '$' or '=', -1 outside a length
 }
 
 func (c *cappedConn) Write(b []byte) (int, error) {
-	c.read = 0
+	c.read, c.num = 0, -1
 	return c.Conn.Write(b)
 }
 
@@ -113,6 +117,19 @@ func (c *cappedConn) Read(b []byte) (int, error) {
 		b = b[:c.max-c.read]
 	}
 	n, err := c.Conn.Read(b)
+	for _, ch := range b[:n] {
+		switch {
+		case ch == '$' || ch == '=':
+			c.num = 0
+		case c.num >= 0 && ch >= '0' && ch <= '9':
+			c.num = c.num*10 + int(ch-'0')
+			if c.num > c.max {
+				return 0, errReplyTooLarge // before go-redis sees the whole length
+			}
+		default:
+			c.num = -1
+		}
+	}
 	c.read += n
 	return n, err
 }

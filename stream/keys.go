@@ -99,6 +99,10 @@ func (k Keys) GoneMark(endpoint string) string {
 	return k.Base + "gonemark:" + hex.EncodeToString(sum[:16])
 }
 
+// MaxShards is the most shards a prefix may have: each is a hash slot of its own, with an
+// intake reader and a reader per provider in every worker.
+const MaxShards = 1024
+
 // ShardOf is the shard of a job id: CRC-32 (IEEE) of the id modulo shards. Producers and
 // workers in every language must agree on it; shards < 2 means everything is shard 0.
 func ShardOf(jobID string, shards int) int {

@@ -38,8 +38,8 @@ func (r *redisFlags) check() error {
 	if r.url == "" {
 		return fmt.Errorf("--redis is required")
 	}
-	if r.shards < 1 {
-		return fmt.Errorf("--shards must be at least 1")
+	if r.shards < 1 || r.shards > stream.MaxShards {
+		return fmt.Errorf("--shards must be 1 to %d, got %d", stream.MaxShards, r.shards)
 	}
 	return nil
 }
@@ -85,6 +85,11 @@ func keyName(s string) bool {
 	}
 	return true
 }
+
+// maxBlockingReaders bounds the readers of one worker (shards x (1 + providers)), each of which
+// holds a Redis connection while it blocks: more would exhaust Redis's connections with a few
+// replicas.
+const maxBlockingReaders = 4096
 
 func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := cli.NewFlagSet("gateway-worker run", stderr)
@@ -177,6 +182,11 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	defer sender.Close()
 	if *consumer == "" {
 		*consumer = cli.ConsumerName()
+	}
+	// Every lane reader and intake reader holds a blocking connection while it waits.
+	if readers := rf.shards * (1 + len(reg.Providers())); readers > maxBlockingReaders {
+		return fail(fmt.Errorf("--shards %d with %d providers needs %d blocking Redis connections per worker; at most %d: use fewer shards",
+			rf.shards, len(reg.Providers()), readers, maxBlockingReaders))
 	}
 	main, blocking, err := stream.Connect(rf.url, stream.ConnectOptions{
 		ClientName:       "gateway-worker",

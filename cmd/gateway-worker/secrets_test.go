@@ -133,6 +133,24 @@ func TestKeyNeverPrinted(t *testing.T) {
 	}
 }
 
+// TestKeyLostToASpaceIsNotPrinted: `--vapid-key= KEY` leaves the key as a stray word after the
+// flags; the refusal describes it without repeating it.
+func TestKeyLostToASpaceIsNotPrinted(t *testing.T) {
+	raw, pemText, _ := rawVAPIDKey(t)
+	pemBody := strings.Join(strings.Split(strings.TrimSpace(pemText), "\n")[1:4], "\n")
+	for _, cmd := range [][]string{
+		{"run", "--redis", "redis://127.0.0.1:1/0", "--subject", "mailto:ops@example.com", "--vapid-key=", raw},
+		{"send", "--subscription", "testdata/sub.json", "--subject", "mailto:ops@example.com", "--vapid-key=", raw},
+	} {
+		code, stdout, stderr := run(t, cmd...)
+		if code != 2 || !strings.Contains(stderr, "unexpected argument of 43 characters") {
+			t.Errorf("%s: exit %d, stderr %q; want 2 and the stray word described by its length", cmd[0], code, stderr)
+		}
+		assertNoKey(t, "stdout", stdout, raw, pemBody, raw)
+		assertNoKey(t, "stderr", stderr, raw, pemBody, raw)
+	}
+}
+
 // TestRawKeyWorksAndStaysOutOfLogs: the raw key the help invites is taken by run (which starts,
 // logs at debug level and stops cleanly) and by send (which delivers with it), and no log line
 // or output holds any of it.

@@ -64,13 +64,22 @@ func ParseFlags(fs *flag.FlagSet, args []string) error {
 	return err
 }
 
+// maxQuoted is the longest stray word NoArgs repeats. A longer one is described by its length
+// only: it may be a secret whose flag lost it to a space (--vapid-key= KEY), and a raw VAPID
+// key is 43 characters.
+const maxQuoted = 24
+
 // NoArgs refuses words left after the flags: a stray word stops flag parsing, so every flag
 // after it would be silently ignored.
 func NoArgs(fs *flag.FlagSet) error {
 	if fs.NArg() == 0 {
 		return nil
 	}
-	err := fmt.Errorf("unexpected argument %q (flags after it were not read)", fs.Arg(0))
+	word := fmt.Sprintf("%q", fs.Arg(0))
+	if len(fs.Arg(0)) > maxQuoted {
+		word = fmt.Sprintf("of %d characters (not repeated: it may be a secret; check for a space after a flag's =)", len(fs.Arg(0)))
+	}
+	err := fmt.Errorf("unexpected argument %s (flags after it were not read)", word)
 	fmt.Fprintf(fs.Output(), "%s: %v\n", fs.Name(), err)
 	return err
 }

@@ -97,7 +97,7 @@ func (o outcome) check(tb testing.TB) {
 
 func (o outcome) report() string {
 	return fmt.Sprintf("load: %s\n%sbreaker changes: %s\naudit: %d jobs, %d with exactly one terminal record, %d lost, %d duplicated\n",
-		o.load, table(o.phases, o.perPhase), o.breakers, o.audit.Total, o.audit.ExactlyOne, o.audit.None, o.audit.MoreThanOne)
+		o.load, table(o.phases, o.perPhase, scenario{}.feeds()), o.breakers, o.audit.Total, o.audit.ExactlyOne, o.audit.None, o.audit.MoreThanOne)
 }
 
 // TestIsolation is the proof in the test suite: 100 jobs a second over the four providers,

@@ -44,8 +44,14 @@ var allProviders = []string{"fcm", "autopush", "apple", "wns"}
 
 // scenario is one isolation run's load and timing.
 type scenario struct {
-	// arrival is the jobs per second the feeder enqueues for each provider.
+	// arrival is the jobs per second the feeder enqueues for each feed: a provider id, or a
+	// name of targets' (the jobs' ids start with it).
 	arrival map[string]float64
+	// targets, when set, are the feeds and where their subscriptions point (the fallback
+	// scenario's hosts); by default every provider of allProviders is one, at its own host.
+	targets []target
+	// registry, when set, replaces registryYAML's.
+	registry string
 	// bucket is the registry rate as a multiple of the arrival rate: above 1, so a healthy
 	// provider's throughput is its arrival rate, and the backlog a fault leaves drains at
 	// (bucket-1) × arrival.
@@ -54,6 +60,24 @@ type scenario struct {
 	warmup time.Duration
 	// phase is the length of the baseline and of each fault phase.
 	phase time.Duration
+}
+
+// target is one feed of a scenario: subscriptions of pushsim provider at host ("": the
+// provider's own).
+type target struct {
+	name, provider, host string
+}
+
+// feeds are the targets of the scenario, in the order results are printed.
+func (sc scenario) feeds() []target {
+	if len(sc.targets) > 0 {
+		return sc.targets
+	}
+	var out []target
+	for _, id := range allProviders {
+		out = append(out, target{name: id, provider: id})
+	}
+	return out
 }
 
 // phase is one measured stretch of a run.
@@ -125,7 +149,11 @@ func startRun(tb testing.TB, sc scenario) *run {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	reg, err := providers.Parse("registry.yaml", []byte(sc.registryYAML()))
+	yaml := sc.registry
+	if yaml == "" {
+		yaml = sc.registryYAML()
+	}
+	reg, err := providers.Parse("registry.yaml", []byte(yaml))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -133,7 +161,13 @@ func startRun(tb testing.TB, sc scenario) *run {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	ct, err := adapter.ParseConnectTo(sim.ConnectTo())
+	connectTo := sim.ConnectTo()
+	for _, f := range sc.feeds() {
+		if f.host != "" {
+			connectTo = append(connectTo, f.host+":443="+sim.Addr())
+		}
+	}
+	ct, err := adapter.ParseConnectTo(connectTo)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -152,13 +186,13 @@ func startRun(tb testing.TB, sc scenario) *run {
 	r.store = stream.New(main, blocking, stream.Options{Consumer: "isolation"})
 	tb.Cleanup(func() { r.store.Close() })
 	r.producer = stream.NewProducer(srv.Client(tb), "", 1)
-	for _, p := range allProviders {
+	for _, f := range sc.feeds() {
 		for range 8 {
-			s, err := sim.Subscribe(p, "", key.PublicKey())
+			s, err := sim.Subscribe(f.provider, f.host, key.PublicKey())
 			if err != nil {
 				tb.Fatal(err)
 			}
-			r.subs[p] = append(r.subs[p], s)
+			r.subs[f.name] = append(r.subs[f.name], s)
 		}
 	}
 
@@ -184,8 +218,7 @@ func startRun(tb testing.TB, sc scenario) *run {
 	return r
 }
 
-// feed enqueues jobs for every provider at its arrival rate until the returned stop is
-// called. Every 10 ms it enqueues, in one pipeline, what is due by the elapsed time, so a late
+// feed enqueues jobs for every feed at its arrival rate until the returned stop is called. Every 10 ms it enqueues, in one pipeline, what is due by the elapsed time, so a late
 // tick catches up instead of lowering the rate.
 func (r *run) feed() (stop func()) {
 	done, exited := make(chan struct{}), make(chan struct{})
@@ -199,7 +232,8 @@ func (r *run) feed() (stop func()) {
 			elapsed := time.Since(start).Seconds()
 			var lines [][]byte
 			var ids []string
-			for _, p := range allProviders {
+			for _, f := range r.sc.feeds() {
+				p := f.name
 				for due := int(elapsed * r.sc.arrival[p]); fed[p] < due; fed[p]++ {
 					id := fmt.Sprintf("%s-%06d", p, fed[p])
 					line, err := json.Marshal(map[string]any{"id": id, "subscription": r.subs[p][fed[p]%len(r.subs[p])],
@@ -233,20 +267,27 @@ func (r *run) feed() (stop func()) {
 }
 
 // measure runs one phase: fault on Autopush (Kind None for the baseline) for the scenario's
-// phase length, then the fault cleared. The phase is timed by the wall clock; sleeping is
-// what a phase is.
+// phase length, then the fault cleared.
 func (r *run) measure(name string, fault pushsim.Fault) phase {
+	r.tb.Helper()
+	return r.measureWith(name, fault, func(f pushsim.Fault) error { return r.sim.SetFault(pushsim.Autopush, f) })
+}
+
+// measureWith runs one phase with fault set by set (Kind None for the baseline) for the
+// scenario's phase length, then cleared. The phase is timed by the wall clock; sleeping is
+// what a phase is.
+func (r *run) measureWith(name string, fault pushsim.Fault, set func(pushsim.Fault) error) phase {
 	r.tb.Helper()
 	p := phase{name: name, from: time.Now()}
 	if fault.Kind != pushsim.None {
 		p.fault = fault.Kind.String()
-		if err := r.sim.SetFault(pushsim.Autopush, fault); err != nil {
+		if err := set(fault); err != nil {
 			r.tb.Fatal(err)
 		}
 	}
 	time.Sleep(r.sc.phase)
 	p.to = time.Now()
-	if err := r.sim.SetFault(pushsim.Autopush, pushsim.Fault{}); err != nil {
+	if err := set(pushsim.Fault{}); err != nil {
 		r.tb.Fatal(err)
 	}
 	return p
@@ -283,8 +324,8 @@ func (r *run) quiesce() stream.AuditReport {
 	return rep
 }
 
-// rates are the jobs ACCEPTED per second in each phase, by provider, from the ledger; codes
-// counts every ledger record by provider and code.
+// rates are the jobs ACCEPTED per second in each phase, by feed (the start of the job id),
+// from the ledger; codes counts every ledger record by feed and code.
 func (r *run) rates(phases []phase) (perPhase []map[string]float64, codes map[string]map[string]int) {
 	r.tb.Helper()
 	perPhase = make([]map[string]float64, len(phases))
@@ -293,16 +334,17 @@ func (r *run) rates(phases []phase) (perPhase []map[string]float64, codes map[st
 	}
 	codes = map[string]map[string]int{}
 	err := r.store.Results(context.Background(), func(res stream.Result) {
-		if codes[res.Provider] == nil {
-			codes[res.Provider] = map[string]int{}
+		feed, _, _ := strings.Cut(res.ID, "-")
+		if codes[feed] == nil {
+			codes[feed] = map[string]int{}
 		}
-		codes[res.Provider][res.Code]++
+		codes[feed][res.Code]++
 		if res.Code != "ACCEPTED" {
 			return
 		}
 		for i, p := range phases {
 			if !res.At.Before(p.from) && res.At.Before(p.to) {
-				perPhase[i][res.Provider]++
+				perPhase[i][feed]++
 			}
 		}
 	})
@@ -317,12 +359,13 @@ func (r *run) rates(phases []phase) (perPhase []map[string]float64, codes map[st
 	return perPhase, codes
 }
 
-// table prints accepted/s and the ratio to the baseline (phase 0), per phase and provider.
-func table(phases []phase, perPhase []map[string]float64) string {
+// table prints accepted/s and the ratio to the baseline (phase 0), per phase and feed.
+func table(phases []phase, perPhase []map[string]float64, feeds []target) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-14s %-9s %11s %9s\n", "phase", "provider", "accepted/s", "ratio")
+	fmt.Fprintf(&b, "%-14s %-9s %11s %9s\n", "phase", "feed", "accepted/s", "ratio")
 	for i, p := range phases {
-		for _, id := range allProviders {
+		for _, f := range feeds {
+			id := f.name
 			fmt.Fprintf(&b, "%-14s %-9s %11.1f %9.3f\n", p.name, id, perPhase[i][id], ratio(perPhase, i, id))
 		}
 	}
