@@ -366,9 +366,9 @@ func TestWorkerPod(t *testing.T) {
 func TestWorkerPodChecksCatchBreakage(t *testing.T) {
 	b := build(t, "overlays/production")
 	cases := []struct {
-		name  string
+		name   string
 		break_ func(d *appsv1.Deployment, c *corev1.Container)
-		want  string
+		want   string
 	}{
 		{"readiness probe removed", func(_ *appsv1.Deployment, c *corev1.Container) { c.ReadinessProbe = nil }, "readiness probe missing"},
 		{"liveness probe on readyz", func(_ *appsv1.Deployment, c *corev1.Container) { c.LivenessProbe.HTTPGet.Path = readyzPath }, "liveness probe path"},
