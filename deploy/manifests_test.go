@@ -367,7 +367,7 @@ func TestWorkerPodChecksCatchBreakage(t *testing.T) {
 	b := build(t, "overlays/production")
 	cases := []struct {
 		name   string
-		break_ func(d *appsv1.Deployment, c *corev1.Container)
+		mutate func(d *appsv1.Deployment, c *corev1.Container)
 		want   string
 	}{
 		{"readiness probe removed", func(_ *appsv1.Deployment, c *corev1.Container) { c.ReadinessProbe = nil }, "readiness probe missing"},
@@ -397,7 +397,7 @@ func TestWorkerPodChecksCatchBreakage(t *testing.T) {
 			d0, _ := b.worker(t)
 			d := d0.DeepCopy()
 			c := &d.Spec.Template.Spec.Containers[0]
-			tc.break_(d, c)
+			tc.mutate(d, c)
 			if err := errors.Join(checkWorkerPod(t, b, d, c)...); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("checks gave %v, want an error mentioning %q", err, tc.want)
 			}
@@ -610,7 +610,7 @@ func TestNetworkPolicyChecksCatchBreakage(t *testing.T) {
 	b := build(t, "overlays/production")
 	for _, tc := range []struct {
 		name   string
-		break_ func(np *networkingv1.NetworkPolicy)
+		mutate func(np *networkingv1.NetworkPolicy)
 		want   string
 	}{
 		{"link-local not excepted", func(np *networkingv1.NetworkPolicy) {
@@ -629,7 +629,7 @@ func TestNetworkPolicyChecksCatchBreakage(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			np := b.netpols[0].DeepCopy()
-			tc.break_(np)
+			tc.mutate(np)
 			if err := errors.Join(checkNetworkPolicy(np)...); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("checks gave %v, want an error mentioning %q", err, tc.want)
 			}
