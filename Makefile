@@ -5,7 +5,7 @@ BIN     := bin/gateway-worker
 PKGS    := ./...
 FUZZTIME ?= 20s
 
-.PHONY: demo test deps build vet fmt-check unit bench fuzz clean
+.PHONY: demo test deps build image vet fmt-check unit bench fuzz clean
 
 ## demo: a minute of steady traffic across the simulated push services, Autopush stalled halfway;
 ## live per-provider table, then demo-report.html and demo-report.png
@@ -15,12 +15,18 @@ demo: deps build
 ## test: everything CI runs: what the tests need, formatting, vet, the race-enabled tests
 test: deps fmt-check vet unit
 
-## deps: redis-server from Debian's packages when it is missing
+## deps: redis-server and promtool (bin/promtool) from Debian's packages when they are missing
 deps:
 	@scripts/install-deps.sh
 
 build:
 	$(GO) build -o $(BIN) ./cmd/gateway-worker
+
+## image: the worker's container image as an OCI tarball, built without a daemon or registry
+## (load it with docker load -i, podman load -i or kind load image-archive; deploy/Dockerfile is
+## the same image for builders with a daemon)
+image:
+	$(GO) run ./deploy/image/cmd/gateway-worker-image -out bin/gateway-worker-image.tar
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
