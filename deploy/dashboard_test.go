@@ -128,12 +128,16 @@ func checkDashboard(d dashJSON, qc queryContext) []error {
 }
 
 // decodeDashboard decodes a dashboard with the SDK's strict decoder, its timeseries options and
-// Prometheus queries by their own strict decoders.
+// Prometheus queries by their own strict decoders. The file is Grafana's classic dashboard
+// JSON, the form every Grafana imports and provisions; the SDK's dashboardv2 is the newer
+// resource schema, another shape of file.
+//
+//lint:ignore SA1019 the classic model is the one this file is written in (see above)
 func decodeDashboard(raw []byte) (*dashboard.Dashboard, error) {
 	rt := cog.NewRuntime()
 	rt.RegisterPanelcfgVariant(timeseries.VariantConfig())
 	rt.RegisterDataqueryVariant(grafanaprom.VariantConfig())
-	var d dashboard.Dashboard
+	var d dashboard.Dashboard //lint:ignore SA1019 the classic model, as above
 	err := d.UnmarshalJSONStrict(raw)
 	// The SDK returns its error list as an error even when the list is empty.
 	var list cog.BuildErrors

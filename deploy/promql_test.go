@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 
@@ -63,7 +64,7 @@ func selectors(expr string) ([]use, error) {
 		u := use{name: vs.Name, matchers: vs.LabelMatchers}
 		if u.name == "" {
 			for _, m := range vs.LabelMatchers {
-				if m.Name == labels.MetricName && m.Type == labels.MatchEqual {
+				if m.Name == model.MetricNameLabel && m.Type == labels.MatchEqual {
 					u.name = m.Value
 				}
 			}
@@ -159,7 +160,7 @@ func checkQuery(where, expr string, qc queryContext) []error {
 			bad("queue gauge %s is combined with %s; every replica reports the same value, so take max", fname, what)
 		}
 		for _, m := range u.matchers {
-			if m.Name == labels.MetricName {
+			if m.Name == model.MetricNameLabel {
 				continue
 			}
 			known := slices.Contains(f.labels, m.Name) || slices.Contains(targetLabels, m.Name) ||
@@ -318,7 +319,7 @@ func checkPrometheusTrigger(b *built, so *scaledObject, tr scaleTrigger, ids []s
 // matchesAll says whether a series with these labels (others empty) passes every matcher.
 func matchesAll(ms []*labels.Matcher, lbls map[string]string) bool {
 	for _, m := range ms {
-		if m.Name == labels.MetricName {
+		if m.Name == model.MetricNameLabel {
 			continue
 		}
 		if !m.Matches(lbls[m.Name]) {
