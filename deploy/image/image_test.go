@@ -120,8 +120,10 @@ func TestImage(t *testing.T) {
 	if cfg.OS != "linux" || cfg.Architecture == "" {
 		t.Errorf("platform %s/%s", cfg.OS, cfg.Architecture)
 	}
-	if cfg.Config.User != image.User || !regexp.MustCompile(`^[1-9][0-9]*:[1-9][0-9]*$`).MatchString(cfg.Config.User) {
-		t.Errorf("User = %q, want the numeric non-root %q", cfg.Config.User, image.User)
+	// Numeric and not 0, so that the kubelet can enforce runAsNonRoot; 65532 is the user the
+	// manifests run as (runAsUser, fsGroup).
+	if cfg.Config.User != "65532:65532" || !regexp.MustCompile(`^[1-9][0-9]*:[1-9][0-9]*$`).MatchString(cfg.Config.User) {
+		t.Errorf("User = %q, want the numeric non-root 65532:65532", cfg.Config.User)
 	}
 	if diff := cmp.Diff([]string{"/gateway-worker"}, cfg.Config.Entrypoint); diff != "" {
 		t.Errorf("Entrypoint (-want +got):\n%s", diff)
