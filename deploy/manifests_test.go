@@ -24,6 +24,7 @@ import (
 	psaapi "k8s.io/pod-security-admission/api"
 	"k8s.io/pod-security-admission/policy"
 
+	"github.com/webpush-gateway/webpush-gateway/deploy/image"
 	"github.com/webpush-gateway/webpush-gateway/providers"
 	"github.com/webpush-gateway/webpush-gateway/stream"
 )
@@ -279,8 +280,10 @@ func checkWorkerPod(t *testing.T, b *built, d *appsv1.Deployment, c *corev1.Cont
 			bad("VAPID key %q is not a file of the gateway-vapid mount %s", file, keyMount)
 		}
 	}
-	if spec.SecurityContext == nil || spec.SecurityContext.FSGroup == nil {
+	if sc := spec.SecurityContext; sc == nil || sc.FSGroup == nil {
 		bad("no fsGroup: a 0400 secret file belongs to root and the non-root worker cannot read it")
+	} else if sc.RunAsUser == nil || *sc.RunAsUser != image.UID || sc.RunAsGroup == nil || *sc.RunAsGroup != image.GID || *sc.FSGroup != image.GID {
+		bad("pod runs as %v:%v with fsGroup %v, want the image's user %d:%d", derefInt64(sc.RunAsUser), derefInt64(sc.RunAsGroup), *sc.FSGroup, image.UID, image.GID)
 	}
 	if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
 		bad("pod mounts a service account token; the worker calls no Kubernetes API")
