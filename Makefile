@@ -1,7 +1,7 @@
 # The README's two commands are `make demo` and `make test`; everything else is for developers.
 GO      ?= go
 export PATH := $(PATH):/usr/local/go/bin
-BIN     := bin/gateway-worker
+BINS    := gateway-worker gateway-lab pushsim
 PKGS    := ./...
 FUZZTIME ?= 20s
 
@@ -10,7 +10,7 @@ FUZZTIME ?= 20s
 ## demo: a minute of steady traffic across the simulated push services, Autopush stalled halfway;
 ## live per-provider table, then demo-report.html and demo-report.png
 demo: deps build
-	$(BIN) demo
+	bin/gateway-lab demo
 
 ## test: everything CI runs: what the tests need, formatting, vet, the race-enabled tests
 test: deps fmt-check vet unit
@@ -19,8 +19,10 @@ test: deps fmt-check vet unit
 deps:
 	@scripts/install-deps.sh
 
+## build: the worker (bin/gateway-worker, the product), the lab's demo and bench
+## (bin/gateway-lab) and the simulator (bin/pushsim)
 build:
-	$(GO) build -o $(BIN) ./cmd/gateway-worker
+	$(GO) build -o bin/ $(addprefix ./cmd/,$(BINS))
 
 ## image: the worker's container image as an OCI tarball, built without a daemon or registry
 ## (load it with docker load -i, podman load -i or kind load image-archive; deploy/Dockerfile is
@@ -41,7 +43,7 @@ unit:
 ## bench: the side-by-side run (gateway, webpush-go consumer, Node web-push, encryption floor)
 ## and the micro-benchmarks recorded in BENCHMARKS.md
 bench: deps build
-	$(BIN) bench --profile
+	bin/gateway-lab bench --profile
 	$(GO) test -run '^$$' -bench . -benchmem ./ece/ ./vapid/ ./adapter/ ./taxonomy/ ./providers/
 	$(GO) test -run '^$$' -bench BenchmarkPipeline -benchtime 3x ./test/pipeline/
 

@@ -206,26 +206,21 @@ func TestRedeliveredJobWithSentMarkIsNotSentAgain(t *testing.T) {
 		t.Fatalf("Run: %v", err)
 	}
 
-	// The upstream enqueues the job again, and a consumer that then dies ("ghost") reads the
-	// copy from the lane: it is pending, idle, and must be reclaimed by the next worker.
-	e.enqueue(j)
+	// A copy of the job reaches the lane past the intake's check (an attempt that was
+	// reclaimed while it was being recorded leaves one), and a consumer that then dies
+	// ("ghost") reads it: it is pending, idle, and must be reclaimed by the next worker, which
+	// must see the sent mark rather than send it again.
 	ghost := e.newStore("ghost")
 	ctx := context.Background()
-	ins, err := ghost.ReadIntake(ctx, 0, 10, 0)
-	if err != nil || len(ins) != 1 {
-		t.Fatalf("ghost ReadIntake: %d entries, %v", len(ins), err)
-	}
-	if ok, err := ghost.ToLane(ctx, ins[0], "fcm", string(j), e.clock.Now().UnixMilli()); !ok || err != nil {
-		t.Fatalf("ghost ToLane: %v %v", ok, err)
-	}
 	lane := e.store.LaneStream(0, "fcm")
+	e.xadd(lane, "job", string(j), "provider", "fcm", "attempt", "0", "enqueued_at", strconv.FormatInt(e.clock.Now().UnixMilli(), 10))
 	if got, err := ghost.ReadLane(ctx, 0, "fcm", 10, 0); err != nil || len(got) != 1 {
 		t.Fatalf("ghost ReadLane: %d entries, %v", len(got), err)
 	}
 
 	cfg := e.config(e.newStore("w2"))
 	cfg.VisibilityTimeout = 50 * time.Millisecond
-	e.start(cfg)
+	e.passReclaimGrace(e.start(cfg))
 	waitFor(t, "the reclaimed copy acknowledged", func() bool { return e.pending(lane) == 0 && e.queuesEmpty() })
 
 	// A copy arriving while the worker runs goes the same way, through intake.

@@ -333,6 +333,24 @@ func (e *env) enqueue(jobs ...[]byte) {
 
 // config is the worker configuration tests start from: the env's parts, short loop periods so
 // outcomes show quickly, and a fixed jitter draw so due times are exact.
+// passReclaimGrace steps the clock past the time a worker waits, after Redis starts answering,
+// before it reclaims anything (reclaimer.allowed): every live replica has beaten by then. The
+// next heartbeat, at most one period later, lets the reclaimer run.
+// It waits for w to be running first, so the step counts for it.
+func (e *env) passReclaimGrace(w *worker) {
+	e.t.Helper()
+	waitFor(e.t, "the worker running", func() bool {
+		return strings.Contains(e.logs.String()[w.logFrom:], "dispatch: running")
+	})
+	e.stepReclaimGrace()
+}
+
+// stepReclaimGrace steps the clock past the reclaim grace.
+func (e *env) stepReclaimGrace() {
+	hb := e.reg.Heartbeat()
+	e.clock.Step(hb.StaleAfter + hb.Every + time.Millisecond)
+}
+
 func (e *env) config(store *stream.Store) Config {
 	return Config{
 		Store: store, Sender: e.sender, Registry: e.reg,
@@ -352,12 +370,14 @@ type worker struct {
 	errc   chan error
 	once   sync.Once
 	err    error
+	// logFrom is the length of the env's log when the worker started: its lines come after.
+	logFrom int
 }
 
 // start runs the worker until stop (or the end of the test).
 func (e *env) start(cfg Config) *worker {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &worker{t: e.t, cancel: cancel, errc: make(chan error, 1)}
+	w := &worker{t: e.t, cancel: cancel, errc: make(chan error, 1), logFrom: len(e.logs.String())}
 	go func() { w.errc <- Run(ctx, cfg) }()
 	e.t.Cleanup(func() { w.stop() })
 	return w

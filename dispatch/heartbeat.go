@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/providers"
@@ -16,19 +17,31 @@ const leaveTimeout = 2 * time.Second
 type heartbeatParams struct {
 	cfg    *Config // shared, read-only after Run applied the defaults
 	limits *fleetLimits
+	health *redisHealth
 	hb     providers.HeartbeatConfig
 }
 
-// heartbeat tells the fleet this replica is alive, every hb.Every, and learns how many
-// replicas are: the rate and burst in registry.yaml are for the whole fleet, so each replica's
-// buckets take 1/live of them. A replica that dies stops counting StaleAfter after its last
-// beat; one that shuts down leaves at once.
+// aliveView is the fleet as this replica's last successful heartbeat saw it: the consumer names
+// of the live replicas, this one included, and when (cfg.Now).
+type aliveView struct {
+	names []string
+	at    time.Time
+}
+
+// heartbeat tells the fleet this replica is alive, every hb.Every, and learns which replicas
+// are: the rate and burst in registry.yaml are for the whole fleet, so each replica's buckets
+// take 1/live of them, and the reclaimer leaves alone the entries of every live replica. A
+// replica that dies stops counting StaleAfter after its last beat; one that shuts down leaves
+// at once. A failed beat is tried again at the next period, never later: a replica that
+// comes back from an outage must beat before the others would take it for dead.
 type heartbeat struct {
 	heartbeatParams
 	stopper
 	// live is the count the buckets were last shared by; owned by the loop's goroutine (and by
 	// Run's first beat, before the loop starts).
 	live int
+	// view is the last successful beat's list, read by the reclaimer.
+	view atomic.Pointer[aliveView]
 }
 
 func newHeartbeat(p heartbeatParams) *heartbeat {
@@ -39,19 +52,35 @@ func newHeartbeat(p heartbeatParams) *heartbeat {
 // beats once before the lanes start). When the loop stops, the replica leaves the live set.
 func (h *heartbeat) start(wg *sync.WaitGroup) {
 	goCounted(wg, func() {
-		ticking(h.done, h.hb.Every, false, h.cfg.Logger, "heartbeat", h.beat)
-		h.leave()
+		ctx, cancel := untilClosed(h.done)
+		defer cancel()
+		t := time.NewTicker(h.hb.Every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				h.leave()
+				return
+			case <-t.C:
+			}
+			if err := h.beat(ctx); err != nil && ctx.Err() == nil {
+				h.cfg.Logger.Warn("dispatch: heartbeat failed; trying again at the next period", "err", err, "every", h.hb.Every.String())
+			}
+		}
 	})
 }
 
 // beat records this replica as alive and, when the number of live replicas changed, gives
 // every bucket its new share.
 func (h *heartbeat) beat(ctx context.Context) error {
-	live, err := h.cfg.Store.Heartbeat(ctx, h.cfg.Now(), h.hb.StaleAfter)
+	now := h.cfg.Now()
+	names, err := h.cfg.Store.Heartbeat(ctx, now, h.hb.StaleAfter)
+	h.health.observe(-1, err, h.cfg.Now())
 	if err != nil {
 		return err
 	}
-	live = max(live, 1) // this replica just wrote itself
+	h.view.Store(&aliveView{names: names, at: now})
+	live := max(len(names), 1) // this replica just wrote itself
 	if live != h.live {
 		h.limits.share(h.cfg.Now(), live)
 		h.cfg.Logger.Info("dispatch: live replicas changed; provider rates re-shared", "live", live, "was", h.live)
@@ -59,6 +88,9 @@ func (h *heartbeat) beat(ctx context.Context) error {
 	}
 	return nil
 }
+
+// alive is the last successful beat's view, nil before the first.
+func (h *heartbeat) alive() *aliveView { return h.view.Load() }
 
 // leave takes this replica out of the live set, so the others take its share of every rate at
 // their next beat. Shutdown runs it after the last send.

@@ -19,6 +19,7 @@ type intakeParams struct {
 	shard int
 	// limits count the arrivals per provider, which the budget loop shares slots by.
 	limits *fleetLimits
+	health *redisHealth
 }
 
 // intake reads a shard's intake stream in batches, validates each job, and moves it to its
@@ -46,8 +47,16 @@ func (in *intake) run() {
 	cfg, log := in.cfg, in.cfg.Logger
 	var p pause
 	for ctx.Err() == nil {
-		// The read blocks for at most Block, which is what bounds how long shutdown waits for it.
-		entries, err := cfg.Store.ReadIntake(ctx, in.shard, cfg.IntakeBatch, cfg.Block)
+		// No new work while the shard cannot record what happens to it (see redisHealth).
+		if !in.health.waitOpen(ctx, in.shard, cfg.Block) {
+			return
+		}
+		// The read waits for at most Block, which is what bounds how long shutdown waits for it.
+		// Entries that break the entry rules are dead-lettered by the read itself, in Redis.
+		entries, refused, err := cfg.Store.ReadIntake(ctx, in.shard, cfg.IntakeBatch, cfg.Block)
+		if ctx.Err() == nil {
+			in.health.observe(in.shard, err, cfg.Now())
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -57,10 +66,13 @@ func (in *intake) run() {
 			continue
 		}
 		p.reset()
+		for _, r := range refused {
+			log.Info("dispatch: invalid job dead-lettered", "shard", in.shard, "id", logID(r.ID), "reason", r.Reason)
+		}
 		// A batch that was read is moved even when the stop comes meanwhile: moving is quick
 		// and sends nothing, and an entry left pending would wait a visibility timeout for a
-		// reclaimer. Once stopped, a failed move is not retried (retryRedis gives up when
-		// done is closed). An entry whose move fails stays pending under this consumer, so
+		// reclaimer. Once stopped, a failed move is not retried (the retry gives up when done
+		// is closed). An entry whose move fails stays pending under this consumer, so
 		// moving on loses nothing. The entries are moved at once, each on a worker goroutine,
 		// so that the store sends their moves in one pipeline rather than one round trip each.
 		mctx := context.WithoutCancel(ctx)
@@ -104,11 +116,21 @@ func (in *intake) handle(ctx context.Context, e stream.Entry) error {
 		return in.dead(ctx, e, job.ID, fmt.Sprintf("vapid_key: no key named %q is configured", job.VAPIDKey), raw)
 	}
 	provider := route.Provider.ID
-	err = in.move(ctx, "to lane", e, func(ctx context.Context) (bool, error) {
-		return cfg.Store.ToLane(ctx, e, provider, raw, job.EnqueuedAt.UnixMilli())
+	var v stream.LaneVerdict
+	err = in.health.retry(ctx, in.done, e.Shard, "to lane", false, cfg.Now, func(ctx context.Context) (err error) {
+		v, err = cfg.Store.ToLane(ctx, e, provider, job.ID, raw, job.EnqueuedAt.UnixMilli())
+		return err
 	})
-	if pl := in.limits.byID[provider]; err == nil && pl != nil {
-		pl.arrivals.Add(1)
+	switch {
+	case err != nil:
+	case v == stream.LaneNotOwner:
+		in.notOwner(e)
+	case v == stream.Copy:
+		cfg.Logger.Debug("dispatch: copy of a job already held or sent; acknowledged", "shard", e.Shard, "id", job.ID)
+	default:
+		if pl := in.limits.byID[provider]; pl != nil {
+			pl.arrivals.Add(1)
+		}
 	}
 	return err
 }
@@ -124,19 +146,23 @@ func (in *intake) dead(ctx context.Context, e stream.Entry, id, reason, raw stri
 	})
 }
 
-// move runs one state change of an intake entry, retrying Redis errors for up to the
-// visibility timeout. A false result means another consumer owns the entry now, which is
-// not an error: that consumer moves it.
+// move runs one state change of an intake entry, retrying Redis errors until it succeeds or
+// the intake stops (then the entry stays pending for this consumer or another). A false result
+// means another consumer owns the entry now, which is not an error: that consumer moves it.
 func (in *intake) move(ctx context.Context, what string, e stream.Entry, op func(context.Context) (bool, error)) error {
 	var owned bool
-	err := retryRedis(ctx, in.done, in.cfg.Logger, what, in.cfg.VisibilityTimeout, func(ctx context.Context) (err error) {
+	err := in.health.retry(ctx, in.done, e.Shard, what, false, in.cfg.Now, func(ctx context.Context) (err error) {
 		owned, err = op(ctx)
 		return err
 	})
 	if err == nil && !owned {
-		in.cfg.Logger.Debug("dispatch: entry reclaimed by another consumer; left to it", "stream", e.Stream, "entry", e.ID)
+		in.notOwner(e)
 	}
 	return err
+}
+
+func (in *intake) notOwner(e stream.Entry) {
+	in.cfg.Logger.Debug("dispatch: entry reclaimed by another consumer; left to it", "stream", e.Stream, "entry", e.ID)
 }
 
 // endpointReason is the dead-letter reason for an endpoint the registry refuses. Resolve's

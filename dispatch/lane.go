@@ -16,12 +16,6 @@ import (
 // after the job's first attempt.
 const goneMeanwhile = "endpoint reported gone meanwhile; not retried"
 
-// recordAfterAbort is how long the outcome of a send may still take to be written once the
-// grace period has ended (see recordContext): without the record of an accepted push (and its
-// sent mark) a reclaiming replica would send the job a second time. It lengthens a shutdown
-// only while Redis is slow or gone.
-const recordAfterAbort = 5 * time.Second
-
 // gatherWait is how long a lane whose slots are nearly all taken waits for a few more to come
 // back before it reads. Under a backlog the slots are the limit and free one send at a time:
 // reading each as it frees costs a round trip (and a wake-up) per job; gathered, the worker's
@@ -45,6 +39,9 @@ type laneParams struct {
 	lim *providerLimits
 	// hosts is the breaker of unknown hosts, shared by every lane.
 	hosts *limits.HostBreaker
+	// health is the worker's view of Redis: the lane reads nothing while its shard's gate is
+	// closed, and its writes report to it.
+	health *redisHealth
 	// abort is closed when the grace period ends; it cancels the sends still in flight.
 	abort <-chan struct{}
 }
@@ -146,6 +143,11 @@ func (l *lane) run() {
 	last := limits.Closed
 	gathered := false // this round already waited gatherWait
 	for ctx.Err() == nil {
+		// No new work while the shard cannot record what happens to it (see redisHealth). The
+		// reclaimer offers nothing then either.
+		if !l.health.waitOpen(ctx, l.shard, cfg.Block) {
+			return
+		}
 		// Reclaimed entries first: they have waited a visibility timeout already.
 		if !l.startOffered(ctx, sendCtx) {
 			return
@@ -192,6 +194,9 @@ func (l *lane) run() {
 			continue
 		}
 		entries, err := cfg.Store.ReadLane(ctx, l.shard, l.provider, n, cfg.Block)
+		if ctx.Err() == nil {
+			l.health.observe(l.shard, err, cfg.Now())
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return

@@ -16,10 +16,10 @@ import (
 // handle is the life of one lane entry: the checks that may spare a send, the provider's
 // admission (host breaker, ratio breaker, token bucket), the send, and the one state change
 // that records its outcome. stop is the reader's context, cancelled when the lane is told to
-// stop: an entry still waiting for its token then stays pending for another replica, like
-// the entries read and never started. ctx is cancelled only when the grace period of a
-// shutdown ends. lj and reason are parseLaneEntry's; reclaimed says the reclaimer handed e
-// over; readAt is when the lane took it (real time).
+// stop: an entry still waiting for its token, or for Redis to answer a check, then stays
+// pending for another replica, like the entries read and never started. ctx is cancelled only
+// when the grace period of a shutdown ends. lj and reason are parseLaneEntry's; reclaimed says
+// the reclaimer handed e over; readAt is when the lane took it (real time).
 func (l *lane) handle(stop, ctx context.Context, e stream.Entry, lj *laneJob, reason string, reclaimed bool, readAt time.Time) {
 	cfg := l.cfg
 	// The entry counts as queued for a token (see providerLimits.readable) until it has one or
@@ -32,34 +32,38 @@ func (l *lane) handle(stop, ctx context.Context, e stream.Entry, lj *laneJob, re
 		}
 	}
 	defer tokenDone()
-	if reclaimed && !l.stillOurs(ctx, e) {
+	if reclaimed && !l.stillOurs(ctx, stop, e) {
 		return
 	}
 	if reason != "" {
 		id := bestEffortID(lj.raw)
-		l.toDead(ctx, e, stream.DeadRecord{ID: id, Code: string(taxonomy.InvalidJob), Reason: reason,
+		l.toDead(ctx, e, lj, stream.DeadRecord{ID: id, Code: string(taxonomy.InvalidJob), Reason: reason,
 			Attempt: lj.attempt, Provider: l.provider, Job: lj.raw, At: cfg.Now()})
 		return
 	}
 	j := lj.job
 
-	// A copy of a job already accepted (a duplicate XADD, or an entry reclaimed from a replica
-	// that recorded it) is acknowledged without a second send; the first one wrote the ledger.
-	var sent bool
-	if l.ask(ctx, "check sent mark", func(ctx context.Context) (err error) {
-		sent, err = cfg.Store.WasSent(ctx, e.Shard, j.ID)
-		return err
-	}) != nil {
-		return
-	}
-	if sent {
-		l.move(ctx, "ack sent copy", e, func(ctx context.Context) (bool, error) { return cfg.Store.AckSent(ctx, e) })
-		return
+	// A job that was accepted by another attempt meanwhile is acknowledged without a second
+	// send; that attempt wrote the ledger. Only a retry or a reclaimed entry can be one: intake
+	// moves no copy of a held or sent job into a lane (stream's ToLane), so a first delivery
+	// needs no look.
+	if lj.attempt > 0 || reclaimed {
+		var sent bool
+		if l.ask(ctx, stop, e, "check sent mark", func(ctx context.Context) (err error) {
+			sent, err = cfg.Store.WasSent(ctx, e.Shard, j.ID)
+			return err
+		}) != nil {
+			return
+		}
+		if sent {
+			l.move(ctx, "ack sent copy", e, lj, "", func(ctx context.Context) (bool, error) { return cfg.Store.AckSent(ctx, e, j.ID) })
+			return
+		}
 	}
 	base := stream.Result{ID: j.ID, Provider: l.provider, Attempt: lj.attempt}
 	if lj.attempt > 0 {
 		var gone bool
-		if l.ask(ctx, "check gone mark", func(ctx context.Context) (err error) {
+		if l.ask(ctx, stop, e, "check gone mark", func(ctx context.Context) (err error) {
 			gone, err = cfg.Store.IsGone(ctx, e.Shard, j.Subscription.Endpoint)
 			return err
 		}) != nil {
@@ -68,20 +72,20 @@ func (l *lane) handle(stop, ctx context.Context, e stream.Entry, lj *laneJob, re
 		if gone {
 			r := base
 			r.Code, r.Detail, r.At = string(taxonomy.Gone), goneMeanwhile, cfg.Now()
-			l.finish(ctx, e, r)
+			l.finish(ctx, e, lj, r)
 			return
 		}
 	}
 	// Checked before admission so that jobs which ran out while the breaker was open cost no
 	// token and no probe when the lane reads them again.
 	if r, ok := l.expired(lj, base, cfg.Now()); ok {
-		l.finish(ctx, e, r)
+		l.finish(ctx, e, lj, r)
 		return
 	}
 	key := cfg.Keys[j.VAPIDKey]
 	if key == nil {
 		// Intake checked the name; this replica may run with other keys than the one that did.
-		l.toDead(ctx, e, stream.DeadRecord{ID: j.ID, Code: string(taxonomy.InvalidJob),
+		l.toDead(ctx, e, lj, stream.DeadRecord{ID: j.ID, Code: string(taxonomy.InvalidJob),
 			Reason:  fmt.Sprintf("vapid_key: no key named %q is configured", j.VAPIDKey),
 			Attempt: lj.attempt, Provider: l.provider, Job: lj.raw, At: cfg.Now()})
 		return
@@ -116,7 +120,7 @@ func (l *lane) handle(stop, ctx context.Context, e stream.Entry, lj *laneJob, re
 	tokenDone()
 	// An entry that waited here (for a slot, for a token) for half the visibility timeout may
 	// have been reclaimed by another replica meanwhile, which would send it too: look first.
-	if time.Since(readAt) > l.recheckAfter && !l.stillOurs(ctx, e) {
+	if time.Since(readAt) > l.recheckAfter && !l.stillOurs(ctx, stop, e) {
 		done(limits.Excluded)
 		return
 	}
@@ -124,7 +128,7 @@ func (l *lane) handle(stop, ctx context.Context, e stream.Entry, lj *laneJob, re
 	now := cfg.Now()
 	if r, ok := l.expired(lj, base, now); ok { // the token took the last of the TTL
 		done(limits.Excluded)
-		l.finish(ctx, e, r)
+		l.finish(ctx, e, lj, r)
 		return
 	}
 	remaining := time.Duration(j.TTL)*time.Second - now.Sub(lj.enqueued)
@@ -144,8 +148,8 @@ func (l *lane) handle(stop, ctx context.Context, e stream.Entry, lj *laneJob, re
 		return
 	}
 	// The push went out, or the provider answered: its outcome is written even when the grace
-	// period ends before or during the write.
-	ctx, cancel := recordContext(ctx)
+	// period ends before or during the write (see recordContext).
+	ctx, cancel := recordContext(ctx, cfg.RecordGrace)
 	defer cancel()
 	done(breakerResult(out))
 	if host != "" {
@@ -176,9 +180,9 @@ func (l *lane) tell(lj *laneJob, out taxonomy.Outcome, at time.Time) {
 // owner, so the reclaimer can claim an entry of our own that idled past the visibility timeout
 // just as the goroutine that had it finishes it, and then offer it once that goroutine has let
 // go (see lane.held). Without this check the job would go out a second time.
-func (l *lane) stillOurs(ctx context.Context, e stream.Entry) bool {
+func (l *lane) stillOurs(ctx, stop context.Context, e stream.Entry) bool {
 	var owned bool
-	if l.ask(ctx, "check owner", func(ctx context.Context) (err error) {
+	if l.ask(ctx, stop, e, "check owner", func(ctx context.Context) (err error) {
 		owned, err = l.cfg.Store.Owns(ctx, e)
 		return err
 	}) != nil {
@@ -193,11 +197,11 @@ func (l *lane) stillOurs(ctx context.Context, e stream.Entry) bool {
 
 // recordContext is the context the outcome of a send is written under. It is not cancelled
 // with ctx: a push that went out must be recorded (an accepted one with its sent mark, or the
-// replica that reclaims the entry sends it a second time), and the write retries Redis errors
-// for up to the visibility timeout as every state change does. Once ctx is cancelled (the
-// grace period of a shutdown has ended, before the write or while it runs) the write has
-// recordAfterAbort more, so that a shutdown still ends when Redis is gone.
-func recordContext(ctx context.Context) (context.Context, context.CancelFunc) {
+// replica that takes over the entry sends it a second time), and the write retries Redis
+// errors for as long as the process runs. Once ctx is cancelled (the grace period of a
+// shutdown has ended, before the write or while it runs) the write has grace more, so that a
+// shutdown still ends when Redis is gone; an outcome not written by then is logged (see move).
+func recordContext(ctx context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var (
 		mu    sync.Mutex
@@ -207,7 +211,7 @@ func recordContext(ctx context.Context) (context.Context, context.CancelFunc) {
 		mu.Lock()
 		defer mu.Unlock()
 		if rctx.Err() == nil { // the write has not finished yet
-			timer = time.AfterFunc(recordAfterAbort, cancel)
+			timer = time.AfterFunc(grace, cancel)
 		}
 	})
 	return rctx, func() {
@@ -258,7 +262,7 @@ func (l *lane) hostKey(endpoint string) string {
 // (in the lane), so moving it to the delayed set adds nothing the caps protect, and counting it
 // as its recipient's retry would dead-letter that recipient's real retries at the cap.
 func (l *lane) putBack(ctx context.Context, e stream.Entry, lj *laneJob, due time.Time) {
-	l.toDelayed(ctx, e, stream.RetryRecord{
+	l.toDelayed(ctx, e, lj, stream.RetryRecord{
 		ID: lj.job.ID, Provider: l.provider, Due: due, Attempt: lj.attempt,
 		Job: lj.raw, EnqueuedAtMs: lj.enqueued.UnixMilli(), At: l.cfg.Now(),
 	})
@@ -271,7 +275,7 @@ func (l *lane) record(ctx context.Context, e stream.Entry, lj *laneJob, out taxo
 	switch {
 	case out.Code == taxonomy.Accepted:
 		r.Sent = true
-		l.finish(ctx, e, r)
+		l.finish(ctx, e, lj, r)
 	case out.Code == taxonomy.Gone || out.Code == taxonomy.KeyMismatch:
 		// The upstream must delete or renew the subscription: the gone stream tells it which.
 		// Only GONE marks the endpoint, which drops the retries queued for it: an endpoint that
@@ -279,21 +283,21 @@ func (l *lane) record(ctx context.Context, e stream.Entry, lj *laneJob, out taxo
 		// one's retry under another vapid_key, or another job) still goes through.
 		r.Gone, r.Endpoint = true, j.Subscription.Endpoint
 		r.MarkGone = out.Code == taxonomy.Gone
-		l.finish(ctx, e, r)
+		l.finish(ctx, e, lj, r)
 	case out.Code.Retryable():
 		remaining := time.Duration(j.TTL)*time.Second - r.At.Sub(lj.enqueued)
 		due, v := cfg.Backoff.next(r.At, lj.attempt, out.RetryAfter, remaining, cfg.Rand())
 		switch v {
 		case retriesExhausted:
-			l.toDead(ctx, e, stream.DeadRecord{ID: j.ID, Code: string(out.Code),
+			l.toDead(ctx, e, lj, stream.DeadRecord{ID: j.ID, Code: string(out.Code),
 				Reason:  fmt.Sprintf("gave up after %d attempts: %s", lj.attempt+1, describe(out)),
 				Attempt: lj.attempt, Provider: l.provider, Job: lj.raw, At: r.At})
 		case retryExpired:
 			r.Code = string(taxonomy.Expired)
 			r.Detail = fmt.Sprintf("ttl ends before attempt %d could be made; last attempt: %s", lj.attempt+2, describe(out))
-			l.finish(ctx, e, r)
+			l.finish(ctx, e, lj, r)
 		default:
-			l.toDelayed(ctx, e, stream.RetryRecord{
+			l.toDelayed(ctx, e, lj, stream.RetryRecord{
 				ID: j.ID, Provider: l.provider, Recipient: j.Recipient, Due: due, Attempt: lj.attempt + 1,
 				Job: lj.raw, EnqueuedAtMs: lj.enqueued.UnixMilli(),
 				MaxDelayed: capArg(cfg.MaxDelayed), MaxPerRecipient: capArg(cfg.MaxPerRecipient),
@@ -301,7 +305,7 @@ func (l *lane) record(ctx context.Context, e stream.Entry, lj *laneJob, out taxo
 			})
 		}
 	default:
-		l.finish(ctx, e, r)
+		l.finish(ctx, e, lj, r)
 	}
 }
 
@@ -320,52 +324,62 @@ func describe(out taxonomy.Outcome) string {
 	return s
 }
 
-func (l *lane) finish(ctx context.Context, e stream.Entry, r stream.Result) {
-	l.move(ctx, "finish", e, func(ctx context.Context) (bool, error) { return l.cfg.Store.Finish(ctx, e, r) })
+func (l *lane) finish(ctx context.Context, e stream.Entry, lj *laneJob, r stream.Result) {
+	l.move(ctx, "finish", e, lj, r.Code, func(ctx context.Context) (bool, error) { return l.cfg.Store.Finish(ctx, e, r) })
 }
 
-func (l *lane) toDead(ctx context.Context, e stream.Entry, d stream.DeadRecord) {
+func (l *lane) toDead(ctx context.Context, e stream.Entry, lj *laneJob, d stream.DeadRecord) {
 	l.cfg.Logger.Info("dispatch: job dead-lettered", "shard", e.Shard, "provider", l.provider,
 		"id", logID(d.ID), "code", d.Code, "reason", d.Reason)
-	l.move(ctx, "to dead", e, func(ctx context.Context) (bool, error) { return l.cfg.Store.ToDead(ctx, e, d) })
+	l.move(ctx, "to dead", e, lj, d.Code, func(ctx context.Context) (bool, error) { return l.cfg.Store.ToDead(ctx, e, d) })
 }
 
-func (l *lane) toDelayed(ctx context.Context, e stream.Entry, r stream.RetryRecord) {
+func (l *lane) toDelayed(ctx context.Context, e stream.Entry, lj *laneJob, r stream.RetryRecord) {
 	var v stream.RetryVerdict
-	err := l.ask(ctx, "to delayed", func(ctx context.Context) (err error) {
+	l.move(ctx, "to delayed", e, lj, r.Code, func(ctx context.Context) (_ bool, err error) {
 		v, err = l.cfg.Store.ToDelayed(ctx, e, r)
-		return err
+		return v != stream.NotOwner, err
 	})
-	if err != nil {
-		return
-	}
 	switch v {
-	case stream.Queued:
-	case stream.NotOwner:
-		l.notOwner(e)
+	case stream.Queued, stream.NotOwner:
+	case stream.AckedCopy:
+		l.cfg.Logger.Debug("dispatch: a copy of this job already waits to retry; acknowledged",
+			"shard", e.Shard, "provider", l.provider, "id", r.ID)
 	default:
-		// Past a cap (or for a second copy of an id already waiting) the script wrote the dead
-		// record itself, with the reason.
+		// Past a cap the script wrote the dead record itself, with the reason.
 		l.cfg.Logger.Info("dispatch: retry refused by the delayed set; dead-lettered",
-			"shard", e.Shard, "provider", l.provider, "id", r.ID, "verdict", v)
+			"shard", e.Shard, "provider", l.provider, "id", r.ID, "verdict", v.String())
 	}
 }
 
-// move runs one state change of e and logs when another consumer owns the entry by now.
-func (l *lane) move(ctx context.Context, what string, e stream.Entry, op func(context.Context) (bool, error)) {
+// move runs one state change of e, an outcome of the job in lj (code, for the log): it retries
+// Redis errors until the write goes through or ctx ends (recordContext bounds that at
+// shutdown), keeping the shard's gate closed meanwhile. An outcome it could not write is
+// logged, job by job: the replica that takes over the entry will send it again. It logs when
+// another consumer owns the entry by now.
+func (l *lane) move(ctx context.Context, what string, e stream.Entry, lj *laneJob, code string, op func(context.Context) (bool, error)) {
 	var owned bool
-	if l.ask(ctx, what, func(ctx context.Context) (err error) {
+	err := l.health.retry(ctx, nil, e.Shard, what, true, l.cfg.Now, func(ctx context.Context) (err error) {
 		owned, err = op(ctx)
 		return err
-	}) == nil && !owned {
+	})
+	switch {
+	case err != nil:
+		id := ""
+		if lj.job != nil {
+			id = lj.job.ID
+		}
+		l.cfg.Logger.Error("dispatch: outcome not recorded before shutdown; the replica that takes over the entry sends the job again",
+			"shard", e.Shard, "provider", l.provider, "id", logID(id), "code", code, "attempt", lj.attempt, "entry", e.ID, "err", err)
+	case !owned:
 		l.notOwner(e)
 	}
 }
 
-// ask runs a Redis call, retrying failures for up to the visibility timeout: past it the entry
-// may be reclaimed by another consumer anyway, and the slot is better given back.
-func (l *lane) ask(ctx context.Context, what string, op func(context.Context) error) error {
-	return retryRedis(ctx, nil, l.cfg.Logger, what, l.cfg.VisibilityTimeout, op)
+// ask runs a Redis call that a send waits for (a check), retrying failures until it succeeds,
+// ctx ends or stop ends (the lane is stopping: the entry stays pending for another replica).
+func (l *lane) ask(ctx, stop context.Context, e stream.Entry, what string, op func(context.Context) error) error {
+	return l.health.retry(ctx, stop.Done(), e.Shard, what, false, l.cfg.Now, op)
 }
 
 func (l *lane) notOwner(e stream.Entry) {

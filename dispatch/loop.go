@@ -70,34 +70,6 @@ func (p *pause) wait(ctx context.Context, stop <-chan struct{}) bool {
 // reset starts the next failure's backoff from the minimum again.
 func (p *pause) reset() { p.next = 0 }
 
-// retryRedis runs op until it succeeds, logging each failure and backing off between tries.
-// It gives up when ctx ends, when stop is closed (nil: never), or, when limit > 0, once limit
-// has passed: a state change that cannot be written within the visibility timeout is left to
-// the reclaimer, which will find the entry still pending, rather than holding an in-flight slot
-// for as long as Redis is gone. Errors from stream never carry an endpoint or key material, so
-// they are logged as they are.
-func retryRedis(ctx context.Context, stop <-chan struct{}, log *slog.Logger, what string, limit time.Duration, op func(context.Context) error) error {
-	if limit > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, limit)
-		defer cancel()
-	}
-	var p pause
-	for {
-		err := op(ctx)
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil || closed(stop) {
-			return err
-		}
-		log.Warn("dispatch: redis call failed; retrying", "op", what, "err", err, "retry_in", max(p.next, redisRetryMin))
-		if !p.wait(ctx, stop) {
-			return err
-		}
-	}
-}
-
 // closed reports whether ch is closed; a nil ch never is.
 func closed(ch <-chan struct{}) bool {
 	select {

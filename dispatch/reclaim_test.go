@@ -22,7 +22,7 @@ func ghostRead(t *testing.T, e *env, want int) *stream.Store {
 	if err := ghost.Setup(context.Background(), []string{"fcm"}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := ghost.ReadIntake(context.Background(), 0, 100, 0)
+	got, _, err := ghost.ReadIntake(context.Background(), 0, 100, 0)
 	if err != nil || len(got) != want {
 		t.Fatalf("ghost read %d intake entries (%v), want %d", len(got), err, want)
 	}
@@ -37,7 +37,7 @@ func TestReclaimedIntakeEntriesAreHandledLikeFreshOnes(t *testing.T) {
 
 	cfg := e.config(e.store)
 	cfg.VisibilityTimeout = 50 * time.Millisecond
-	e.start(cfg)
+	e.passReclaimGrace(e.start(cfg))
 	if r := e.waitRecord("results", "orphan-good"); r["code"] != "ACCEPTED" {
 		t.Errorf("orphan-good: %v", r)
 	}
@@ -58,7 +58,7 @@ func TestEntriesDeliveredTooOftenGoToDead(t *testing.T) {
 	cfg := e.config(e.store)
 	cfg.VisibilityTimeout = 50 * time.Millisecond
 	cfg.MaxDeliveries = 1 // the ghost's read was the one delivery allowed
-	e.start(cfg)
+	e.passReclaimGrace(e.start(cfg))
 	d := e.waitRecord("dead", "cursed")
 	if d["code"] != stream.CodeTooManyDeliveries || d["reason"] != "delivered 1 times without finishing" {
 		t.Errorf("dead record %v", d)
@@ -74,7 +74,7 @@ func TestJanitorRemovesOnlyIdleConsumersWithNothingPending(t *testing.T) {
 	e.enqueue(job("held", sub, "x"))
 	ghostRead(t, e, 1) // "ghost" holds the entry
 	idle := e.newStore("idle")
-	if _, err := idle.ReadIntake(context.Background(), 0, 1, 0); err != nil { // joins, reads nothing
+	if _, _, err := idle.ReadIntake(context.Background(), 0, 1, 0); err != nil { // joins, reads nothing
 		t.Fatal(err)
 	}
 	in := e.store.IntakeStream(0)
@@ -116,10 +116,12 @@ func TestTTLZeroIsSentOnceAndNeverRetried(t *testing.T) {
 // laneSet is the lanes of every (shard, provider) of a worker, built as Run builds them but
 // not started, so a test can drive one reclaim round or one lane by hand.
 type laneSet struct {
-	cfg     *Config
-	limits  *fleetLimits
-	byShard []map[string]*lane
-	ids     []string
+	cfg       *Config
+	limits    *fleetLimits
+	health    *redisHealth
+	heartbeat *heartbeat
+	byShard   []map[string]*lane
+	ids       []string
 }
 
 func (e *env) newLaneSet(cfg Config) *laneSet {
@@ -136,14 +138,26 @@ func (e *env) newLaneSet(cfg Config) *laneSet {
 		e.t.Fatal(err)
 	}
 	ls.limits = newFleetLimits(ls.cfg)
+	ls.health = newRedisHealth(cfg.Store.Shards(), cfg.Logger, cfg.Now())
+	ls.heartbeat = newHeartbeat(heartbeatParams{cfg: ls.cfg, limits: ls.limits, health: ls.health, hb: cfg.Registry.Heartbeat()})
 	for s := 0; s < cfg.Store.Shards(); s++ {
 		ls.byShard = append(ls.byShard, map[string]*lane{})
 		for _, id := range ls.ids {
 			ls.byShard[s][id] = newLane(laneParams{cfg: ls.cfg, shard: s, provider: id,
-				lim: ls.limits.byID[id], hosts: ls.limits.hosts, abort: make(chan struct{})})
+				lim: ls.limits.byID[id], hosts: ls.limits.hosts, health: ls.health, abort: make(chan struct{})})
 		}
 	}
 	return ls
+}
+
+// allowReclaim steps the clock past the reclaim grace and beats, so that the set's reclaimer
+// may run.
+func (ls *laneSet) allowReclaim(e *env) {
+	e.t.Helper()
+	e.stepReclaimGrace()
+	if err := ls.heartbeat.beat(context.Background()); err != nil {
+		e.t.Fatal(err)
+	}
 }
 
 // idle reports whether l holds no entry: nothing offered waits and no send runs.
@@ -219,9 +233,10 @@ func TestReclaimedEntryIsSentOnlyWhileStillOurs(t *testing.T) {
 func (ls *laneSet) reclaimer() *reclaimer {
 	var intakes []*intake
 	for s := range ls.byShard {
-		intakes = append(intakes, newIntake(intakeParams{cfg: ls.cfg, shard: s, limits: ls.limits}))
+		intakes = append(intakes, newIntake(intakeParams{cfg: ls.cfg, shard: s, limits: ls.limits, health: ls.health}))
 	}
-	return newReclaimer(reclaimerParams{cfg: ls.cfg, intakes: intakes, lanes: ls.byShard, providers: ls.ids})
+	return newReclaimer(reclaimerParams{cfg: ls.cfg, intakes: intakes, lanes: ls.byShard, providers: ls.ids,
+		health: ls.health, heartbeat: ls.heartbeat, hb: ls.cfg.Registry.Heartbeat()})
 }
 
 // TestReclaimSpendsAProviderRoomOnceOverShards: a provider's free slots are shared by its
@@ -247,6 +262,7 @@ func TestReclaimSpendsAProviderRoomOnceOverShards(t *testing.T) {
 	}
 
 	r := ls.reclaimer()
+	ls.allowReclaim(e)
 	offered := func() int {
 		n := 0
 		for s := range ls.byShard {

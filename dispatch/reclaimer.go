@@ -3,8 +3,10 @@ package dispatch
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/limits"
+	"github.com/webpush-gateway/webpush-gateway/providers"
 	"github.com/webpush-gateway/webpush-gateway/stream"
 )
 
@@ -17,13 +19,23 @@ type reclaimerParams struct {
 	intakes   []*intake          // by shard
 	lanes     []map[string]*lane // by shard, then provider id
 	providers []string           // provider ids, in registry order
+	health    *redisHealth
+	heartbeat *heartbeat
+	hb        providers.HeartbeatConfig
 }
 
 // reclaimer takes over entries that another consumer read and then left idle for longer than
-// the visibility timeout: that consumer died, or lost Redis, or is stuck. XAUTOCLAIM (in
-// stream's Reclaim) moves them to this consumer; entries delivered more than MaxDeliveries
-// times go to dead in the same script, so a job that kills every worker that reads it cannot
-// go round forever.
+// the visibility timeout, and that no live replica owns: their owner died or stopped. (An
+// entry of a live replica is that replica's however long it idles: its send may be slow, or it
+// may have been cut off from Redis and be writing its outcome now; taking it would send the job
+// twice.) Stream's Reclaim moves them to this consumer; entries delivered more than
+// MaxDeliveries times go to dead in the same script, so a job that kills every worker that
+// reads it cannot go round forever.
+//
+// Which replicas are alive is the last heartbeat's list. It is trusted only once Redis has
+// answered this process without a break for StaleAfter plus one heartbeat period (see
+// allowed): after an outage every replica's last beat is old, and each needs a beat of its own
+// before its entries can be told from a dead replica's.
 //
 // A claimed entry is handled exactly like a fresh one: an intake entry through the intake's
 // handling, here; a lane entry through its lane, which starts it when it has a free in-flight
@@ -46,13 +58,35 @@ func (r *reclaimer) start(wg *sync.WaitGroup) {
 	goCounted(wg, func() { ticking(r.done, r.cfg.ReclaimEvery, false, r.cfg.Logger, "reclaim", r.reclaim) })
 }
 
+// allowed reports whether this round may reclaim, and which consumers' entries to spare: none
+// until Redis has answered without a break for StaleAfter + Every (every live replica has
+// beaten since it came back) and while the last heartbeat is older than StaleAfter (this
+// replica does not know who is alive).
+func (r *reclaimer) allowed(now time.Time) ([]string, bool) {
+	if r.health.upFor(now) < r.hb.StaleAfter+r.hb.Every {
+		return nil, false
+	}
+	v := r.heartbeat.alive()
+	if v == nil || now.Sub(v.at) > r.hb.StaleAfter {
+		return nil, false
+	}
+	return v.names, true
+}
+
 // reclaim runs one round over every shard's intake and every provider's lanes.
 func (r *reclaimer) reclaim(ctx context.Context) error {
 	cfg := r.cfg
+	alive, ok := r.allowed(cfg.Now())
+	if !ok {
+		return nil
+	}
 	shards := cfg.Store.Shards()
 	for s := 0; s < shards; s++ {
+		if !r.health.open(s) {
+			continue // the shard takes no new work now; its idle entries wait
+		}
 		for range reclaimRounds {
-			claimed, err := r.claim(ctx, s, cfg.Store.IntakeStream(s), cfg.IntakeBatch)
+			claimed, err := r.claim(ctx, s, cfg.Store.IntakeStream(s), cfg.IntakeBatch, alive)
 			if err != nil {
 				return err
 			}
@@ -73,12 +107,15 @@ func (r *reclaimer) reclaim(ctx context.Context) error {
 		room := r.room(p)
 		for i := 0; i < shards && room > 0; i++ {
 			s := (first + i) % shards
+			if !r.health.open(s) {
+				continue
+			}
 			l := r.lanes[s][p]
 			n := min(room, cap(l.offered)-len(l.offered))
 			if n == 0 {
 				continue // this lane's reader has not yet started what it was offered
 			}
-			claimed, err := r.claim(ctx, s, cfg.Store.LaneStream(s, p), n)
+			claimed, err := r.claim(ctx, s, cfg.Store.LaneStream(s, p), n, alive)
 			if err != nil {
 				return err
 			}
@@ -113,9 +150,10 @@ func (r *reclaimer) room(p string) int {
 	return max(0, free)
 }
 
-func (r *reclaimer) claim(ctx context.Context, shard int, stream string, count int) ([]stream.Entry, error) {
+func (r *reclaimer) claim(ctx context.Context, shard int, stream string, count int, alive []string) ([]stream.Entry, error) {
 	cfg := r.cfg
-	claimed, dead, err := cfg.Store.Reclaim(ctx, shard, stream, cfg.VisibilityTimeout, count, cfg.MaxDeliveries)
+	claimed, dead, err := cfg.Store.Reclaim(ctx, shard, stream, cfg.VisibilityTimeout, count, cfg.MaxDeliveries, alive...)
+	r.health.observe(shard, err, cfg.Now())
 	if err != nil {
 		return nil, err
 	}

@@ -97,7 +97,7 @@ func TestShutdownCancelsSendsWhenGraceEnds(t *testing.T) {
 	setFault(t, e, pushsim.FCM, pushsim.Fault{})
 	cfg = e.config(e.newStore("w2"))
 	cfg.VisibilityTimeout = 100 * time.Millisecond
-	e.start(cfg)
+	e.passReclaimGrace(e.start(cfg))
 	for _, id := range []string{"cut-0", "cut-1"} {
 		if r := e.waitRecord("results", id); r["code"] != "ACCEPTED" || r["attempt"] != "0" {
 			t.Errorf("%s: %v", id, r)
@@ -128,10 +128,13 @@ type senderFunc func(ctx context.Context, m *adapter.Message) taxonomy.Outcome
 
 func (f senderFunc) Send(ctx context.Context, m *adapter.Message) taxonomy.Outcome { return f(ctx, m) }
 
+// shutdownRecordGrace is Config.RecordGrace in TestOutcomeOfASendIsWrittenWhenGraceEnds.
+const shutdownRecordGrace = 3 * time.Second
+
 // TestOutcomeOfASendIsWrittenWhenGraceEnds: once a push went out (or the provider answered),
 // its outcome is written even when the grace period ends before or during the write, as long
-// as Redis is back within recordAfterAbort; an accepted push keeps its sent mark, so the
-// replica that reclaims nothing sends it twice. Only an attempt the grace period cut short
+// as Redis is back within RecordGrace; an accepted push keeps its sent mark, so the replica
+// that reclaims nothing sends it twice. An outcome Redis never takes is logged, job by job. Only an attempt the grace period cut short
 // before any answer stays pending. The sender is a stub that controls when it returns
 // relative to the grace period; Redis is killed to make the write fail until it is restarted.
 func TestOutcomeOfASendIsWrittenWhenGraceEnds(t *testing.T) {
@@ -183,8 +186,13 @@ func TestOutcomeOfASendIsWrittenWhenGraceEnds(t *testing.T) {
 			if err := w.stop(); err != nil {
 				t.Errorf("Run returned %v, want nil", err)
 			}
-			if took := time.Since(began); took > recordAfterAbort+3*time.Second {
-				t.Errorf("shutdown took %v with Redis gone; the write may take %v after the grace", took, recordAfterAbort)
+			if took := time.Since(began); took > shutdownRecordGrace+3*time.Second {
+				t.Errorf("shutdown took %v with Redis gone; the write may take %v after the grace", took, shutdownRecordGrace)
+			}
+			// The job that could not be recorded is named in an error line.
+			if !strings.Contains(e.logs.String(), `level=ERROR msg="dispatch: outcome not recorded before shutdown`) ||
+				!strings.Contains(e.logs.String(), "id=last code=ACCEPTED") {
+				t.Errorf("no error line names the unrecorded job:\n%s", e.logs.String())
 			}
 			e.redis.Restart()
 		}, ""},
@@ -199,6 +207,7 @@ func TestOutcomeOfASendIsWrittenWhenGraceEnds(t *testing.T) {
 			sending := make(chan struct{}, 1)
 			cfg := e.config(e.store)
 			cfg.Grace = time.Millisecond
+			cfg.RecordGrace = shutdownRecordGrace
 			cfg.Sender = senderFunc(func(ctx context.Context, _ *adapter.Message) taxonomy.Outcome {
 				sending <- struct{}{}
 				return c.send(ctx, e)

@@ -5,31 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
+
+	"github.com/webpush-gateway/webpush-gateway/stream"
 )
 
-// refusals are the prefixes of the errors of a Redis that will not let this worker in however
-// often it asks: WRONGPASS (a wrong user or password), NOAUTH (no password where one is
-// needed), NOPERM (an ACL that does not allow a command the worker needs). They are Redis's
-// own error codes, which go-redis passes on as the error text; stream wraps them with %w.
-var refusals = []string{"WRONGPASS", "NOAUTH", "NOPERM"}
-
-// refused reports whether err, or an error it wraps, is one of the refusals.
-func refused(err error) bool {
-	for ; err != nil; err = errors.Unwrap(err) {
-		for _, p := range refusals {
-			if strings.HasPrefix(err.Error(), p) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // startup runs one step of Run's start until it succeeds, logging each failure and backing
-// off between tries as retryRedis does: Redis may still be starting along with the pod. It
-// gives up at once on a refusal, which no retry cures, and when ctx ends; Run gives ctx the
+// off between tries as redisHealth.retry does: Redis may still be starting along with the pod. It
+// gives up at once on a refusal, a shard count that is not the recorded one and a Redis too old,
+// which no retry cures, and when ctx ends; Run gives ctx the
 // deadline StartupTimeout (limit, named in the error) for all its steps together, so that a
 // worker that cannot start exits and its restarts show instead of it waiting for ever.
 func startup(ctx context.Context, limit time.Duration, log *slog.Logger, what string, op func(context.Context) error) error {
@@ -39,8 +23,10 @@ func startup(ctx context.Context, limit time.Duration, log *slog.Logger, what st
 		switch {
 		case err == nil:
 			return nil
-		case refused(err):
+		case stream.Refused(err):
 			return fmt.Errorf("dispatch: %s: redis refuses this worker (check the user, password and ACL of the redis URL): %w", what, err)
+		case errors.Is(err, stream.ErrShardCount) || errors.Is(err, stream.ErrRedisVersion):
+			return fmt.Errorf("dispatch: %s: %w", what, err)
 		case ctx.Err() != nil:
 			return fmt.Errorf("dispatch: %s: redis not ready within the startup timeout of %v: %w", what, limit, err)
 		}

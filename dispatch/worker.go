@@ -71,12 +71,18 @@ type Config struct {
 	VisibilityTimeout time.Duration // idle time before another consumer may reclaim an entry; default 60 s
 	MaxDeliveries     int64         // deliveries of one entry before it is dead-lettered; default 5
 	Grace             time.Duration // how long in-flight sends may run on after shutdown begins; default 25 s
-	Block             time.Duration // longest blocking read, which bounds shutdown's wait for a reader; default 1 s
-	IntakeBatch       int           // intake entries per read; default 100
-	PromoteEvery      time.Duration // default 250 ms
-	ReclaimEvery      time.Duration // default 5 s
-	JanitorEvery      time.Duration // default 60 s
-	JanitorIdle       time.Duration // a consumer idle this long with nothing pending is removed; default 10 min
+	// RecordGrace is how much longer than Grace the outcomes of sends that returned may take
+	// to be written, while Redis is slow or gone, before the shutdown gives them up (each one
+	// logged at error level: the replica that takes over its entry sends the job again).
+	// Default 10 s.
+	RecordGrace  time.Duration
+	Block        time.Duration // longest blocking read, which bounds shutdown's wait for a reader; default 1 s
+	IntakeBatch  int           // intake entries per read; default 100
+	PromoteEvery time.Duration // default 250 ms
+	ProbeEvery   time.Duration // how often each shard is asked whether it accepts writes; default 1 s
+	ReclaimEvery time.Duration // default 5 s
+	JanitorEvery time.Duration // default 60 s
+	JanitorIdle  time.Duration // a consumer idle this long with nothing pending is removed; default 10 min
 	// StartupTimeout bounds Run's start: the consumer groups, the scripts and the first
 	// heartbeat. Redis may still be starting along with the pod, so failures are retried
 	// until then; past it Run returns an error, so that the process exits and its restarts
@@ -151,6 +157,8 @@ func (c Config) withDefaults() (Config, error) {
 	setDefault(&c.VisibilityTimeout, 60*time.Second)
 	setDefault(&c.MaxDeliveries, 5)
 	setDefault(&c.Grace, 25*time.Second)
+	setDefault(&c.RecordGrace, 10*time.Second)
+	setDefault(&c.ProbeEvery, time.Second)
 	setDefault(&c.Block, time.Second)
 	setDefault(&c.IntakeBatch, 100)
 	setDefault(&c.PromoteEvery, 250*time.Millisecond)
@@ -193,20 +201,25 @@ func setDefault[T comparable](p *T, def T) {
 // Run is the worker: it creates the consumer groups, starts every loop, and on ctx's
 // cancellation shuts them down in this order:
 //
-//  1. The readers stop: intake loops, lane readers and the reclaimer (XAUTOCLAIM is a read
-//     too, and what it claims would have to be sent). A blocking read returns within Block.
+//  1. The readers stop: intake loops, lane readers and the reclaimer (a claim is a read too,
+//     and what it claims would have to be sent). A blocking read returns within Block.
 //     An intake batch already read is still moved to its lanes (quick writes, no sends; after
 //     the stop a failed move is not retried). Lane entries read but not yet started (waiting
 //     for an in-flight slot) stay pending for another replica to reclaim.
 //  2. Sends already in flight run on for up to Grace and record their outcomes. Their context
 //     is cancelled only when Grace ends; an entry whose send is cut short before any answer
 //     stays pending for another replica. A send that has returned (accepted, or answered)
-//     still writes its outcome, for up to recordAfterAbort past Grace while Redis is slow
-//     or gone, so that an accepted push keeps its sent mark and is not sent again.
-//  3. The promoter, the janitor, the heartbeat and the budget loop stop. The first two keep
-//     working during the grace period because they serve the whole fleet, not only this
-//     process's entries; the heartbeat keeps counting this replica while it still sends, and
-//     leaves the live set when it stops.
+//     still writes its outcome, for up to RecordGrace past Grace while Redis is slow or gone,
+//     so that an accepted push keeps its sent mark and is not sent again; an outcome that is
+//     still not written then is logged at error level, job by job.
+//  3. The promoter, the janitor, the prober, the heartbeat and the budget loop stop. The
+//     first two keep working during the grace period because they serve the whole fleet, not
+//     only this process's entries; the heartbeat keeps counting this replica while it still
+//     sends (so that no other replica takes over its entries), and leaves the live set when
+//     it stops.
+//
+// While the process runs, the outcome of a send that was answered is never given up: it is
+// retried until Redis takes it, and meanwhile the shard takes no new work (redisHealth).
 //
 // Run returns nil once everything it started has returned, or when ctx ends before it could
 // start. It returns an error, having started nothing, for a bad Config, when Redis refuses
@@ -240,9 +253,10 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 
 	lim := newFleetLimits(&cfg)
+	health := newRedisHealth(cfg.Store.Shards(), log, cfg.Now())
 	// The first heartbeat and budget round run before any lane reads, so no replica sends at
 	// the whole fleet's rate, nor with the wrong caps, while it learns its share.
-	hb := newHeartbeat(heartbeatParams{cfg: &cfg, limits: lim, hb: cfg.Registry.Heartbeat()})
+	hb := newHeartbeat(heartbeatParams{cfg: &cfg, limits: lim, health: health, hb: cfg.Registry.Heartbeat()})
 	if err := startup(start, cfg.StartupTimeout, log, "heartbeat", hb.beat); err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -271,21 +285,23 @@ func Run(ctx context.Context, cfg Config) error {
 		byShard  = make([]map[string]*lane, shards)
 	)
 	for s := 0; s < shards; s++ {
-		intakes = append(intakes, newIntake(intakeParams{cfg: &cfg, shard: s, limits: lim}))
+		intakes = append(intakes, newIntake(intakeParams{cfg: &cfg, shard: s, limits: lim, health: health}))
 		byShard[s] = make(map[string]*lane, len(provs))
 	}
 	for _, p := range provs {
 		// The provider's limits are per process, shared by its lanes on every shard: the slots
 		// are what this replica's memory and sockets carry, the bucket its share of the rate.
 		for s := 0; s < shards; s++ {
-			l := newLane(laneParams{cfg: &cfg, shard: s, provider: p.ID, lim: lim.byID[p.ID], hosts: lim.hosts, abort: abort})
+			l := newLane(laneParams{cfg: &cfg, shard: s, provider: p.ID, lim: lim.byID[p.ID], hosts: lim.hosts, health: health, abort: abort})
 			byShard[s][p.ID] = l
 			laneList = append(laneList, l)
 		}
 	}
-	rec := newReclaimer(reclaimerParams{cfg: &cfg, intakes: intakes, lanes: byShard, providers: ids})
+	rec := newReclaimer(reclaimerParams{cfg: &cfg, intakes: intakes, lanes: byShard, providers: ids,
+		health: health, heartbeat: hb, hb: cfg.Registry.Heartbeat()})
 	prom := newPromoter(promoterParams{cfg: &cfg})
 	jan := newJanitor(janitorParams{cfg: &cfg, providers: ids})
+	probe := newProber(proberParams{cfg: &cfg, health: health})
 
 	for _, in := range intakes {
 		in.start(&readers)
@@ -296,6 +312,7 @@ func Run(ctx context.Context, cfg Config) error {
 	rec.start(&readers)
 	prom.start(&fleet)
 	jan.start(&fleet)
+	probe.start(&fleet)
 	hb.start(&fleet)
 	if bud != nil {
 		bud.start(&fleet)
@@ -333,6 +350,7 @@ func Run(ctx context.Context, cfg Config) error {
 	// last send, so the other replicas take this one's share of the rates from then on.
 	prom.shutdown()
 	jan.shutdown()
+	probe.shutdown()
 	hb.shutdown()
 	if bud != nil {
 		bud.shutdown()

@@ -95,3 +95,71 @@ func BenchmarkSlotsTryAcquireReleaseParallel(b *testing.B) {
 		}
 	})
 }
+
+// The per-send cost of HostLimits on the fallback lane's hot path, Admit then Done, with a full
+// table of 4096 tracked hosts: for a host never tracked (every healthy one), for a tracked host
+// (closed, failures in its window) and for a throttled one (its own token reserved).
+func BenchmarkHostLimitsAdmitDone(b *testing.B) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	full := func() *limits.HostLimits {
+		h := limits.NewHostLimits(limits.HostLimitsConfig{Rate: 100, Burst: 20, MaxHosts: 4096})
+		for i := range 4096 {
+			p, _, _ := h.Admit(fmt.Sprintf("push%d.example:443", i), t0)
+			p.Done(t0, limits.Failure, i == 0, 0)
+		}
+		return h
+	}
+	now := t0.Add(time.Second)
+	tests := []struct{ name, host string }{
+		{"untracked", "healthy.example:443"},
+		{"tracked", "push1.example:443"},
+		{"throttled", "push0.example:443"},
+	}
+	for _, tc := range tests {
+		b.Run(tc.name, func(b *testing.B) {
+			h := full()
+			for b.Loop() {
+				p, _, err := h.Admit(tc.host, now)
+				if err != nil {
+					b.Fatal(err)
+				}
+				p.Done(now, limits.Success, false, 0)
+			}
+		})
+	}
+}
+
+func BenchmarkHostLimitsAdmitDoneParallel(b *testing.B) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	h := limits.NewHostLimits(limits.HostLimitsConfig{})
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			p, _, err := h.Admit("healthy.example:443", now)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			p.Done(now, limits.Success, false, 0)
+		}
+	})
+}
+
+// Failures on ever new hosts: every Done starts tracking one and forgets the least recently
+// failing; its bytes are what a tracked host costs.
+func BenchmarkHostLimitsTrackEvict(b *testing.B) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	h := limits.NewHostLimits(limits.HostLimitsConfig{MaxHosts: 4096})
+	hosts := make([]string, 8192)
+	for i := range hosts {
+		hosts[i] = fmt.Sprintf("push%d.example:443", i)
+	}
+	i := 0
+	for b.Loop() {
+		p, _, err := h.Admit(hosts[i%len(hosts)], now)
+		if err != nil {
+			b.Fatal(err)
+		}
+		p.Done(now, limits.Failure, false, 0)
+		i++
+	}
+}

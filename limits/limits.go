@@ -7,11 +7,16 @@
 //     retries and a cap per recipient;
 //   - Breaker: the ratio breaker of one provider, on gobreaker/v2's two-step breaker with a
 //     rolling window, half-open probes and excluded outcomes;
-//   - HostBreaker: a consecutive-failure breaker for every host, bounded to MaxHosts.
+//   - HostBreaker: a consecutive-failure breaker for every host, bounded to MaxHosts;
+//   - HostLimits: a ratio breaker and a 429 throttle for each host of a lane whose hosts are
+//     client-supplied, bounded to MaxHosts, so one host's 5xx and 429 answers neither pause
+//     nor slow the lane's other hosts (its doc says which limits are per provider and which
+//     per host).
 //
 // Every limit takes its time from the caller (a now argument) so tests step a clock instead of
 // sleeping. Breaker is the exception: gobreaker reads time.Now itself, so its tests run in a
-// testing/synctest bubble whose fake clock they step with time.Sleep.
+// testing/synctest bubble whose fake clock they step with time.Sleep; HostLimits' breakers are
+// checked against it there, given the bubble's time.Now.
 package limits
 
 import "errors"

@@ -1,10 +1,14 @@
--- ack.lua: acknowledge and delete an entry without writing anything else (a redelivered job
--- whose sent mark exists: its first attempt already wrote the ledger record).
+#!lua flags=allow-oom
+-- ack.lua: acknowledge and delete a lane entry without writing anything else (a redelivered job
+-- whose sent mark exists: its first attempt already wrote the ledger record). It runs when Redis
+-- is out of memory: it only frees memory.
 --
--- KEYS[1] source stream
+-- KEYS[1] source stream (a lane)
+-- KEYS[2] jobs index of the shard (HASH job id -> provider)
 -- ARGV[1] consumer group
 -- ARGV[2] source entry id
 -- ARGV[3] consumer that must own the entry
+-- ARGV[4] job id
 -- Returns 1 when removed; 0 when the entry is not pending for ARGV[3] (nothing changed).
 local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)
 if #p == 0 or p[1][2] ~= ARGV[3] then
@@ -12,4 +16,5 @@ if #p == 0 or p[1][2] ~= ARGV[3] then
 end
 redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
 redis.call('XDEL', KEYS[1], ARGV[2])
+redis.call('HDEL', KEYS[2], ARGV[4])
 return 1

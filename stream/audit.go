@@ -32,6 +32,9 @@ type AuditReport struct {
 // older than the cap are gone and their ids report as missing.
 func (s *Store) Audit(ctx context.Context, ids []string) (AuditReport, error) {
 	rep := AuditReport{Total: len(ids), NoneWhere: map[string]int{}}
+	if err := checkShards(ctx, s.c, s.o.Prefix, s.o.Shards, false); err != nil {
+		return rep, err
+	}
 	want := make(map[string]int, len(ids))
 	for _, id := range ids {
 		want[id] = 0

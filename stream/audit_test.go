@@ -28,7 +28,7 @@ func TestAuditWhere(t *testing.T) {
 	env.readIntake(t, s, 1)
 	env.enqueue(t, s, validJob("lane-unread"))
 	in = env.readIntake(t, s, 1)[0]
-	mustOK(t)(s.ToLane(env.ctx, in, "apple", in.Fields["job"], ms(t0)))
+	mustOK(t)(s.moveToLane(env.ctx, in, "apple", in.Fields["job"], ms(t0)))
 	env.laneEntry(t, s, "fcm", "lane-pending")
 	e = env.laneEntry(t, s, "fcm", "delayed")
 	if v, err := s.ToDelayed(env.ctx, e, RetryRecord{ID: "delayed", Provider: "fcm", Due: t0.Add(time.Hour), Attempt: 1, Job: e.Fields["job"]}); v != Queued || err != nil {
@@ -77,7 +77,7 @@ func TestAuditFindsLanesBySCAN(t *testing.T) {
 	w := env.store(t, "w1", Options{}, "fcm", "wns")
 	env.enqueue(t, w, validJob("x"))
 	in := env.readIntake(t, w, 1)[0]
-	mustOK(t)(w.ToLane(env.ctx, in, "wns", in.Fields["job"], 1))
+	mustOK(t)(w.moveToLane(env.ctx, in, "wns", in.Fields["job"], 1))
 	auditor := New(env.c, env.c, Options{Consumer: "audit"})
 	got, err := auditor.Audit(env.ctx, []string{"x"})
 	if err != nil {

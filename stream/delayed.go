@@ -52,9 +52,9 @@ const (
 	DeadGlobalCap
 	// DeadRecipientCap: the recipient had too many jobs waiting; the job went to the dead stream.
 	DeadRecipientCap
-	// DeadDuplicate: a job with the same id was already waiting to retry; this copy went to the
-	// dead stream (ids must be unique; two copies in the set would overwrite each other).
-	DeadDuplicate
+	// AckedCopy: a copy of this job was already waiting to retry; this one was acknowledged with
+	// no record of its own (the waiting copy is the job, and will have the record).
+	AckedCopy
 )
 
 func (v RetryVerdict) String() string {
@@ -67,8 +67,8 @@ func (v RetryVerdict) String() string {
 		return "dead: delayed set full"
 	case DeadRecipientCap:
 		return "dead: recipient cap"
-	case DeadDuplicate:
-		return "dead: duplicate id"
+	case AckedCopy:
+		return "acknowledged: a copy waits to retry"
 	}
 	return fmt.Sprintf("RetryVerdict(%d)", int(v))
 }
@@ -87,7 +87,7 @@ func (s *Store) ToDelayed(ctx context.Context, e Entry, r RetryRecord) (RetryVer
 		at = s.o.Now()
 	}
 	n, err := s.eval(ctx, toDelayedScript,
-		[]string{e.Stream, k.Delayed, k.DelayedData, k.Rcpt, k.Dead},
+		[]string{e.Stream, k.Delayed, k.DelayedData, k.Rcpt, k.Dead, k.Jobs},
 		Group, e.ID, s.o.Consumer, r.ID, r.Provider, r.Recipient, ms(r.Due), r.Attempt, r.Job,
 		r.EnqueuedAtMs, r.MaxDelayed, r.MaxPerRecipient, ms(at), code, s.o.DeadMaxLen,
 	)
@@ -106,7 +106,7 @@ func (s *Store) PromoteDue(ctx context.Context, shard int, now time.Time, limit 
 	}
 	k := s.Keys(shard)
 	n, err := promoteScript.Run(ctx, s.c,
-		[]string{k.Delayed, k.DelayedData, k.Rcpt, k.Dead},
+		[]string{k.Delayed, k.DelayedData, k.Rcpt, k.Dead, k.Jobs},
 		ms(now), limit, k.LanePrefix, Group, s.o.DeadMaxLen,
 	).Int64()
 	if err != nil {

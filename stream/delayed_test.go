@@ -112,16 +112,21 @@ func TestToDelayedQueuedWrites(t *testing.T) {
 	if len(env.entries(t, k.Dead)) != 0 || len(env.entries(t, k.Results)) != 0 {
 		t.Error("a queued retry wrote a dead or ledger record")
 	}
-	// The same id again while the first copy waits: refused, not overwritten.
-	e2 := env.laneEntry(t, s, "fcm", "j1")
-	v, err = s.ToDelayed(env.ctx, e2, RetryRecord{ID: "j1", Provider: "fcm", Due: due, Attempt: 1, Job: e2.Fields["job"], At: t0})
-	if err != nil || v != DeadDuplicate {
-		t.Fatalf("duplicate ToDelayed = %v, %v; want %v", v, err, DeadDuplicate)
+	// A copy of the same job while the first waits: acknowledged with no record of its own,
+	// and the waiting copy is left as it was.
+	e2 := env.copyInLane(t, s, "fcm", "j1")
+	v, err = s.ToDelayed(env.ctx, e2, RetryRecord{ID: "j1", Provider: "fcm", Due: t0, Attempt: 1, Job: e2.Fields["job"], At: t0})
+	if err != nil || v != AckedCopy {
+		t.Fatalf("copy ToDelayed = %v, %v; want %v", v, err, AckedCopy)
 	}
-	dead := env.entries(t, k.Dead)
-	if len(dead) != 1 || fieldsOf(dead[0])["reason"] != "a job with id j1 is already waiting to retry; not retried" ||
-		fieldsOf(dead[0])["code"] != CodeRetryRefused {
-		t.Errorf("duplicate dead record = %v", dead)
+	if n := len(env.entries(t, k.Dead)) + len(env.entries(t, k.Results)); n != 0 {
+		t.Errorf("the copy wrote %d records; want none", n)
+	}
+	if score := env.c.ZScore(env.ctx, k.Delayed, "j1").Val(); int64(score) != ms(due) {
+		t.Errorf("after the copy, due score = %v, want the first copy's %d", score, ms(due))
+	}
+	if n := len(env.entries(t, s.LaneStream(0, "fcm"))); n != 0 {
+		t.Errorf("the copy's lane entry is still there (%d entries)", n)
 	}
 }
 
@@ -155,7 +160,7 @@ func TestPromoteDue(t *testing.T) {
 		} else {
 			env.enqueue(t, s, r.job)
 			in := env.readIntake(t, s, 1)[0]
-			if ok, err := s.ToLane(env.ctx, in, r.provider, r.job, ms(t0)); !ok || err != nil {
+			if ok, err := s.moveToLane(env.ctx, in, r.provider, r.job, ms(t0)); !ok || err != nil {
 				t.Fatal(ok, err)
 			}
 			e = env.readLane(t, s, r.provider, 1)[0]

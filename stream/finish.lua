@@ -1,10 +1,16 @@
+#!lua flags=allow-oom
 -- finish.lua: record a terminal outcome and remove the lane entry.
+--
+-- It runs even when Redis is out of memory (allow-oom): the outcome of a push that went out
+-- must be written, or a replica that takes over the entry sends it a second time; and a
+-- finished job frees its lane entry, which is larger than its ledger record.
 --
 -- KEYS[1] source stream (a lane)
 -- KEYS[2] results (ledger) stream
 -- KEYS[3] gone stream
 -- KEYS[4] sent mark of the job (sent:<id>)
 -- KEYS[5] gone mark of the endpoint (gonemark:<hash>; any key of the shard when ARGV[7] is "0")
+-- KEYS[6] jobs index of the shard (HASH job id -> provider)
 -- ARGV[1]  consumer group
 -- ARGV[2]  source entry id
 -- ARGV[3]  consumer that must own the entry
@@ -20,6 +26,7 @@
 -- ARGV[11] number of ledger field/value arguments that follow (n)
 -- ARGV[12 .. 11+n] ledger record, field/value pairs
 -- ARGV[12+n ..]    gone record, field/value pairs (only when ARGV[6] is "1")
+-- ARGV[#ARGV]      job id (the jobs index field)
 -- Returns 1 when recorded (or already recorded by another attempt); 0 when nothing changed.
 --
 -- Exactly one terminal record per job, even when a send overlaps a reclaim:
@@ -32,6 +39,7 @@ local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)
 local owner = #p > 0 and p[1][2] == ARGV[3]
 local marked = redis.call('EXISTS', KEYS[4]) == 1
 local n = tonumber(ARGV[11])
+local jobId = ARGV[#ARGV]
 
 local function xadd(key, cap, first, last)
   local args = {'XADD', key}
@@ -51,13 +59,15 @@ if not owner then
   if ARGV[4] == '1' and not marked then
     redis.call('SET', KEYS[4], '1', 'PX', ARGV[5])
     xadd(KEYS[2], ARGV[9], 12, 11 + n)
+    redis.call('HDEL', KEYS[6], jobId)
     return 1
   end
   return 0
 end
+redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
+redis.call('XDEL', KEYS[1], ARGV[2])
+redis.call('HDEL', KEYS[6], jobId)
 if marked then
-  redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
-  redis.call('XDEL', KEYS[1], ARGV[2])
   return 1
 end
 if ARGV[4] == '1' then
@@ -67,9 +77,7 @@ if ARGV[7] == '1' then
   redis.call('SET', KEYS[5], '1', 'PX', ARGV[8])
 end
 if ARGV[6] == '1' then
-  xadd(KEYS[3], ARGV[10], 12 + n, #ARGV)
+  xadd(KEYS[3], ARGV[10], 12 + n, #ARGV - 1)
 end
 xadd(KEYS[2], ARGV[9], 12, 11 + n)
-redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
-redis.call('XDEL', KEYS[1], ARGV[2])
 return 1

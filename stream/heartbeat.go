@@ -18,26 +18,26 @@ var (
 )
 
 // Heartbeat records this replica (its consumer name) as alive at now, forgets replicas whose
-// last heartbeat is more than staleAfter before now, and returns how many are live, this one
-// included. One script call: one round trip, and no replica can see a count that misses
-// itself.
+// last heartbeat is more than staleAfter before now, and returns the consumer names of the
+// live ones, this one included. One script call: one round trip, and no replica can see a list
+// that misses itself. It runs even when Redis is out of memory.
 //
 // Every replica passes its own clock: clocks must agree to well within staleAfter (NTP does).
 // A replica that dies stops counting staleAfter after its last heartbeat; one that shuts down
 // cleanly calls Leave and stops counting at once.
-func (s *Store) Heartbeat(ctx context.Context, now time.Time, staleAfter time.Duration) (live int, err error) {
+func (s *Store) Heartbeat(ctx context.Context, now time.Time, staleAfter time.Duration) (live []string, err error) {
 	if s.o.Consumer == "" {
-		return 0, errors.New("stream: Options.Consumer is empty; a heartbeating Store needs a consumer name")
+		return nil, errors.New("stream: Options.Consumer is empty; a heartbeating Store needs a consumer name")
 	}
 	if staleAfter <= 0 {
-		return 0, fmt.Errorf("stream: heartbeat: staleAfter %s is not positive", staleAfter)
+		return nil, fmt.Errorf("stream: heartbeat: staleAfter %s is not positive", staleAfter)
 	}
-	n, err := heartbeatScript.Run(ctx, s.c, []string{ReplicasKey(s.o.Prefix)},
-		s.o.Consumer, ms(now), durMs(staleAfter)).Int64()
+	live, err = heartbeatScript.Run(ctx, s.c, []string{ReplicasKey(s.o.Prefix)},
+		s.o.Consumer, ms(now), durMs(staleAfter)).StringSlice()
 	if err != nil {
-		return 0, fmt.Errorf("stream: heartbeat: %w", err)
+		return nil, fmt.Errorf("stream: heartbeat: %w", err)
 	}
-	return int(n), nil
+	return live, nil
 }
 
 // Leave removes this replica from the live set, so the others take its share of every rate at

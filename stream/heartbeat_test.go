@@ -18,14 +18,6 @@ func TestHeartbeatLiveCount(t *testing.T) {
 	a := env.store(t, "replica-a", Options{})
 	b := env.store(t, "replica-b", Options{})
 	c := env.store(t, "replica-c", Options{})
-	beat := func(s *Store, now time.Time) int {
-		t.Helper()
-		n, err := s.Heartbeat(env.ctx, now, stale)
-		if err != nil {
-			t.Fatalf("%s Heartbeat: %v", s.Consumer(), err)
-		}
-		return n
-	}
 	members := func() []string {
 		t.Helper()
 		m, err := env.c.ZRange(env.ctx, "wp:{hb}:replicas", 0, -1).Result()
@@ -36,6 +28,20 @@ func TestHeartbeatLiveCount(t *testing.T) {
 		return m
 	}
 
+	beat := func(s *Store, now time.Time) int {
+		t.Helper()
+		live, err := s.Heartbeat(env.ctx, now, stale)
+		if err != nil {
+			t.Fatalf("%s Heartbeat: %v", s.Consumer(), err)
+		}
+		if !slices.Contains(live, s.Consumer()) {
+			t.Fatalf("%s Heartbeat = %v: the live list misses the replica that wrote it", s.Consumer(), live)
+		}
+		if d := cmp.Diff(members(), slices.Sorted(slices.Values(live))); d != "" {
+			t.Fatalf("%s Heartbeat's live list is not the set's members (-set +returned):\n%s", s.Consumer(), d)
+		}
+		return len(live)
+	}
 	steps := []struct {
 		name string
 		s    *Store
@@ -118,8 +124,8 @@ func TestHeartbeatRefusesBadArguments(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			s := New(env.c, env.c, Options{Consumer: tc.consumer})
-			if n, err := s.Heartbeat(env.ctx, t0, tc.stale); err == nil {
-				t.Errorf("Heartbeat = %d, nil; want an error", n)
+			if live, err := s.Heartbeat(env.ctx, t0, tc.stale); err == nil {
+				t.Errorf("Heartbeat = %v, nil; want an error", live)
 			}
 		})
 	}

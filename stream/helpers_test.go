@@ -85,7 +85,7 @@ func (e *env) enqueue(t *testing.T, s *Store, jobs ...string) {
 // readIntake reads exactly n intake entries of shard 0 for s.
 func (e *env) readIntake(t *testing.T, s *Store, n int) []Entry {
 	t.Helper()
-	got, err := s.ReadIntake(e.ctx, 0, n, 0)
+	got, _, err := s.ReadIntake(e.ctx, 0, n, 0)
 	if err != nil {
 		t.Fatalf("ReadIntake: %v", err)
 	}
@@ -202,3 +202,21 @@ func redisPendingArgs(stream string) *redis.XPendingExtArgs {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// moveToLane is ToLane with the job id read from raw, true when the entry was moved.
+func (s *Store) moveToLane(ctx context.Context, e Entry, provider, raw string, enqueuedAtMs int64) (bool, error) {
+	v, err := s.ToLane(ctx, e, provider, jobID(raw), raw, enqueuedAtMs)
+	return v == Moved, err
+}
+
+// copyInLane writes a second copy of job id straight into provider's lane, past the jobs index
+// that keeps intake from doing so, and reads it for s: what a defence in depth must handle.
+func (e *env) copyInLane(t *testing.T, s *Store, provider, id string) Entry {
+	t.Helper()
+	err := e.c.XAdd(e.ctx, &redis.XAddArgs{Stream: s.LaneStream(0, provider),
+		Values: []any{"job", validJob(id), "provider", provider, "attempt", "0", "enqueued_at", "1"}}).Err()
+	if err != nil {
+		t.Fatalf("XADD: %v", err)
+	}
+	return e.readLane(t, s, provider, 1)[0]
+}

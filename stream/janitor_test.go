@@ -67,7 +67,7 @@ func TestCleanConsumersSafety(t *testing.T) {
 		t.Errorf("consumers left (-want +got):\n%s", d)
 	}
 	// busy's entry is still pending and still busy's to finish.
-	if ok, err := busy.AckSent(env.ctx, e); !ok || err != nil {
+	if ok, err := busy.AckSent(env.ctx, e, jobID(e.Fields["job"])); !ok || err != nil {
 		t.Errorf("busy AckSent = %v, %v", ok, err)
 	}
 	// The intake's group and a stream without a group are fine too.

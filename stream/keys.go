@@ -33,9 +33,12 @@ type Keys struct {
 	Dead string
 	// Rcpt is the HASH recipient -> number of that recipient's jobs in Delayed.
 	Rcpt string
-	// Heartbeat is reserved and unused: replica heartbeats are fleet-wide, not per shard, and
-	// live under ReplicasKey.
-	Heartbeat string
+	// Jobs is the HASH job id -> provider id of every job the gateway holds on the shard: in a
+	// lane, in flight or waiting to retry. A copy of a job enqueued while it is held is
+	// acknowledged with no record of its own.
+	Jobs string
+	// Probe is the key of the write probe (ProbeWrite); it is never created.
+	Probe string
 	// LanePrefix is the lane stream key without the provider id.
 	LanePrefix string
 }
@@ -56,7 +59,8 @@ func KeysFor(prefix string, shard int) Keys {
 		Gone:        base + "gone",
 		Dead:        base + "dead",
 		Rcpt:        base + "rcpt",
-		Heartbeat:   base + "heartbeat",
+		Jobs:        base + "jobs",
+		Probe:       base + "probe",
 		LanePrefix:  base + "lane:",
 	}
 }
@@ -69,6 +73,16 @@ func ReplicasKey(prefix string) string {
 		prefix = DefaultPrefix
 	}
 	return prefix + ":{hb}:replicas"
+}
+
+// ShardsKey is the key that records the shard count of prefix (DefaultPrefix when empty): the
+// first worker or producer to use the prefix writes it, and every later one must agree
+// (Store.CheckShards).
+func ShardsKey(prefix string) string {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	return prefix + ":shards"
 }
 
 // Lane is the stream of jobs waiting for provider.

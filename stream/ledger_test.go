@@ -14,7 +14,7 @@ func TestResultsAndDeadRecordsReadBack(t *testing.T) {
 	in := e.readIntake(t, s, 3)
 	at := time.UnixMilli(1_790_000_000_000)
 	for _, en := range in[:2] {
-		if ok, err := s.ToLane(e.ctx, en, "fcm", en.Fields["job"], at.UnixMilli()); err != nil || !ok {
+		if ok, err := s.moveToLane(e.ctx, en, "fcm", en.Fields["job"], at.UnixMilli()); err != nil || !ok {
 			t.Fatalf("ToLane: %v %v", ok, err)
 		}
 	}

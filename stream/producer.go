@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -14,10 +15,14 @@ type Producer struct {
 	c      redis.UniversalClient
 	prefix string
 	shards int
+	// checked is set once the shard count has been agreed with Redis (checkShards).
+	checked atomic.Bool
 }
 
 // NewProducer returns a Producer for the given key prefix (DefaultPrefix when empty) and shard
-// count (at least 1); both must match the workers' configuration.
+// count (at least 1); both must match the workers' configuration: the first Enqueue checks the
+// shard count against the one recorded in Redis (Store.CheckShards) and fails, writing nothing,
+// when they differ.
 func NewProducer(c redis.UniversalClient, prefix string, shards int) *Producer {
 	if prefix == "" {
 		prefix = DefaultPrefix
@@ -49,6 +54,12 @@ func (p *Producer) Enqueue(ctx context.Context, jobs ...[]byte) (int, error) {
 			return 0, fmt.Errorf("stream: enqueue: job %d: no id", i)
 		}
 		shards[i] = ShardOf(*v.ID, p.shards)
+	}
+	if !p.checked.Load() {
+		if err := checkShards(ctx, p.c, p.prefix, p.shards, true); err != nil {
+			return 0, err
+		}
+		p.checked.Store(true)
 	}
 	pipe := p.c.Pipeline()
 	cmds := make([]*redis.StringCmd, len(jobs))

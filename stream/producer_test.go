@@ -60,7 +60,7 @@ func TestProducerShardsAndPipelines(t *testing.T) {
 	s := env.store(t, "w1", Options{Prefix: "gw", Shards: shards})
 	total := 0
 	for sh := range shards {
-		es, err := s.ReadIntake(env.ctx, sh, 100, 0)
+		es, _, err := s.ReadIntake(env.ctx, sh, 100, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,6 +5,7 @@
 -- KEYS[2] delayed:data HASH
 -- KEYS[3] rcpt HASH
 -- KEYS[4] dead stream
+-- KEYS[5] jobs index of the shard (HASH job id -> provider): a member dead-lettered here leaves it
 -- ARGV[1] now, unix ms (members with a score <= now are due)
 -- ARGV[2] at most this many members
 -- ARGV[3] lane key prefix of the shard ("<prefix>:{<shard>}:lane:"); the provider id completes
@@ -47,6 +48,7 @@ for _, id in ipairs(due) do
       table.insert(args, v)
     end
     redis.call(unpack(args))
+    redis.call('HDEL', KEYS[5], id)
   end
   redis.call('ZREM', KEYS[1], id)
   redis.call('HDEL', KEYS[2], id)

@@ -12,21 +12,32 @@ import (
 )
 
 var (
+	//go:embed entry_check.lua
+	entryCheckLua string
+
 	//go:embed reclaim.lua
 	reclaimLua    string
-	reclaimScript = redis.NewScript(reclaimLua)
+	reclaimScript = redis.NewScript(entryCheckLua + reclaimLua)
 )
 
 // Reclaim claims for this consumer up to count entries of stream (on shard) that have been
-// pending longer than minIdle with another consumer (a crashed or stuck worker). Entries whose
-// delivery count, this claim included, exceeds maxDeliveries go to the dead stream ("delivered N
-// times without finishing", code CodeTooManyDeliveries) in the same script instead of being
-// returned; maxDeliveries <= 0 means no limit. Claimed entries are handled like fresh ones.
-func (s *Store) Reclaim(ctx context.Context, shard int, stream string, minIdle time.Duration, count int, maxDeliveries int64) (claimed []Entry, dead int, err error) {
-	return s.reclaim(ctx, shard, stream, minIdle, count, maxDeliveries, s.o.Now())
+// pending longer than minIdle with a consumer that is not alive (a crashed worker, or one that
+// stopped), or with this consumer itself (an entry it read and lost track of). Entries of the
+// consumers in alive — the replicas with a fresh heartbeat — are theirs however long they
+// idle: a replica that was cut off from Redis, or whose send is slow, records its own
+// outcomes, and taking its entries would send them twice.
+//
+// Entries whose delivery count, this claim included, exceeds maxDeliveries go to the dead
+// stream ("delivered N times without finishing", code CodeTooManyDeliveries) in the same script
+// instead of being returned; maxDeliveries <= 0 means no limit. Intake entries that break the
+// entry rules are dead-lettered as ReadIntake does, so claimed entries are bounded in size.
+// Dead records carry at most MaxEntryBytes of a job. Claimed entries are handled like fresh
+// ones.
+func (s *Store) Reclaim(ctx context.Context, shard int, stream string, minIdle time.Duration, count int, maxDeliveries int64, alive ...string) (claimed []Entry, dead int, err error) {
+	return s.reclaim(ctx, shard, stream, minIdle, count, maxDeliveries, s.o.Now(), alive)
 }
 
-func (s *Store) reclaim(ctx context.Context, shard int, stream string, minIdle time.Duration, count int, maxDeliveries int64, now time.Time) ([]Entry, int, error) {
+func (s *Store) reclaim(ctx context.Context, shard int, stream string, minIdle time.Duration, count int, maxDeliveries int64, now time.Time, alive []string) ([]Entry, int, error) {
 	if count <= 0 {
 		return nil, 0, nil
 	}
@@ -34,10 +45,18 @@ func (s *Store) reclaim(ctx context.Context, shard int, stream string, minIdle t
 		maxDeliveries = 0
 	}
 	k := s.Keys(shard)
-	v, err := reclaimScript.Run(ctx, s.c, []string{stream, k.Dead},
-		Group, s.o.Consumer, minIdle.Milliseconds(), count, maxDeliveries, ms(now),
-		CodeTooManyDeliveries, s.o.DeadMaxLen,
-	).Slice()
+	intake := "0"
+	if stream == k.Intake {
+		intake = "1"
+	}
+	args := []any{Group, s.o.Consumer, minIdle.Milliseconds(), count, maxDeliveries, ms(now),
+		CodeTooManyDeliveries, s.o.DeadMaxLen, intake, MaxEntryBytes}
+	for _, c := range alive {
+		if c != s.o.Consumer {
+			args = append(args, c)
+		}
+	}
+	v, err := reclaimScript.Run(ctx, s.c, []string{stream, k.Dead, k.Jobs}, args...).Slice()
 	if err != nil {
 		if strings.Contains(err.Error(), "NOGROUP") {
 			return nil, 0, nil // no group yet: nothing was ever read, nothing to claim

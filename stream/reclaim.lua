@@ -1,8 +1,11 @@
--- reclaim.lua: take over entries other consumers left pending too long, and dead-letter the
--- ones delivered too often (a job that keeps killing its workers must not go round forever).
+-- reclaim.lua: take over entries that other consumers left pending too long and that no live
+-- replica owns, and dead-letter the ones delivered too often (a job that keeps killing its
+-- workers must not go round forever).
 --
 -- KEYS[1] stream (intake or a lane)
 -- KEYS[2] dead stream
+-- KEYS[3] jobs index of the shard (HASH job id -> provider): a lane entry dead-lettered here
+--         leaves it; for the intake, any key of the shard (intake entries are not indexed)
 -- ARGV[1] consumer group
 -- ARGV[2] this consumer (the new owner)
 -- ARGV[3] minimum idle time, ms
@@ -11,72 +14,82 @@
 -- ARGV[6] now, unix ms (the dead record's "at")
 -- ARGV[7] dead record code
 -- ARGV[8] dead stream cap (approximate MAXLEN; 0 = none)
+-- ARGV[9] "1" for the intake stream: entries are checked as read_intake.lua checks them
+-- ARGV[10] largest job allowed, bytes (dead records carry at most this much of a job)
+-- ARGV[11..] consumers that are alive (fresh heartbeats), this one excluded: their entries are
+--          theirs however long they idle (a slow send, or a replica that was cut off from
+--          Redis and is writing its outcomes now). This consumer's own idle entries are
+--          claimed: they are ones it lost track of.
 -- Returns {dead, claimed1, claimed2, ...}: the number of entries dead-lettered, then each
 -- claimed entry as {id, {field, value, ...}}.
--- XAUTOCLAIM looks at no more than 10 x COUNT pending entries per call, and entries claimed a
--- moment ago (not idle, low ids) sit at the front of the PEL: one call with a small COUNT could
--- find nothing behind them. So follow the cursor, a bounded number of calls, until COUNT entries
--- are claimed or the whole PEL has been looked at.
 local want = tonumber(ARGV[4])
-local found = {}
-local cursor = '0-0'
-for _ = 1, 64 do
-  local r = redis.call('XAUTOCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[3], cursor, 'COUNT', want - #found)
-  -- Entries deleted while pending: Redis 7 drops them from the PEL and lists their ids here;
-  -- acking them as well costs nothing and keeps older servers' PELs clean.
-  if r[3] then
-    for _, id in ipairs(r[3]) do
-      redis.call('XACK', KEYS[1], ARGV[1], id)
+local max_bytes = tonumber(ARGV[10])
+local alive = {}
+for i = 11, #ARGV do
+  alive[ARGV[i]] = true
+end
+-- Walk the PEL from the oldest entry, a bounded number of pages, collecting idle entries of
+-- dead owners: the front of the PEL may be busy entries of live replicas.
+local ids, counts = {}, {}
+local start = '-'
+local page = math.max(want, 500)
+for _ = 1, 16 do
+  local p = redis.call('XPENDING', KEYS[1], ARGV[1], 'IDLE', tonumber(ARGV[3]), start, '+', page)
+  for _, x in ipairs(p) do
+    if not alive[x[2]] and #ids < want then
+      table.insert(ids, x[1])
+      counts[x[1]] = tonumber(x[4]) + 1 -- this claim is one more delivery
     end
   end
-  for _, e in ipairs(r[2]) do
-    table.insert(found, e)
-  end
-  cursor = r[1]
-  if #found >= want or cursor == '0-0' then
+  if #p < page or #ids >= want then
     break
   end
+  start = '(' .. p[#p][1]
 end
+if #ids == 0 then
+  return {0}
+end
+local claimArgs = {'XCLAIM', KEYS[1], ARGV[1], ARGV[2], tonumber(ARGV[3])}
+for _, id in ipairs(ids) do
+  table.insert(claimArgs, id)
+end
+local claimed = redis.call(unpack(claimArgs))
 local maxDeliveries = tonumber(ARGV[5])
 local out = {0}
 local dead = 0
-for _, e in ipairs(found) do
+for _, e in ipairs(claimed) do
   if type(e) == 'table' and e[1] and type(e[2]) == 'table' then
     local id, fields = e[1], e[2]
-    local count = 0
-    if maxDeliveries > 0 then
-      local p = redis.call('XPENDING', KEYS[1], ARGV[1], id, id, 1)
-      if #p > 0 then
-        count = tonumber(p[1][4])
-      end
+    local reason, raw = nil, nil
+    if ARGV[9] == '1' then
+      _, reason, raw = check_entry(fields, max_bytes)
     end
-    if maxDeliveries > 0 and count > maxDeliveries then
-      local f = {}
-      for i = 1, #fields, 2 do
-        f[fields[i]] = fields[i + 1]
-      end
+    local f = {}
+    for i = 1, #fields, 2 do
+      f[fields[i]] = fields[i + 1]
+    end
+    if reason then
+      xadd_capped(KEYS[2], ARGV[8], dead_fields(best_id(raw, max_bytes), 'INVALID_JOB', reason,
+        KEYS[1], id, '', '0', ARGV[6], raw, max_bytes))
+      redis.call('XACK', KEYS[1], ARGV[1], id)
+      redis.call('XDEL', KEYS[1], id)
+      dead = dead + 1
+    elseif maxDeliveries > 0 and (counts[id] or 0) > maxDeliveries then
       local jobId = ''
-      if f.job then
+      if f.job and #f.job <= max_bytes then
         local ok, j = pcall(cjson.decode, f.job)
         if ok and type(j) == 'table' and type(j.id) == 'string' then
           jobId = j.id
         end
       end
-      local args = {'XADD', KEYS[2]}
-      if tonumber(ARGV[8]) > 0 then
-        table.insert(args, 'MAXLEN')
-        table.insert(args, '~')
-        table.insert(args, ARGV[8])
-      end
-      for _, v in ipairs({'*', 'id', jobId, 'code', ARGV[7],
-          'reason', 'delivered ' .. (count - 1) .. ' times without finishing',
-          'from', KEYS[1], 'entry', id, 'provider', f.provider or '', 'attempt', f.attempt or '0',
-          'at', ARGV[6], 'job', f.job or ''}) do
-        table.insert(args, v)
-      end
-      redis.call(unpack(args))
+      xadd_capped(KEYS[2], ARGV[8], dead_fields(jobId, ARGV[7],
+        'delivered ' .. (counts[id] - 1) .. ' times without finishing', KEYS[1], id,
+        f.provider or '', f.attempt or '0', ARGV[6], f.job, max_bytes))
       redis.call('XACK', KEYS[1], ARGV[1], id)
       redis.call('XDEL', KEYS[1], id)
+      if ARGV[9] ~= '1' and jobId ~= '' then
+        redis.call('HDEL', KEYS[3], jobId)
+      end
       dead = dead + 1
     else
       table.insert(out, {id, fields})

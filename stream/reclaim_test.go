@@ -50,7 +50,7 @@ func TestReclaim(t *testing.T) {
 		t.Errorf("w2 Finish = %v, %v", ok, err)
 	}
 	// The fresh entry stays with w1.
-	if ok, err := w1.AckSent(env.ctx, fresh); !ok || err != nil {
+	if ok, err := w1.AckSent(env.ctx, fresh, jobID(fresh.Fields["job"])); !ok || err != nil {
 		t.Errorf("w1 AckSent(fresh) = %v, %v", ok, err)
 	}
 	d := env.entries(t, w1.Keys(0).Dead)

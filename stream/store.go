@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"strconv"
@@ -10,6 +11,12 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed read_intake.lua
+	readIntakeLua    string
+	readIntakeScript = redis.NewScript(entryCheckLua + readIntakeLua)
 )
 
 // Options configure a Store.
@@ -116,6 +123,12 @@ func (s *Store) LaneStream(shard int, provider string) string { return s.Keys(sh
 // ran are delivered, not skipped. Acknowledged entries are deleted, so an existing stream
 // holds no history that 0 would replay.
 func (s *Store) Setup(ctx context.Context, providers []string) error {
+	if err := s.checkVersion(ctx); err != nil {
+		return err
+	}
+	if err := s.CheckShards(ctx); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	for _, p := range providers {
 		s.providers[p] = true
@@ -140,6 +153,84 @@ func (s *Store) Setup(ctx context.Context, providers []string) error {
 		if err := sc.Load(ctx, s.c).Err(); err != nil {
 			return fmt.Errorf("stream: load scripts: %w", err)
 		}
+	}
+	return nil
+}
+
+// Errors of a Redis this process must not run against; no retry cures them.
+var (
+	ErrRedisVersion = errors.New("stream: redis too old")
+	ErrShardCount   = errors.New("stream: shard count mismatch")
+)
+
+// MinRedisVersion is the oldest Redis the gateway runs on: its scripts declare flags
+// (allow-oom), which Redis 7.0 introduced.
+const MinRedisVersion = "7.0"
+
+// checkVersion refuses a Redis older than MinRedisVersion with an error that says so, rather
+// than the Lua syntax error an old server would give for the scripts' flags.
+func (s *Store) checkVersion(ctx context.Context) error {
+	info, err := s.c.Info(ctx, "server").Result()
+	if err != nil {
+		return fmt.Errorf("stream: redis version: %w", err)
+	}
+	v := infoField(info, "redis_version")
+	major, _, _ := strings.Cut(v, ".")
+	if n, err := strconv.Atoi(major); err != nil || n < 7 {
+		return fmt.Errorf("%w: Redis %s or newer is required; this server is %q", ErrRedisVersion, MinRedisVersion, v)
+	}
+	return nil
+}
+
+// infoField is the value of field in an INFO reply, "" when absent.
+func infoField(info, field string) string {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// CheckShards makes sure that every worker, producer and audit of a prefix uses one shard
+// count. The first to use the prefix records its count (ShardsKey); one that has another count
+// gets an error that names both, because jobs written to a shard no worker reads wait there
+// unseen. To change the count, see docs/operations.md.
+func (s *Store) CheckShards(ctx context.Context) error {
+	return checkShards(ctx, s.c, s.o.Prefix, s.o.Shards, true)
+}
+
+// checkShards compares shards with the count recorded for prefix, recording it first when
+// record is set and none is (a reader, such as audit, records nothing).
+func checkShards(ctx context.Context, c redis.UniversalClient, prefix string, shards int, record bool) error {
+	key := ShardsKey(prefix)
+	if record {
+		if err := c.SetNX(ctx, key, shards, 0).Err(); err != nil {
+			return fmt.Errorf("stream: record the shard count: %w", err)
+		}
+	}
+	got, err := c.Get(ctx, key).Int()
+	if !record && errors.Is(err, redis.Nil) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("stream: read the shard count from %s: %w", key, err)
+	}
+	if got != shards {
+		return fmt.Errorf("%w: prefix %q is used with %d shards (recorded in %s) but this process was given %d; use --shards %d, or see docs/operations.md to change the shard count",
+			ErrShardCount, prefix, got, key, shards, got)
+	}
+	return nil
+}
+
+// ProbeWrite tells whether shard's Redis accepts writes now: a SET ... XX of a key that never
+// exists, which Redis refuses while it refuses writes (out of memory, a failed save, a
+// read-only replica) and which otherwise writes nothing. The error, if any, is what Redis
+// said; WriteRefused tells a refusal from a lost connection.
+func (s *Store) ProbeWrite(ctx context.Context, shard int) error {
+	err := s.c.SetXX(ctx, s.Keys(shard).Probe, "1", 0).Err()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("stream: write probe: %w", err)
 	}
 	return nil
 }
@@ -189,13 +280,86 @@ type Entry struct {
 	Shard  int
 }
 
-// ReadIntake reads up to count new intake entries of shard for this consumer, blocking up to
-// block (block <= 0 does not block). No entry is (nil, nil).
-func (s *Store) ReadIntake(ctx context.Context, shard, count int, block time.Duration) ([]Entry, error) {
-	return s.read(ctx, shard, s.IntakeStream(shard), count, block)
+// Refusal is an intake entry that ReadIntake dead-lettered where it lay, for the caller's log.
+type Refusal struct {
+	ID     string // the job id read from the entry's first bytes, "" when none
+	Reason string
 }
 
-// ReadLane reads up to count new entries of provider's lane on shard, as ReadIntake.
+// ReadIntake reads up to count new intake entries of shard for this consumer, in one script
+// that dead-letters, in Redis, every entry that breaks the entry rules (no "job" field, more
+// than one, another field, a job over MaxEntryBytes): such entries never reach the worker, and
+// refused lists them. When the stream has nothing new it waits up to block (block <= 0 does
+// not wait) for an entry to arrive and reads once more.
+//
+// The wait is a plain XREAD of one entry after the last one delivered to the group, so an
+// entry that arrives while the intake is idle travels to the worker once, whatever its size,
+// before the script reads it: the only entry larger than MaxEntryBytes that ever does.
+func (s *Store) ReadIntake(ctx context.Context, shard, count int, block time.Duration) (entries []Entry, refused []Refusal, err error) {
+	if count <= 0 {
+		return nil, nil, nil
+	}
+	if s.o.Consumer == "" {
+		return nil, nil, errors.New("stream: Options.Consumer is empty; a reading Store needs a consumer name")
+	}
+	stream := s.IntakeStream(shard)
+	entries, refused, last, err := s.readIntake(ctx, shard, count)
+	if err != nil || len(entries)+len(refused) > 0 || last == "" || block <= 0 {
+		return entries, refused, err
+	}
+	err = s.blocking.XRead(ctx, &redis.XReadArgs{Streams: []string{stream, last}, Count: 1, Block: block}).Err()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil, nil // nothing came within block
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("stream: wait on %s: %w", stream, err)
+	}
+	entries, refused, _, err = s.readIntake(ctx, shard, count)
+	return entries, refused, err
+}
+
+// readIntake runs read_intake.lua; last is the group's last delivered id when the stream is
+// drained, "" when a full batch was read.
+func (s *Store) readIntake(ctx context.Context, shard, count int) (entries []Entry, refused []Refusal, last string, err error) {
+	k := s.Keys(shard)
+	v, err := readIntakeScript.Run(ctx, s.c, []string{k.Intake, k.Dead},
+		Group, s.o.Consumer, count, MaxEntryBytes, ms(s.o.Now()), s.o.DeadMaxLen).Slice()
+	if err != nil && strings.HasPrefix(err.Error(), "NOGROUP") {
+		// The stream or its group is gone (a flushed or replaced Redis): recreate it rather
+		// than fail forever. Nothing is lost that was not already lost.
+		if err := s.createGroup(ctx, k.Intake); err != nil {
+			return nil, nil, "", err
+		}
+		v, err = readIntakeScript.Run(ctx, s.c, []string{k.Intake, k.Dead},
+			Group, s.o.Consumer, count, MaxEntryBytes, ms(s.o.Now()), s.o.DeadMaxLen).Slice()
+	}
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("stream: read %s: %w", k.Intake, err)
+	}
+	if len(v) < 3 {
+		return nil, nil, "", fmt.Errorf("stream: read %s: short reply", k.Intake)
+	}
+	last, _ = v[1].(string)
+	i := 2
+	for ; i+1 < len(v); i += 2 {
+		id, _ := v[i].(string)
+		if id == "" {
+			break
+		}
+		job, _ := v[i+1].(string)
+		entries = append(entries, Entry{Stream: k.Intake, ID: id, Fields: map[string]string{"job": job}, Shard: shard})
+	}
+	for i++; i+1 < len(v); i += 2 {
+		id, _ := v[i].(string)
+		reason, _ := v[i+1].(string)
+		refused = append(refused, Refusal{ID: id, Reason: reason})
+	}
+	return entries, refused, last, nil
+}
+
+// ReadLane reads up to count new entries of provider's lane on shard, blocking up to block
+// (block <= 0 does not block). No entry is (nil, nil). Lane entries are written only by this
+// package's scripts, from checked intake entries, so their size is bounded.
 func (s *Store) ReadLane(ctx context.Context, shard int, provider string, count int, block time.Duration) ([]Entry, error) {
 	return s.read(ctx, shard, s.LaneStream(shard, provider), count, block)
 }

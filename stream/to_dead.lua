@@ -1,13 +1,18 @@
--- to_dead.lua: move an intake or lane entry to the dead stream.
+#!lua flags=allow-oom
+-- to_dead.lua: move an intake or lane entry to the dead stream. It runs when Redis is out of
+-- memory: a dead record is the outcome of a job, and writing it frees the entry.
 --
 -- KEYS[1] source stream
 -- KEYS[2] dead stream
 -- KEYS[3] sent mark of the job (sent:<id>; any key of the shard when the id is unknown)
+-- KEYS[4] jobs index of the shard (HASH job id -> provider)
 -- ARGV[1] consumer group
 -- ARGV[2] source entry id
 -- ARGV[3] consumer that must own the entry
 -- ARGV[4] dead stream cap (approximate MAXLEN; 0 = none)
--- ARGV[5..] the dead record as field, value pairs
+-- ARGV[5] job id to remove from the jobs index ("" for an intake entry: only a lane entry's
+--         job is indexed, and an invalid copy must not unindex a valid job with its id)
+-- ARGV[6..] the dead record as field, value pairs
 -- Returns 1 when moved (or when the job's sent mark says another attempt was accepted and
 -- recorded: then the entry is only acked, so the job keeps exactly one terminal record);
 -- 0 when the entry is not pending for ARGV[3] (nothing changed).
@@ -17,6 +22,9 @@ if #p == 0 or p[1][2] ~= ARGV[3] then
 end
 redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
 redis.call('XDEL', KEYS[1], ARGV[2])
+if ARGV[5] ~= '' then
+  redis.call('HDEL', KEYS[4], ARGV[5])
+end
 if redis.call('EXISTS', KEYS[3]) == 1 then
   return 1
 end
@@ -27,7 +35,7 @@ if tonumber(ARGV[4]) > 0 then
   table.insert(args, ARGV[4])
 end
 table.insert(args, '*')
-for i = 5, #ARGV do
+for i = 6, #ARGV do
   table.insert(args, ARGV[i])
 end
 redis.call(unpack(args))

@@ -1,11 +1,15 @@
+#!lua flags=allow-oom
 -- to_delayed.lua: move a lane entry to the delayed set for a retry, or to the dead stream when
--- a cap refuses it.
+-- a cap refuses it. It runs when Redis is out of memory: where the job goes next is the outcome
+-- of the attempt just made, and it must be written, or a replica that takes over the entry
+-- sends it again at once.
 --
 -- KEYS[1] source stream (a lane)
 -- KEYS[2] delayed ZSET (member job id, score due unix ms)
 -- KEYS[3] delayed:data HASH (job id -> JSON of the lane entry to write when due)
 -- KEYS[4] rcpt HASH (recipient -> jobs of that recipient in the delayed set)
 -- KEYS[5] dead stream
+-- KEYS[6] jobs index of the shard (HASH job id -> provider): a job dead-lettered here leaves it
 -- ARGV[1]  consumer group
 -- ARGV[2]  source entry id
 -- ARGV[3]  consumer that must own the entry
@@ -22,7 +26,7 @@
 -- ARGV[14] dead record code
 -- ARGV[15] dead stream cap (approximate MAXLEN; 0 = none)
 -- Returns 0 not owner (nothing changed), 1 queued, 2 dead: global cap, 3 dead: recipient cap,
--- 4 dead: a job with this id is already waiting to retry.
+-- 4 acknowledged: a copy of this job is already waiting to retry (that copy keeps the job).
 local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)
 if #p == 0 or p[1][2] ~= ARGV[3] then
   return 0
@@ -34,9 +38,11 @@ local id, recipient = ARGV[4], ARGV[6]
 local verdict, reason = 1, nil
 local maxDelayed, maxPer = tonumber(ARGV[11]), tonumber(ARGV[12])
 if redis.call('ZSCORE', KEYS[2], id) then
-  -- Members are job ids: a second copy would overwrite the first one's data and lose a job.
-  verdict, reason = 4, 'a job with id ' .. id .. ' is already waiting to retry; not retried'
-elseif maxDelayed > 0 then
+  -- Members are job ids, and the waiting copy is the job: this one ends here, with no record
+  -- of its own (its data would overwrite the waiting copy's).
+  return 4
+end
+if maxDelayed > 0 then
   local n = redis.call('ZCARD', KEYS[2])
   if n >= maxDelayed then
     verdict, reason = 2, 'delayed set is full (' .. n .. ' jobs); not retried'
@@ -62,6 +68,7 @@ if verdict ~= 1 then
     table.insert(args, v)
   end
   redis.call(unpack(args))
+  redis.call('HDEL', KEYS[6], id)
   return verdict
 end
 

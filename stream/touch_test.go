@@ -9,7 +9,8 @@ import (
 )
 
 // TestTransitionTouchesOnlyNextPlace: each transition changes the entry's stream and exactly
-// the keys of the job's next place, nothing else.
+// the keys of the job's next place, nothing else; the jobs index gains a job when it enters a
+// lane and loses it when the job ends.
 func TestTransitionTouchesOnlyNextPlace(t *testing.T) {
 	k := KeysFor("", 0)
 	lane := k.Lane("fcm")
@@ -20,9 +21,9 @@ func TestTransitionTouchesOnlyNextPlace(t *testing.T) {
 		want   []string
 	}{
 		{"ToLane", true, func(s *Store, e Entry) error {
-			_, err := s.ToLane(t.Context(), e, "fcm", e.Fields["job"], 1)
+			_, err := s.moveToLane(t.Context(), e, "fcm", e.Fields["job"], 1)
 			return err
-		}, []string{k.Intake, lane}},
+		}, []string{k.Intake, lane, k.Jobs}},
 		{"ToDead", true, func(s *Store, e Entry) error {
 			_, err := s.ToDead(t.Context(), e, DeadRecord{Code: "INVALID_JOB", At: t0})
 			return err
@@ -30,23 +31,23 @@ func TestTransitionTouchesOnlyNextPlace(t *testing.T) {
 		{"Finish", false, func(s *Store, e Entry) error {
 			_, err := s.Finish(t.Context(), e, Result{ID: "j", Code: "INVALID_REQUEST", At: t0})
 			return err
-		}, []string{lane, k.Results}},
+		}, []string{lane, k.Results, k.Jobs}},
 		{"Finish sent", false, func(s *Store, e Entry) error {
 			_, err := s.Finish(t.Context(), e, Result{ID: "j", Code: "ACCEPTED", Sent: true, At: t0})
 			return err
-		}, []string{lane, k.Results, k.Sent("j")}},
+		}, []string{lane, k.Results, k.Sent("j"), k.Jobs}},
 		{"Finish gone", false, func(s *Store, e Entry) error {
 			_, err := s.Finish(t.Context(), e, Result{ID: "j", Code: "GONE", Gone: true, MarkGone: true, Endpoint: testEndpoint, At: t0})
 			return err
-		}, []string{lane, k.Results, k.Gone, k.GoneMark(testEndpoint)}},
+		}, []string{lane, k.Results, k.Gone, k.GoneMark(testEndpoint), k.Jobs}},
 		{"Finish key mismatch", false, func(s *Store, e Entry) error {
 			_, err := s.Finish(t.Context(), e, Result{ID: "j", Code: "KEY_MISMATCH", Gone: true, Endpoint: testEndpoint, At: t0})
 			return err
-		}, []string{lane, k.Results, k.Gone}},
+		}, []string{lane, k.Results, k.Gone, k.Jobs}},
 		{"AckSent", false, func(s *Store, e Entry) error {
-			_, err := s.AckSent(t.Context(), e)
+			_, err := s.AckSent(t.Context(), e, jobID(e.Fields["job"]))
 			return err
-		}, []string{lane}},
+		}, []string{lane, k.Jobs}},
 		{"ToDelayed", false, func(s *Store, e Entry) error {
 			_, err := s.ToDelayed(t.Context(), e, RetryRecord{ID: "j", Provider: "fcm", Recipient: "r", Due: t0.Add(time.Minute), Attempt: 1, Job: e.Fields["job"]})
 			return err
@@ -54,7 +55,7 @@ func TestTransitionTouchesOnlyNextPlace(t *testing.T) {
 		{"ToDelayed refused", false, func(s *Store, e Entry) error {
 			_, err := s.ToDelayed(t.Context(), e, RetryRecord{ID: "j", Provider: "fcm", Recipient: "r", Due: t0, Attempt: 1, Job: e.Fields["job"], MaxPerRecipient: 1})
 			return err
-		}, []string{lane, k.Dead}},
+		}, []string{lane, k.Dead, k.Jobs}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -29,9 +29,14 @@ var (
 
 // allScripts are loaded by Setup. Script.Run uses EVALSHA and falls back to EVAL, so a Redis
 // that restarted (and forgot its script cache) costs one extra round trip, not an error.
+//
+// The scripts that record outcomes (finish, to_dead, to_delayed, ack) and the heartbeat carry
+// the allow-oom flag (Redis 7.0 and newer): when Redis is out of memory they still run, so an
+// answered push is recorded and a live replica stays live, while the moves that take new work
+// (to_lane, promote) are refused at their first write and wait (see MinRedisVersion).
 var allScripts = []*redis.Script{
-	toLaneScript, toDeadScript, finishScript, ackScript,
-	toDelayedScript, promoteScript, reclaimScript, cleanConsumerScript,
+	toLaneScript, toDeadScript, finishScript, ackScript, readIntakeScript,
+	toDelayedScript, promoteScript, reclaimScript, cleanConsumerScript, heartbeatScript,
 }
 
 // MaxDetail bounds the provider detail kept in a ledger, gone or dead record.
@@ -44,16 +49,34 @@ const CodeTooManyDeliveries = "TOO_MANY_DELIVERIES"
 // CodeRetryRefused is the dead record code of a refused retry whose RetryRecord has no Code.
 const CodeRetryRefused = "RETRY_REFUSED"
 
-// ToLane moves an intake entry to the lane of provider as attempt 0. It returns false, and
-// changes nothing, when the entry is no longer pending for this consumer.
-func (s *Store) ToLane(ctx context.Context, e Entry, provider string, rawJob string, enqueuedAtMs int64) (bool, error) {
+// LaneVerdict is what ToLane did.
+type LaneVerdict int
+
+const (
+	// LaneNotOwner: the entry is no longer pending for this consumer; nothing changed.
+	LaneNotOwner LaneVerdict = iota
+	// Moved: the job is in its provider's lane, attempt 0.
+	Moved
+	// Copy: a job with this id is already held by the gateway (in a lane, in flight or waiting
+	// to retry) or was accepted within the sent-mark window; the entry was acknowledged with no
+	// record of its own.
+	Copy
+)
+
+// ToLane moves an intake entry holding job jobID to the lane of provider as attempt 0, or
+// acknowledges it as a copy (see Copy).
+func (s *Store) ToLane(ctx context.Context, e Entry, provider, jobID, rawJob string, enqueuedAtMs int64) (LaneVerdict, error) {
 	lane := s.LaneStream(e.Shard, provider)
 	if err := s.ensureLane(ctx, lane); err != nil {
-		return false, err
+		return LaneNotOwner, err
 	}
-	return s.runBool(ctx, toLaneScript, "to lane",
-		[]string{e.Stream, lane},
-		Group, e.ID, s.o.Consumer, rawJob, provider, enqueuedAtMs)
+	k := s.Keys(e.Shard)
+	n, err := s.eval(ctx, toLaneScript, []string{e.Stream, lane, k.Jobs, k.Sent(jobID)},
+		Group, e.ID, s.o.Consumer, rawJob, provider, enqueuedAtMs, jobID)
+	if err != nil {
+		return LaneNotOwner, fmt.Errorf("stream: to lane: %w", err)
+	}
+	return LaneVerdict(n), nil
 }
 
 // DeadRecord is a dead-letter entry.
@@ -89,8 +112,12 @@ func deadFields(d DeadRecord, from, entry string) []any {
 // nothing, when the entry is no longer pending for this consumer.
 func (s *Store) ToDead(ctx context.Context, e Entry, d DeadRecord) (bool, error) {
 	k := s.Keys(e.Shard)
-	args := append([]any{Group, e.ID, s.o.Consumer, s.o.DeadMaxLen}, deadFields(d, e.Stream, e.ID)...)
-	return s.runBool(ctx, toDeadScript, "to dead", []string{e.Stream, k.Dead, k.Sent(d.ID)}, args...)
+	unindex := ""
+	if e.Stream != k.Intake {
+		unindex = d.ID // only lane entries' jobs are indexed (ToLane)
+	}
+	args := append([]any{Group, e.ID, s.o.Consumer, s.o.DeadMaxLen, unindex}, deadFields(d, e.Stream, e.ID)...)
+	return s.runBool(ctx, toDeadScript, "to dead", []string{e.Stream, k.Dead, k.Sent(d.ID), k.Jobs}, args...)
 }
 
 // Result is the terminal outcome of a job.
@@ -142,19 +169,20 @@ func (s *Store) Finish(ctx context.Context, e Entry, r Result) (bool, error) {
 		args = append(args, "id", r.ID, "provider", r.Provider, "code", r.Code,
 			"endpoint", r.Endpoint, "detail", detail, "at", ms(r.At))
 	}
+	args = append(args, r.ID)
 	goneMark := k.Base + "gonemark:-" // unused by the script unless r.MarkGone
 	if r.MarkGone {
 		goneMark = k.GoneMark(r.Endpoint)
 	}
 	return s.runBool(ctx, finishScript, "finish",
-		[]string{e.Stream, k.Results, k.Gone, k.Sent(r.ID), goneMark}, args...)
+		[]string{e.Stream, k.Results, k.Gone, k.Sent(r.ID), goneMark, k.Jobs}, args...)
 }
 
-// AckSent acknowledges and deletes an entry with no record: a redelivered job whose sent mark
-// exists. It returns false, and changes nothing, when the entry is not pending for this
-// consumer.
-func (s *Store) AckSent(ctx context.Context, e Entry) (bool, error) {
-	return s.runBool(ctx, ackScript, "ack", []string{e.Stream}, Group, e.ID, s.o.Consumer)
+// AckSent acknowledges and deletes the lane entry of job jobID with no record: a redelivered
+// job whose sent mark exists. It returns false, and changes nothing, when the entry is not
+// pending for this consumer.
+func (s *Store) AckSent(ctx context.Context, e Entry, jobID string) (bool, error) {
+	return s.runBool(ctx, ackScript, "ack", []string{e.Stream, s.Keys(e.Shard).Jobs}, Group, e.ID, s.o.Consumer, jobID)
 }
 
 func (s *Store) runBool(ctx context.Context, sc *redis.Script, what string, keys []string, args ...any) (bool, error) {

@@ -35,7 +35,7 @@ func TestNoTrimOfGroupedStreams(t *testing.T) {
 			want[id] = s.IntakeStream(0)
 		}
 		// Intake reads some (they stay pending) and moves or kills some of its pending ones.
-		got, err := s.ReadIntake(env.ctx, 0, rng.IntN(8), 0)
+		got, _, err := s.ReadIntake(env.ctx, 0, rng.IntN(8), 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -51,7 +51,7 @@ func TestNoTrimOfGroupedStreams(t *testing.T) {
 				continue
 			}
 			p := providers[rng.IntN(len(providers))]
-			mustOK(t)(s.ToLane(env.ctx, e, p, e.Fields["job"], ms(t0)))
+			mustOK(t)(s.moveToLane(env.ctx, e, p, e.Fields["job"], ms(t0)))
 			want[id] = s.LaneStream(0, p)
 		}
 		// Lane consumers read some and finish, retry, or ack some of what they hold.
@@ -80,7 +80,7 @@ func TestNoTrimOfGroupedStreams(t *testing.T) {
 					}
 					want[id] = "delayed:" + s.LaneStream(0, p)
 				case 3:
-					mustOK(t)(s.AckSent(env.ctx, e))
+					mustOK(t)(s.AckSent(env.ctx, e, jobID(e.Fields["job"])))
 					delete(want, id)
 				}
 			}

@@ -10,19 +10,20 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/webpush-gateway/webpush-gateway/internal/cli"
 	"github.com/webpush-gateway/webpush-gateway/stream"
 )
 
 func cmdAudit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("audit", stderr)
+	fs := cli.NewFlagSet("gateway-worker audit", stderr)
 	var rf redisFlags
 	rf.register(fs)
 	idsFile := fs.String("ids", "", "`FILE` of job ids, one per line (or JSON-lines jobs: their \"id\" is used)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	if err := parseFlags(fs, args); err != nil {
-		return exitUsage(err)
+	if err := cli.ParseFlags(fs, args); err != nil {
+		return cli.ExitUsage(err)
 	}
-	if err := noArgs(fs); err != nil {
+	if err := cli.NoArgs(fs); err != nil {
 		return 2
 	}
 	if err := rf.check(); err != nil {

@@ -5,14 +5,15 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/webpush-gateway/webpush-gateway/internal/cli"
 	"github.com/webpush-gateway/webpush-gateway/providers"
 )
 
 func cmdCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("check", stderr)
+	fs := cli.NewFlagSet("gateway-worker check", stderr)
 	fs.Usage = func() { fmt.Fprintln(stderr, "usage: gateway-worker check [FILE]   (default registry.yaml)") }
-	if err := parseFlags(fs, args); err != nil {
-		return exitUsage(err)
+	if err := cli.ParseFlags(fs, args); err != nil {
+		return cli.ExitUsage(err)
 	}
 	path := "registry.yaml"
 	switch fs.NArg() {

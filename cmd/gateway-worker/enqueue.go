@@ -9,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/webpush-gateway/webpush-gateway/internal/cli"
 	"github.com/webpush-gateway/webpush-gateway/stream"
 )
 
@@ -16,15 +17,15 @@ import (
 const enqueueBatch = 500
 
 func cmdEnqueue(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("enqueue", stderr)
+	fs := cli.NewFlagSet("gateway-worker enqueue", stderr)
 	var rf redisFlags
 	rf.register(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: gateway-worker enqueue --redis URL [--shards N] [--prefix P] [FILE|-]\n\nOne job (JSON object with an \"id\") per line; see docs/job-format.md.")
 		fs.PrintDefaults()
 	}
-	if err := parseFlags(fs, args); err != nil {
-		return exitUsage(err)
+	if err := cli.ParseFlags(fs, args); err != nil {
+		return cli.ExitUsage(err)
 	}
 	if err := rf.check(); err != nil {
 		fmt.Fprintln(stderr, "gateway-worker enqueue:", err)

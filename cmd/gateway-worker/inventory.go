@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/webpush-gateway/webpush-gateway/internal/cli"
 	"github.com/webpush-gateway/webpush-gateway/providers"
 )
 
@@ -24,7 +25,7 @@ const (
 )
 
 func cmdInventory(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("inventory", stderr)
+	fs := cli.NewFlagSet("gateway-worker inventory", stderr)
 	registry := fs.String("registry", "registry.yaml", "registry file that routes the endpoints")
 	total := fs.Int("total", 0, "in-flight total per replica to share (default: the registry's budget.total_in_flight, else the sum of max_in_flight)")
 	top := fs.Int("top", 20, "unknown hosts listed one by one; the rest are summed as others")
@@ -36,8 +37,8 @@ func cmdInventory(_ context.Context, args []string, stdout, stderr io.Writer) in
 			"budget each provider would get. Endpoint paths are never printed.")
 		fs.PrintDefaults()
 	}
-	if err := parseFlags(fs, args); err != nil {
-		return exitUsage(err)
+	if err := cli.ParseFlags(fs, args); err != nil {
+		return cli.ExitUsage(err)
 	}
 	if fs.NArg() != 1 || *total < 0 || *top < 0 {
 		fs.Usage()

@@ -8,14 +8,15 @@ import (
 	"io/fs"
 	"os"
 
+	"github.com/webpush-gateway/webpush-gateway/internal/cli"
 	"github.com/webpush-gateway/webpush-gateway/vapid"
 )
 
 func cmdKeygen(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	fset := newFlagSet("keygen", stderr)
+	fset := cli.NewFlagSet("gateway-worker keygen", stderr)
 	out := fset.String("out", "vapid.pem", "where to write the private key (PEM, mode 0600); never overwritten")
-	if err := parseFlags(fset, args); err != nil {
-		return exitUsage(err)
+	if err := cli.ParseFlags(fset, args); err != nil {
+		return cli.ExitUsage(err)
 	}
 	key, err := vapid.GenerateKey("default")
 	if err != nil {

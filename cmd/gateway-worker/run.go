@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -17,6 +15,8 @@ import (
 
 	"github.com/webpush-gateway/webpush-gateway/adapter"
 	"github.com/webpush-gateway/webpush-gateway/dispatch"
+	"github.com/webpush-gateway/webpush-gateway/internal/buildinfo"
+	"github.com/webpush-gateway/webpush-gateway/internal/cli"
 	"github.com/webpush-gateway/webpush-gateway/stream"
 	"github.com/webpush-gateway/webpush-gateway/vapid"
 )
@@ -64,37 +64,22 @@ func loadVAPIDKeys(specs []string) (map[string]*vapid.Key, error) {
 	return keys, nil
 }
 
-// consumerName is unique per process: the pod name (or host name) and a random suffix, so a
-// restarted process never inherits a dead one's pending entries by name.
-func consumerName() string {
-	base := os.Getenv("POD_NAME")
-	if base == "" {
-		base, _ = os.Hostname()
-	}
-	if base == "" {
-		base = "worker"
-	}
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return base + "-" + hex.EncodeToString(b[:])
-}
-
 func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("run", stderr)
+	fs := cli.NewFlagSet("gateway-worker run", stderr)
 	var (
 		rf        redisFlags
-		tf        transportFlags
-		keySpecs  listFlag
+		tf        cli.Transport
+		keySpecs  cli.ListFlag
 		consumer  = fs.String("consumer", "", "consumer `NAME` in the group (default: $POD_NAME or the host name, plus a random suffix)")
 		jobHeader = fs.String("job-id-header", "", "send each job's id in this request `HEADER` (for simulators; off in production)")
 		logLevel  = fs.String("log-level", "info", "debug, info, warn or error")
 		statsFile = fs.String("stats-file", "", "when the worker stops, write what it did as JSON to `FILE`: Redis round trips and commands it sent, VAPID signatures it made")
 		profile   = fs.String("cpu-profile", "", "write a CPU profile (go tool pprof) of the whole run to `FILE`")
-		gcPercent = fs.Int("gogc", defaultGOGC, "garbage collection target `PERCENT`, as Go's GOGC (which wins when set); see docs/operations.md")
+		gcPercent = fs.Int("gogc", cli.DefaultGOGC, "garbage collection target `PERCENT`, as Go's GOGC (which wins when set); see docs/operations.md")
 		cfg       dispatch.Config
 	)
 	rf.register(fs)
-	tf.register(fs)
+	tf.Register(fs)
 	fs.Var(&keySpecs, "vapid-key", "VAPID private key as [NAME=]`FILE`; repeat for every key name jobs may give in vapid_key")
 	fs.DurationVar(&cfg.Grace, "grace", 25*time.Second, "how long in-flight sends may finish after SIGTERM")
 	fs.DurationVar(&cfg.VisibilityTimeout, "visibility-timeout", 60*time.Second, "idle time after which another worker reclaims an entry")
@@ -114,10 +99,10 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.ReclaimEvery, "reclaim-every", 5*time.Second, "how often entries of dead workers are reclaimed")
 	fs.DurationVar(&cfg.PromoteEvery, "promote-every", 250*time.Millisecond, "how often due retries return to their lanes")
 	fs.DurationVar(&cfg.StartupTimeout, "startup-timeout", 2*time.Minute, "give up (exit 1) when Redis cannot be set up within this time; refused credentials exit at once")
-	if err := parseFlags(fs, args); err != nil {
-		return exitUsage(err)
+	if err := cli.ParseFlags(fs, args); err != nil {
+		return cli.ExitUsage(err)
 	}
-	if err := noArgs(fs); err != nil {
+	if err := cli.NoArgs(fs); err != nil {
 		return 2
 	}
 	fail := func(err error) int {
@@ -129,7 +114,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	// The worker's live heap is small (jobs in flight, a few MB) and it allocates quickly, so
 	// Go's default target of 100% collects many times a second: a fifth of the CPU per message
-	// in `gateway-worker bench`. 400% trades a few more MB for most of that.
+	// in `gateway-lab bench`. 400% trades a few more MB for most of that.
 	if os.Getenv("GOGC") == "" {
 		if *gcPercent < 10 {
 			return fail(fmt.Errorf("--gogc must be at least 10"))
@@ -146,7 +131,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if cfg.Backoff.MaxRetries == 0 {
 		cfg.Backoff.MaxRetries = -1
 	}
-	if len(keySpecs) == 0 || tf.subject == "" {
+	if len(keySpecs) == 0 || tf.Subject == "" {
 		return fail(fmt.Errorf("--vapid-key and --subject are required"))
 	}
 	var level slog.Level
@@ -158,18 +143,18 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
-	reg, err := loadRegistry(tf.registry)
+	reg, err := cli.LoadRegistry(tf.Registry)
 	if err != nil {
 		return fail(err)
 	}
-	tf.jobIDHeader = *jobHeader
-	sender, err := tf.sender(reg)
+	tf.JobIDHeader = *jobHeader
+	sender, err := tf.Sender(reg)
 	if err != nil {
 		return fail(err)
 	}
 	defer sender.Close()
 	if *consumer == "" {
-		*consumer = consumerName()
+		*consumer = cli.ConsumerName()
 	}
 	main, blocking, err := stream.Connect(rf.url, stream.ConnectOptions{
 		ClientName:       "gateway-worker",
@@ -200,7 +185,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	so.Prefix, so.Shards, so.Consumer = rf.prefix, rf.shards, *consumer
 	cfg.Store = stream.New(main, blocking, so)
 	cfg.Sender, cfg.Registry, cfg.Keys, cfg.Logger = sender, reg, keys, logger
-	logger.Info("worker starting", "consumer", *consumer, "shards", rf.shards, "providers", len(reg.Providers()))
+	logger.Info("worker starting", "version", buildinfo.Version(), "consumer", *consumer, "shards", rf.shards, "providers", len(reg.Providers()))
 	if err := dispatch.Run(ctx, cfg); err != nil {
 		logger.Error("worker stopped", "err", err)
 		return 1
@@ -209,18 +194,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// defaultGOGC is run's garbage collection target: see the comment where it is set.
-const defaultGOGC = 400
-
-// runStats is what `run --stats-file` writes when the worker stops.
-type runStats struct {
-	RedisRoundTrips int64  `json:"redis_round_trips"`
-	RedisCommands   int64  `json:"redis_commands"`
-	VAPIDSignatures uint64 `json:"vapid_signatures"`
-}
-
 func writeRunStats(path string, calls *stream.CallCounter, sender *adapter.Sender) error {
-	b, err := json.Marshal(runStats{
+	b, err := json.Marshal(cli.RunStats{
 		RedisRoundTrips: calls.RoundTrips(), RedisCommands: calls.Commands(), VAPIDSignatures: sender.Signatures(),
 	})
 	if err != nil {

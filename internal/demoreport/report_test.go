@@ -39,7 +39,7 @@ func sampleReport() Report {
 		Title:     "webpush-gateway demo",
 		Generated: time.Date(2026, 11, 29, 14, 5, 0, 0, time.UTC),
 		Setup: []string{
-			"redis: embedded (miniredis) at 127.0.0.1",
+			"redis: started a throwaway redis-server at redis://127.0.0.1:6379/0",
 			"rate: 285 msg/s for 90s, 5 providers via pushsim",
 			"fault: autopush stalls every request from 30s to 60s",
 		},

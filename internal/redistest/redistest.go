@@ -1,10 +1,3 @@
-// Package redistest starts real redis-server processes for tests: each on a free loopback
-// port, with its own temporary directory, AOF on and fsynced on every write, so that a test can
-// SIGKILL the server, start it again on the same port and directory, and see exactly what a
-// production Redis with appendfsync always would have kept.
-//
-// Tests never skip when redis-server is missing: Start fails the test with a message that says
-// how to install it, because a silently skipped storage test is a storage test that never ran.
 package redistest
 
 import (
@@ -30,18 +23,34 @@ import (
 // test-sized file takes milliseconds, so hitting this means the server is broken.
 const startTimeout = 15 * time.Second
 
-// Server is one redis-server process owned by a test. Its methods are safe for concurrent use.
+// Server is one redis-server process owned by a test: a standalone server, a node of a Cluster
+// or a member of a Sentinel setup. Its methods are safe for concurrent use.
 type Server struct {
-	t    testing.TB
-	bin  string
-	dir  string // immutable after Start
-	port int    // immutable after Start
-	args []string
+	t       testing.TB
+	bin     string
+	dir     string // immutable after launch
+	port    int    // immutable after launch
+	busPort int    // cluster bus port, 0 outside a cluster; immutable after launch
+	mode    mode   // immutable
+	args    []string
 
-	mu   sync.Mutex
-	cmd  *exec.Cmd     // guarded by mu; nil while stopped
-	done chan struct{} // guarded by mu; closed when cmd has exited
+	mu        sync.Mutex
+	cmd       *exec.Cmd     // guarded by mu; nil while stopped
+	done      chan struct{} // guarded by mu; closed when cmd has exited
+	replicaOf string        // guarded by mu; host:port passed as --replicaof at each start, "" for none
 }
+
+// mode is the kind of process a Server runs.
+type mode int
+
+const (
+	standalone mode = iota
+	clusterNode
+	sentinel
+)
+
+// sentinelConf is the file a Sentinel reads at start and rewrites with what it learns.
+const sentinelConf = "sentinel.conf"
 
 // Option changes how the server is started.
 type Option func(*config)
@@ -53,10 +62,12 @@ type config struct {
 // WithConfig adds a redis-server configuration directive (name without the leading dashes),
 // for example WithConfig("maxmemory", "64mb"). Later options override earlier ones.
 func WithConfig(name string, values ...string) Option {
-	return func(c *config) {
-		c.extra = append(c.extra, "--"+name)
-		c.extra = append(c.extra, values...)
-	}
+	return func(c *config) { c.extra = append(c.extra, directive(name, values)...) }
+}
+
+// directive is a configuration directive as redis-server command-line arguments.
+func directive(name string, values []string) []string {
+	return append([]string{"--" + name}, values...)
 }
 
 // Start runs redis-server on a free 127.0.0.1 port with AOF on (appendfsync always), no RDB
@@ -64,23 +75,59 @@ func WithConfig(name string, values ...string) Option {
 // the test, never skips it, when redis-server is not on PATH.
 func Start(t testing.TB, opts ...Option) *Server {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Fatalf("redistest: redis-server is not on PATH (%v); install it (Debian: apt-get install redis-server) — these tests need a real Redis", err)
-	}
 	var c config
 	for _, o := range opts {
 		o(&c)
 	}
-	s := &Server{t: t, bin: bin, dir: t.TempDir()}
-	s.args = c.extra
-	// The port is picked by the kernel and released before redis binds it; another process
-	// can take it in between, so a failed bind is retried on a new port.
+	return launch(t, lookBinary(t, "redis-server"), spec{extra: c.extra})
+}
+
+// spec says how launch starts one process.
+type spec struct {
+	mode      mode
+	extra     []string // configuration arguments, after the ones launch sets
+	replicaOf string   // host:port to replicate from, "" for none
+	conf      string   // content of sentinel.conf; sentinel mode only
+}
+
+// binaries says which Debian package installs each binary the helpers run.
+var binaries = map[string]string{"redis-server": "redis-server", "redis-cli": "redis-tools"}
+
+// lookBinary finds name on PATH or fails the test saying how to install it.
+func lookBinary(t testing.TB, name string) string {
+	t.Helper()
+	bin, err := exec.LookPath(name)
+	if err != nil {
+		t.Fatalf("redistest: %s is not on PATH (%v); install it (Debian: apt-get install %s) — these tests need a real Redis", name, err, binaries[name])
+	}
+	return bin
+}
+
+// launch starts one redis-server process described by sp on free ports, in a new temporary
+// directory, and stops it at cleanup.
+func launch(t testing.TB, bin string, sp spec) *Server {
+	t.Helper()
+	s := &Server{t: t, bin: bin, dir: t.TempDir(), mode: sp.mode, args: sp.extra, replicaOf: sp.replicaOf}
+	if sp.mode == sentinel {
+		if err := os.WriteFile(filepath.Join(s.dir, sentinelConf), []byte(sp.conf), 0o600); err != nil {
+			t.Fatalf("redistest: write %s: %v", sentinelConf, err)
+		}
+	}
+	nports := 1
+	if sp.mode == clusterNode {
+		nports = 2
+	}
+	// The ports are picked by the kernel and released before redis binds them; another
+	// process can take one in between, so a failed start is retried on new ports.
 	var lastErr error
 	for range 5 {
-		s.port, err = freePort()
+		ports, err := freePorts(nports)
 		if err != nil {
 			t.Fatalf("redistest: find a free port: %v", err)
+		}
+		s.port = ports[0]
+		if nports > 1 {
+			s.busPort = ports[1]
 		}
 		if lastErr = s.start(); lastErr == nil {
 			break
@@ -93,30 +140,71 @@ func Start(t testing.TB, opts ...Option) *Server {
 	return s
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+// freePorts returns n distinct loopback ports that were free a moment ago. The listeners are
+// held until all n are picked, so the kernel cannot hand out one port twice.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			_ = l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return ports, nil
+}
+
+// argv is the command line of the next start. Caller must hold mu.
+func (s *Server) argv() []string {
+	var args []string
+	if s.mode == sentinel {
+		// The configuration file must come first; Sentinel rewrites it, so it stays in dir.
+		args = append(args, filepath.Join(s.dir, sentinelConf), "--sentinel")
+	}
+	args = append(args,
+		"--port", strconv.Itoa(s.port),
+		"--bind", "127.0.0.1",
+		"--dir", s.dir,
+		"--daemonize", "no",
+		"--protected-mode", "no",
+		"--logfile", "redis.log",
+	)
+	if s.mode != sentinel {
+		args = append(args,
+			"--appendonly", "yes",
+			"--appendfsync", "always",
+			"--save", "",
+			"--databases", "16",
+			// A master otherwise waits 5 s for more replicas before a full sync starts.
+			"--repl-diskless-sync-delay", "0",
+		)
+	}
+	if s.mode == clusterNode {
+		args = append(args,
+			"--cluster-enabled", "yes",
+			"--cluster-config-file", "nodes.conf",
+			"--cluster-port", strconv.Itoa(s.busPort),
+		)
+	}
+	if s.replicaOf != "" {
+		host, port, _ := net.SplitHostPort(s.replicaOf)
+		args = append(args, "--replicaof", host, port)
+	}
+	return append(args, s.args...)
 }
 
 // start launches the process and waits until it answers PING. Caller must not hold mu.
 func (s *Server) start() error {
-	args := []string{
-		"--port", strconv.Itoa(s.port),
-		"--bind", "127.0.0.1",
-		"--dir", s.dir,
-		"--appendonly", "yes",
-		"--appendfsync", "always",
-		"--save", "",
-		"--daemonize", "no",
-		"--protected-mode", "no",
-		"--logfile", "redis.log",
-		"--databases", "16",
-	}
-	args = append(args, s.args...)
+	s.mu.Lock()
+	args := s.argv()
+	s.mu.Unlock()
 	cmd := exec.Command(s.bin, args...)
 	cmd.Dir = s.dir
 	cmd.SysProcAttr = procAttr()
@@ -193,8 +281,23 @@ func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.It
 // URL is the redis:// URL of database 0.
 func (s *Server) URL() string { return "redis://" + s.Addr() + "/0" }
 
-// Dir is the server's data directory (AOF files and redis.log).
+// Dir is the server's data directory (AOF files and redis.log; nodes.conf in a cluster,
+// sentinel.conf for a Sentinel).
 func (s *Server) Dir() string { return s.dir }
+
+// running reports whether the process has been started and not stopped or killed.
+func (s *Server) running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cmd != nil
+}
+
+// setReplicaOf sets the master the next start replicates from ("" for none).
+func (s *Server) setReplicaOf(addr string) {
+	s.mu.Lock()
+	s.replicaOf = addr
+	s.mu.Unlock()
+}
 
 // Client returns a new client for the server, closed at the test's cleanup (before the server
 // stops, since cleanups run last-registered first).
@@ -235,8 +338,8 @@ func (s *Server) signal(sig syscall.Signal) {
 	}
 }
 
-// Restart starts the server again on the same port and directory (the AOF is replayed) and
-// waits until PING answers. A running server is killed first.
+// Restart starts the server again on the same port (and cluster bus port) and directory (the
+// AOF is replayed) and waits until PING answers. A running server is killed first.
 func (s *Server) Restart() {
 	s.t.Helper()
 	s.Kill()

@@ -66,8 +66,30 @@ type cluster struct {
 	logs    []string    // guarded by mu: log file of every worker started
 }
 
-func newCluster(t *testing.T) *cluster {
+// clusterOptions change what newCluster starts; the zero value is the crash tests' setup.
+type clusterOptions struct {
+	// registry replaces testRegistry.
+	registry string
+	// visibility is --visibility-timeout (default 2s).
+	visibility time.Duration
+	// redis are options of the redis-server.
+	redis []redistest.Option
+	// args are more flags for every worker.
+	args []string
+}
+
+func newCluster(t *testing.T, opts ...clusterOptions) *cluster {
 	t.Helper()
+	var o clusterOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	if o.registry == "" {
+		o.registry = testRegistry
+	}
+	if o.visibility == 0 {
+		o.visibility = 2 * time.Second
+	}
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "gateway-worker")
 	build := exec.Command("go", "build", "-o", bin, "./cmd/gateway-worker")
@@ -75,7 +97,7 @@ func newCluster(t *testing.T) *cluster {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	r := redistest.Start(t)
+	r := redistest.Start(t, o.redis...)
 	sim, err := pushsim.Start(pushsim.Config{Dir: dir, MaxDeliveries: 1_000_000})
 	if err != nil {
 		t.Fatal(err)
@@ -91,13 +113,14 @@ func newCluster(t *testing.T) *cluster {
 	if err := os.WriteFile(keyFile, pem, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(regFile, []byte(testRegistry), 0o644); err != nil {
+	if err := os.WriteFile(regFile, []byte(o.registry), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	args := []string{"run", "--redis", r.URL(), "--registry", regFile, "--vapid-key", keyFile,
 		"--subject", "mailto:ops@webpush-gateway.example.com", "--ca-file", sim.CAFile(),
-		"--job-id-header", "X-Job-Id", "--visibility-timeout", "2s", "--reclaim-every", "250ms",
-		"--grace", "2s", "--block", "200ms", "--log-level", "warn"}
+		"--job-id-header", "X-Job-Id", "--visibility-timeout", o.visibility.String(), "--reclaim-every", "250ms",
+		"--grace", "2s", "--block", "200ms", "--log-level", "info"}
+	args = append(args, o.args...)
 	for _, ct := range append(sim.ConnectTo(), net.JoinHostPort(genericHost, "443")+"="+sim.Addr()) {
 		args = append(args, "--connect-to", ct)
 	}

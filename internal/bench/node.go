@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -12,17 +12,17 @@ import (
 	"time"
 )
 
-// benchNodeFiles are the Node contender: a plain stream consumer around web-push, and the exact
+// nodeFiles are the Node contender: a plain stream consumer around web-push, and the exact
 // package versions it runs with (package-lock.json pins web-push's own dependencies too).
 //
 //go:embed benchnode/consumer.js benchnode/package.json benchnode/package-lock.json
-var benchNodeFiles embed.FS
+var nodeFiles embed.FS
 
 // node runs Node's web-push as a contender, when node and npm are on the PATH. npm installs
 // its packages once into a cache folder (npm ci, from the lock file); a changed package.json or
 // lock file installs them again.
-func (env *benchEnv) node(ctx context.Context) (benchRow, error) {
-	row := benchRow{Name: benchNode}
+func (env *runEnv) node(ctx context.Context) (Row, error) {
+	row := Row{Name: contenderNode}
 	node, err := exec.LookPath("node")
 	if err != nil {
 		row.Skipped = "no node on PATH"
@@ -33,7 +33,7 @@ func (env *benchEnv) node(ctx context.Context) (benchRow, error) {
 		row.Skipped = "node is on PATH but npm is not"
 		return row, nil
 	}
-	dir := env.o.nodeDir
+	dir := env.o.NodeDir
 	if dir == "" {
 		cache, err := os.UserCacheDir()
 		if err != nil {
@@ -41,22 +41,22 @@ func (env *benchEnv) node(ctx context.Context) (benchRow, error) {
 		}
 		dir = filepath.Join(cache, "webpush-gateway", "bench-node")
 	}
-	if why := installBenchNode(ctx, npm, dir, env); why != "" {
+	if why := installNode(ctx, npm, dir, env); why != "" {
 		row.Skipped = why
 		return row, nil
 	}
-	return env.plainConsumer(ctx, benchNode, []string{node, filepath.Join(dir, "consumer.js")})
+	return env.plainConsumer(ctx, contenderNode, []string{node, filepath.Join(dir, "consumer.js")})
 }
 
-// installBenchNode writes the consumer into dir and runs npm install there unless the same
+// installNode writes the consumer into dir and runs npm install there unless the same
 // package.json is installed already. It returns why Node cannot run, or "".
-func installBenchNode(ctx context.Context, npm, dir string, env *benchEnv) string {
+func installNode(ctx context.Context, npm, dir string, env *runEnv) string {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "cannot create " + dir + ": " + err.Error()
 	}
-	pkg, _ := benchNodeFiles.ReadFile("benchnode/package.json")
-	lock, _ := benchNodeFiles.ReadFile("benchnode/package-lock.json")
-	js, _ := benchNodeFiles.ReadFile("benchnode/consumer.js")
+	pkg, _ := nodeFiles.ReadFile("benchnode/package.json")
+	lock, _ := nodeFiles.ReadFile("benchnode/package-lock.json")
+	js, _ := nodeFiles.ReadFile("benchnode/consumer.js")
 	if err := os.WriteFile(filepath.Join(dir, "consumer.js"), js, 0o644); err != nil {
 		return err.Error()
 	}

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"bytes"
@@ -20,14 +20,14 @@ func TestDemoWritesReportWithEveryProviderAndTheFault(t *testing.T) {
 	}
 	dir := t.TempDir()
 	report := filepath.Join(dir, "demo-report.html")
-	f, err := parseDemoFault("autopush=stall")
+	f, err := ParseFault("autopush=stall")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	o := demoOptions{duration: 6 * time.Second, rate: 100, fault: f, report: report, payload: "test"}
-	if err := runDemo(context.Background(), o, &out); err != nil {
-		t.Fatalf("runDemo: %v\n%s", err, out.String())
+	o := Options{Duration: 6 * time.Second, Rate: 100, Fault: f, Report: report, Payload: "test"}
+	if err := Run(context.Background(), o, &out); err != nil {
+		t.Fatalf("Run: %v\n%s", err, out.String())
 	}
 	text := out.String()
 	if first, _, _ := strings.Cut(text, "\n"); !strings.HasPrefix(first, "redis:") {
@@ -43,7 +43,7 @@ func TestDemoWritesReportWithEveryProviderAndTheFault(t *testing.T) {
 		t.Fatal(err)
 	}
 	page := string(html)
-	for _, p := range demoProviders {
+	for _, p := range providerOrder {
 		if !strings.Contains(page, `data-provider="`+p+`"`) {
 			t.Errorf("report has no series for %s", p)
 		}
@@ -66,14 +66,14 @@ func TestDemoWritesReportWithEveryProviderAndTheFault(t *testing.T) {
 
 func TestParseDemoFault(t *testing.T) {
 	for _, bad := range []string{"autopush", "gcm=stall", "fcm=503", "fcm=503:2", "fcm=429:0", "fcm=melt"} {
-		if _, err := parseDemoFault(bad); err == nil {
-			t.Errorf("parseDemoFault(%q) accepted it", bad)
+		if _, err := ParseFault(bad); err == nil {
+			t.Errorf("ParseFault(%q) accepted it", bad)
 		}
 	}
 	for in, want := range map[string]string{"none": "", "apple=503:0.4": "apple", "fallback=429:5": "generic", "wns=stall": "wns"} {
-		f, err := parseDemoFault(in)
+		f, err := ParseFault(in)
 		if err != nil || f.provider != want {
-			t.Errorf("parseDemoFault(%q) = %q, %v; want %q", in, f.provider, err, want)
+			t.Errorf("ParseFault(%q) = %q, %v; want %q", in, f.provider, err, want)
 		}
 	}
 }

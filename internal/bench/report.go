@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"encoding/json"
@@ -10,11 +10,13 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/webpush-gateway/webpush-gateway/internal/cli"
 )
 
-// benchRow is one contender's result. Rates and costs are over the backlog phase; latencies
+// Row is one contender's result. Rates and costs are over the backlog phase; latencies
 // over the paced phase.
-type benchRow struct {
+type Row struct {
 	Name string `json:"name"`
 	What string `json:"what"`
 	// Floor marks the encryption-only row: no process, no network, no Redis.
@@ -49,7 +51,7 @@ type benchRow struct {
 }
 
 // fill takes a phase's measurements.
-func (r *benchRow) fill(env *benchEnv, ph phase) {
+func (r *Row) fill(env *runEnv, ph phase) {
 	r.Messages = len(env.subs)
 	r.Delivered = ph.accepted
 	if len(ph.errors) > 0 {
@@ -75,10 +77,10 @@ func percentileMs(sorted []time.Duration, p int) float64 {
 	if len(sorted) == 0 {
 		return 0
 	}
-	return float64(quantile(sorted, p).Microseconds()) / 1000
+	return float64(cli.Quantile(sorted, p).Microseconds()) / 1000
 }
 
-func (r benchRow) progressLine() string {
+func (r Row) progressLine() string {
 	switch {
 	case r.Skipped != "":
 		return fmt.Sprintf("%-14s skipped: %s", r.Name, r.Skipped)
@@ -88,8 +90,8 @@ func (r benchRow) progressLine() string {
 	return fmt.Sprintf("%-14s %d/%d delivered, %.0f msgs/s, %.1f µs CPU/msg", r.Name, r.Delivered, r.Messages, r.MsgsPerSec, r.CPUPerMsg)
 }
 
-// benchTarget is one of the goals the bench checks the gateway against (issue 5).
-type benchTarget struct {
+// Target is one of the goals the bench checks the gateway against (issue 5).
+type Target struct {
 	What     string  `json:"what"`
 	Measured float64 `json:"measured"` // the ratio (or count) measured
 	Limit    float64 `json:"limit"`
@@ -98,7 +100,7 @@ type benchTarget struct {
 	Missing  string  `json:"missing,omitempty"` // why it could not be measured
 }
 
-func (t benchTarget) verdict() string {
+func (t Target) verdict() string {
 	switch {
 	case t.Missing != "":
 		return "not measured: " + t.Missing
@@ -111,57 +113,57 @@ func (t benchTarget) verdict() string {
 	}
 }
 
-type benchReport struct {
-	Date      time.Time     `json:"date"`
-	Command   string        `json:"command"`
-	Machine   string        `json:"machine"`
-	Load      string        `json:"load"`
-	Audiences int           `json:"audiences"`
-	Rows      []benchRow    `json:"rows"`
-	Targets   []benchTarget `json:"targets"`
-	Notes     []string      `json:"notes"`
+type Report struct {
+	Date      time.Time `json:"date"`
+	Command   string    `json:"command"`
+	Machine   string    `json:"machine"`
+	Load      string    `json:"load"`
+	Audiences int       `json:"audiences"`
+	Rows      []Row     `json:"rows"`
+	Targets   []Target  `json:"targets"`
+	Notes     []string  `json:"notes"`
 }
 
-func newBenchReport(env *benchEnv, rows []benchRow) benchReport {
+func newReport(env *runEnv, rows []Row) Report {
 	o := env.o
-	rep := benchReport{
+	rep := Report{
 		Date:      time.Now().UTC().Truncate(time.Second),
-		Command:   "gateway-worker bench " + strings.Join(o.args, " "),
+		Command:   "gateway-lab bench " + strings.Join(o.Args, " "),
 		Machine:   fmt.Sprintf("%s, %d CPUs, %s/%s, %s", cpuModel(), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version()),
-		Load:      fmt.Sprintf("%d messages of %d bytes from a backlog, %d paced at %d/s; concurrency %d; mix %s", o.messages, o.payloadSize, o.latencyN, o.latencyRate, o.concurrency, describeMix(env.subs)),
+		Load:      fmt.Sprintf("%d messages of %d bytes from a backlog, %d paced at %d/s; concurrency %d; mix %s", o.Messages, o.PayloadSize, o.LatencyMessages, o.LatencyRate, o.Concurrency, describeMix(env.subs)),
 		Audiences: env.audience,
 		Rows:      rows,
 	}
 	rep.Notes = []string{
-		fmt.Sprintf("pushsim checks the VAPID signature and decrypts the body of 1 push in %d (--sample), so that its own CPU does not dominate the machine; every push gets the other checks (subscription, key, aud, exp, headers, size).", o.sample),
+		fmt.Sprintf("pushsim checks the VAPID signature and decrypts the body of 1 push in %d (--sample), so that its own CPU does not dominate the machine; every push gets the other checks (subscription, key, aud, exp, headers, size).", o.Sample),
 		"msgs/s: backlog messages answered per second, from pushsim's first answer to its last. CPU µs/msg: the contender process's user+system CPU over the backlog phase (its startup and a warm-up message per push service excluded) per delivered message. Peak RSS: the process's high-water mark.",
-		fmt.Sprintf("Latency: from just before the XADD to pushsim receiving the push, for %d messages enqueued one at a time at %d/s after the backlog.", o.latencyN, o.latencyRate),
+		fmt.Sprintf("Latency: from just before the XADD to pushsim receiving the push, for %d messages enqueued one at a time at %d/s after the backlog.", o.LatencyMessages, o.LatencyRate),
 		"bytes/msg: what the contender sent pushsim per message (TLS records and handshakes, HTTP headers, body).",
 		"pushsim, redis µs/msg: the CPU the simulator (in the bench's own process) and redis-server spent per message over the same backlog phase. All three processes share the machine, so a contender's msgs/s is bounded by its own cost plus these two.",
-		fmt.Sprintf("webpush-go runs with RecordSize %d: at its default (4096) it pads every body to 4182 bytes, which FCM, Autopush and Apple refuse with 413. Its subject is given without \"mailto:\", which it adds itself. Both Go contenders run with GOGC %d (the gateway worker's default).", webpushGoRecordSize, defaultGOGC),
-		fmt.Sprintf("The gateway's %d in-flight slots are shared by the mix, at least one a provider; the plain consumers run %d sends at once.", o.concurrency, o.concurrency),
+		fmt.Sprintf("webpush-go runs with RecordSize %d: at its default (4096) it pads every body to 4182 bytes, which FCM, Autopush and Apple refuse with 413. Its subject is given without \"mailto:\", which it adds itself. Both Go contenders run with GOGC %d (the gateway worker's default).", webpushGoRecordSize, cli.DefaultGOGC),
+		fmt.Sprintf("The gateway's %d in-flight slots are shared by the mix, at least one a provider; the plain consumers run %d sends at once.", o.Concurrency, o.Concurrency),
 		"Redis commands per job: INFO commandstats over the worker's life (commands run inside scripts included), less the XADDs that enqueued the jobs, over every job (warm-up, backlog and latency phase). Round trips per job: the worker's own count of commands and pipelines sent, idle blocking reads included.",
 	}
 	rep.Targets = rep.targets()
 	return rep
 }
 
-func (rep benchReport) row(name string) (benchRow, bool) {
+func (rep Report) row(name string) (Row, bool) {
 	for _, r := range rep.Rows {
 		if r.Name == name && r.Skipped == "" {
 			return r, true
 		}
 	}
-	return benchRow{}, false
+	return Row{}, false
 }
 
-func (rep benchReport) targets() []benchTarget {
-	gw, ok := rep.row(benchGateway)
+func (rep Report) targets() []Target {
+	gw, ok := rep.row(contenderGateway)
 	if !ok {
 		return nil
 	}
-	ratio := func(what, other string, limit float64, atMost bool, value func(benchRow) float64) benchTarget {
-		t := benchTarget{What: what, Limit: limit, AtMost: atMost}
+	ratio := func(what, other string, limit float64, atMost bool, value func(Row) float64) Target {
+		t := Target{What: what, Limit: limit, AtMost: atMost}
 		o, ok := rep.row(other)
 		if !ok || value(o) == 0 {
 			t.Missing = other + " did not run"
@@ -171,23 +173,23 @@ func (rep benchReport) targets() []benchTarget {
 		t.Met = (atMost && t.Measured <= limit) || (!atMost && t.Measured >= limit)
 		return t
 	}
-	cpu := func(r benchRow) float64 { return r.CPUPerMsg }
-	rate := func(r benchRow) float64 { return r.MsgsPerSec }
-	ts := []benchTarget{
-		ratio("gateway CPU per message / webpush-go consumer's", benchWebpushGo, 0.4, true, cpu),
-		ratio("gateway CPU per message / Node web-push's", benchNode, 0.25, true, cpu),
-		ratio("gateway CPU per message / RFC 8291 encryption floor", benchFloor, 1.5, true, cpu),
-		ratio("gateway throughput / webpush-go consumer's", benchWebpushGo, 2, false, rate),
+	cpu := func(r Row) float64 { return r.CPUPerMsg }
+	rate := func(r Row) float64 { return r.MsgsPerSec }
+	ts := []Target{
+		ratio("gateway CPU per message / webpush-go consumer's", contenderWebpushGo, 0.4, true, cpu),
+		ratio("gateway CPU per message / Node web-push's", contenderNode, 0.25, true, cpu),
+		ratio("gateway CPU per message / RFC 8291 encryption floor", contenderFloor, 1.5, true, cpu),
+		ratio("gateway throughput / webpush-go consumer's", contenderWebpushGo, 2, false, rate),
 	}
-	sig := benchTarget{What: fmt.Sprintf("gateway VAPID signatures / (key, audience) pairs (%d)", rep.Audiences), Limit: 1, AtMost: true}
+	sig := Target{What: fmt.Sprintf("gateway VAPID signatures / (key, audience) pairs (%d)", rep.Audiences), Limit: 1, AtMost: true}
 	sig.Measured = float64(gw.Signatures) / float64(max(1, rep.Audiences))
 	sig.Met = sig.Measured <= 1
 	return append(ts, sig)
 }
 
 // table is the side-by-side comparison, as rows of cells; the first row is the header.
-func (rep benchReport) table() [][]string {
-	gw, haveGW := rep.row(benchGateway)
+func (rep Report) table() [][]string {
+	gw, haveGW := rep.row(contenderGateway)
 	times := func(v, base float64) string {
 		if !haveGW || base == 0 || v == 0 {
 			return "-"
@@ -214,8 +216,8 @@ func (rep benchReport) table() [][]string {
 	return cells
 }
 
-func (rep benchReport) gatewayLine() string {
-	gw, ok := rep.row(benchGateway)
+func (rep Report) gatewayLine() string {
+	gw, ok := rep.row(contenderGateway)
 	if !ok {
 		return ""
 	}
@@ -223,7 +225,7 @@ func (rep benchReport) gatewayLine() string {
 		gw.RedisCommandsPerJob, gw.RedisRoundTripsPerJob, gw.Signatures, gw.SignaturesSelf, rep.Audiences, gw.Ledger)
 }
 
-func (rep benchReport) writeText(w io.Writer) {
+func (rep Report) writeText(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, row := range rep.table() {
 		fmt.Fprintln(tw, strings.Join(row, "\t"))
@@ -244,7 +246,7 @@ func (rep benchReport) writeText(w io.Writer) {
 	}
 }
 
-func (rep benchReport) markdown() string {
+func (rep Report) markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Measured %s on %s.\n\n`%s`\n\nLoad: %s.\n\n", rep.Date.Format("2006-01-02"), rep.Machine, rep.Command, rep.Load)
 	for i, row := range rep.table() {
@@ -274,7 +276,7 @@ func (rep benchReport) markdown() string {
 }
 
 // save writes bench-report.json and bench-report.md into dir.
-func (rep benchReport) save(dir string, out io.Writer) error {
+func (rep Report) save(dir string, out io.Writer) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -290,7 +292,7 @@ func (rep benchReport) save(dir string, out io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(out, "\nwrote %s and %s\n", jf, mf)
-	if gw, ok := rep.row(benchGateway); ok && gw.Profile != "" {
+	if gw, ok := rep.row(contenderGateway); ok && gw.Profile != "" {
 		fmt.Fprintf(out, "gateway CPU profile: go tool pprof -top %s\n", gw.Profile)
 	}
 	return nil

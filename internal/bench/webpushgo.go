@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -19,11 +19,12 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/webpush-gateway/webpush-gateway/adapter"
+	"github.com/webpush-gateway/webpush-gateway/internal/cli"
 )
 
-// benchConsumerConfig is what `bench` hands each plain consumer (this file's webpush-go one and
+// consumerConfig is what Run hands each plain consumer (this file's webpush-go one and
 // benchnode/consumer.js) in a JSON file: the stream to read and where pushsim is.
-type benchConsumerConfig struct {
+type consumerConfig struct {
 	Redis       string `json:"redis"`
 	Stream      string `json:"stream"`
 	Group       string `json:"group"`
@@ -40,8 +41,8 @@ type benchConsumerConfig struct {
 	} `json:"vapid"`
 }
 
-// benchConsumerSummary is the one JSON line a plain consumer prints when it stops.
-type benchConsumerSummary struct {
+// consumerSummary is the one JSON line a plain consumer prints when it stops.
+type consumerSummary struct {
 	Sent   int            `json:"sent"`
 	Failed int            `json:"failed"`
 	Errors map[string]int `json:"errors"`
@@ -53,18 +54,16 @@ type benchConsumerSummary struct {
 // webpush-go's own tests use: what a Go user who made it work would have.
 const webpushGoRecordSize = 3070
 
-// cmdBenchWebpushGo is the bench's second contender, run by `bench` in a process of its own:
-// the consumer a Go user writes without this project. It reads the stream in batches with
-// XREADGROUP, sends each job with webpush-go's SendNotification through one shared HTTP
-// client, never more than Concurrency at once, and acknowledges each message with its own
-// XACK. It keeps no ledger, no retries and no limits: it is the floor a gateway must beat.
-func cmdBenchWebpushGo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) != 1 {
-		fmt.Fprintln(stderr, "usage: gateway-worker bench-webpush-go CONFIG.json (run by gateway-worker bench)")
-		return 2
-	}
-	var cfg benchConsumerConfig
-	b, err := os.ReadFile(args[0])
+// WebpushGoContender is the bench's second contender, run by Run in a process of its own
+// (`gateway-lab bench-webpush-go CONFIG.json`): the consumer a Go user writes without this
+// project. It reads the stream configFile names in batches with XREADGROUP, sends each job with
+// webpush-go's SendNotification through one shared HTTP client, never more than Concurrency at
+// once, and acknowledges each message with its own XACK. It keeps no ledger, no retries and no
+// limits: it is the floor a gateway must beat. When ctx ends it waits for its sends and prints
+// its summary, one JSON line, to stdout.
+func WebpushGoContender(ctx context.Context, configFile string, stdout io.Writer) error {
+	var cfg consumerConfig
+	b, err := os.ReadFile(configFile)
 	if err == nil {
 		err = json.Unmarshal(b, &cfg)
 	}
@@ -72,25 +71,22 @@ func cmdBenchWebpushGo(ctx context.Context, args []string, stdout, stderr io.Wri
 		err = fmt.Errorf("concurrency and batch must be at least 1")
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "bench-webpush-go:", err)
-		return 1
+		return err
 	}
 	// The same garbage collection target as the gateway's worker, so that the comparison is of
 	// the code, not of a runtime setting either could use.
 	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(defaultGOGC)
+		debug.SetGCPercent(cli.DefaultGOGC)
 	}
 	sum, err := runWebpushGoConsumer(ctx, cfg, stdout)
 	if err != nil {
-		fmt.Fprintln(stderr, "bench-webpush-go:", err)
-		return 1
+		return err
 	}
-	_ = json.NewEncoder(stdout).Encode(sum)
-	return 0
+	return json.NewEncoder(stdout).Encode(sum)
 }
 
-func runWebpushGoConsumer(ctx context.Context, cfg benchConsumerConfig, stdout io.Writer) (benchConsumerSummary, error) {
-	sum := benchConsumerSummary{Errors: map[string]int{}}
+func runWebpushGoConsumer(ctx context.Context, cfg consumerConfig, stdout io.Writer) (consumerSummary, error) {
+	sum := consumerSummary{Errors: map[string]int{}}
 	opt, err := redis.ParseURL(cfg.Redis)
 	if err != nil {
 		return sum, err
@@ -172,7 +168,7 @@ func runWebpushGoConsumer(ctx context.Context, cfg benchConsumerConfig, stdout i
 
 // sendWebpushGo sends one stream message; "" when the push service accepted it, else what
 // went wrong (an HTTP status or an error class) for the summary.
-func sendWebpushGo(ctx context.Context, client *http.Client, cfg benchConsumerConfig, m redis.XMessage) string {
+func sendWebpushGo(ctx context.Context, client *http.Client, cfg consumerConfig, m redis.XMessage) string {
 	raw, _ := m.Values["job"].(string)
 	var job struct {
 		Subscription webpush.Subscription `json:"subscription"`

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// run calls the command line in-process and returns its exit code and outputs.
+func run(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := runMain(context.Background(), args, &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+func TestUsageListsDemoAndBenchOnly(t *testing.T) {
+	code, _, stderr := run(t, "help")
+	if code != 0 || !strings.Contains(stderr, "usage: gateway-lab <command>") {
+		t.Fatalf("help: exit %d, %q", code, stderr)
+	}
+	for _, want := range []string{"  demo ", "  bench ", "GATEWAY_<FLAG>"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("usage lacks %q:\n%s", want, stderr)
+		}
+	}
+	if strings.Contains(stderr, "bench-webpush-go") {
+		t.Errorf("usage lists the hidden contender command:\n%s", stderr)
+	}
+	if code, _, stderr := run(t, "run"); code != 2 || !strings.Contains(stderr, `unknown command "run"`) {
+		t.Errorf("run is the worker's, not the lab's: exit %d, %q", code, stderr)
+	}
+}
+
+// TestRefusesBadFlags checks every refusal says what it refuses, before anything starts.
+func TestRefusesBadFlags(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"demo: unknown provider", []string{"demo", "--fault", "gcm=stall"}, `--fault "gcm=stall"`},
+		{"demo: unknown fault", []string{"demo", "--fault", "fcm=melt"}, `unknown fault "melt"`},
+		{"demo: too short", []string{"demo", "--duration", "1s"}, "--duration must be at least 2s"},
+		{"demo: stray word", []string{"demo", "stray", "--rate", "5"}, `unexpected argument "stray"`},
+		{"bench: unknown contender", []string{"bench", "--only", "gateway,nope"}, `--only: unknown contender "nope"`},
+		{"bench: bad mix", []string{"bench", "--mix", "fcm=x"}, `--mix: "fcm=x" is not provider=weight`},
+		{"bench: too few messages", []string{"bench", "--messages", "5"}, "--messages must be at least 10"},
+		{"bench: stray word", []string{"bench", "stray"}, `unexpected argument "stray"`},
+		{"bench-webpush-go without its config", []string{"bench-webpush-go"}, "usage: gateway-lab bench-webpush-go CONFIG.json"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := run(t, tc.args...)
+			if code != 2 || !strings.Contains(stderr, tc.want) || stdout != "" {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want 2 and %q", code, stdout, stderr, tc.want)
+			}
+		})
+	}
+}
+
+func TestBenchWebpushGoReportsABadConfig(t *testing.T) {
+	code, _, stderr := run(t, "bench-webpush-go", filepath.Join(t.TempDir(), "none.json"))
+	if code != 1 || !strings.Contains(stderr, "bench-webpush-go:") || !strings.Contains(stderr, "none.json") {
+		t.Fatalf("exit %d, %q; want 1 naming the missing file", code, stderr)
+	}
+}

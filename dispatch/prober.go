@@ -1,0 +1,44 @@
+package dispatch
+
+import (
+	"context"
+	"sync"
+)
+
+// proberParams configure the write prober.
+type proberParams struct {
+	cfg    *Config // shared, read-only after Run applied the defaults
+	health *redisHealth
+}
+
+// prober asks every shard, every ProbeEvery, whether it accepts writes (stream's ProbeWrite,
+// which writes nothing), and tells redisHealth. The other loops' calls report failures as they
+// happen; the prober is what notices that writes are refused while this process writes
+// nothing, and that they are accepted again once memory is back.
+type prober struct {
+	proberParams
+	stopper
+}
+
+func newProber(p proberParams) *prober {
+	return &prober{proberParams: p, stopper: newStopper()}
+}
+
+// start runs the loop in a goroutine counted in wg; the first round runs at once.
+func (p *prober) start(wg *sync.WaitGroup) {
+	goCounted(wg, func() {
+		ticking(p.done, p.cfg.ProbeEvery, true, p.cfg.Logger, "write probe", p.probe)
+	})
+}
+
+// probe asks every shard once. Its findings go to redisHealth, which logs them; it never fails.
+func (p *prober) probe(ctx context.Context) error {
+	for s := 0; s < p.cfg.Store.Shards(); s++ {
+		err := p.cfg.Store.ProbeWrite(ctx, s)
+		if ctx.Err() != nil {
+			return nil
+		}
+		p.health.observe(s, err, p.cfg.Now())
+	}
+	return nil
+}

@@ -1,0 +1,258 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/webpush-gateway/webpush-gateway/ece"
+	"github.com/webpush-gateway/webpush-gateway/internal/cli"
+	"github.com/webpush-gateway/webpush-gateway/stream"
+)
+
+// gateway runs the whole pipeline as `gateway-worker run` in a process of its own.
+func (env *runEnv) gateway(ctx context.Context) (Row, error) {
+	row := Row{Name: contenderGateway, What: "gateway-worker run: intake, lanes, limits, send, ledger"}
+	prefix := fmt.Sprintf("benchgw%d", time.Now().UnixNano()%1_000_000)
+	reg := filepath.Join(env.dir, "bench-registry.yaml")
+	if err := os.WriteFile(reg, []byte(registryYAML(env)), 0o644); err != nil {
+		return row, err
+	}
+	statsFile := filepath.Join(env.dir, "gateway-stats.json")
+	argv := []string{env.worker, "run", "--redis", env.redisURL, "--prefix", prefix, "--registry", reg,
+		"--vapid-key", env.keyFile, "--subject", vapidSubject, "--ca-file", env.sim.CAFile(),
+		"--stats-file", statsFile, "--log-level", "warn", "--grace", "10s"}
+	for _, ct := range env.connectTo() {
+		argv = append(argv, "--connect-to", ct)
+	}
+	if env.o.Profile {
+		abs, err := filepath.Abs(filepath.Join(env.o.Out, "bench-gateway.pprof"))
+		if err != nil {
+			return row, err
+		}
+		argv = append(argv, "--cpu-profile", abs)
+		row.Profile = abs
+	}
+	before, err := commandCalls(ctx, env.rdb)
+	if err != nil {
+		return row, err
+	}
+	ph, c, err := env.measure(ctx, argv, "", prefix)
+	if err != nil {
+		return row, err
+	}
+	after, err := commandCalls(ctx, env.rdb)
+	if err != nil {
+		return row, err
+	}
+	var st cli.RunStats
+	b, err := os.ReadFile(statsFile)
+	if err == nil {
+		err = json.Unmarshal(b, &st)
+	}
+	if err != nil {
+		return row, fmt.Errorf("worker stats: %w", err)
+	}
+	jobs := len(env.warm) + len(env.subs) + env.o.LatencyMessages
+	row.fill(env, ph)
+	row.PeakRSS = max(row.PeakRSS, c.peakRSS())
+	// Commands Redis ran (inside scripts too), less the XADDs that enqueued the jobs.
+	cmds := after - before - int64(jobs)
+	row.RedisCommandsPerJob = float64(cmds) / float64(jobs)
+	row.RedisRoundTripsPerJob = float64(st.RedisRoundTrips) / float64(jobs)
+	row.SignaturesSelf = int64(st.VAPIDSignatures)
+	// Every job must have its ledger record: a fast gateway that loses jobs is not a result.
+	store := stream.New(env.rdb, env.rdb, stream.Options{Prefix: prefix})
+	counts, err := store.Counts(ctx)
+	if err != nil {
+		return row, err
+	}
+	row.Ledger = counts["results"]
+	if counts["results"]+counts["dead"] != int64(jobs) {
+		return row, fmt.Errorf("%d jobs enqueued but %d ledger and %d dead records", jobs, counts["results"], counts["dead"])
+	}
+	return row, nil
+}
+
+// connectTo sends every host the subscriptions use to pushsim.
+func (env *runEnv) connectTo() []string {
+	cts := env.sim.ConnectTo()
+	for _, h := range unknownHosts {
+		cts = append(cts, net.JoinHostPort(h, "443")+"="+env.sim.Addr())
+	}
+	return cts
+}
+
+// registryYAML is registry.yaml for the bench: the shipped hosts, rates far above what one
+// machine can send (the bench measures cost, not the fleet's rate limits), and the contenders'
+// concurrency shared by the mix, at least 4 a provider.
+func registryYAML(env *runEnv) string {
+	mix, _ := parseMix(env.o.Mix)
+	share := map[string]float64{}
+	for _, m := range mix {
+		share[m.provider] = m.weight
+	}
+	alloc := shareSlots(mix, env.o.Concurrency)
+	slots := func(p string) int { return alloc[p] }
+	var b strings.Builder
+	fmt.Fprintf(&b, "# written by gateway-lab bench\nversion: 1\nproviders:\n")
+	entry := func(id string, hosts []string, p string) {
+		fmt.Fprintf(&b, "  - id: %s\n", id)
+		if len(hosts) > 0 {
+			fmt.Fprintf(&b, "    hosts: [%s]\n", strings.Join(hosts, ", "))
+		}
+		fmt.Fprintf(&b, "    rate: 1000000\n    burst: 100000\n    max_in_flight: %d\n", slots(p))
+	}
+	entry("fcm", []string{"fcm.googleapis.com", "android.googleapis.com"}, "fcm")
+	entry("autopush", []string{"updates.push.services.mozilla.com", "push.services.mozilla.com"}, "autopush")
+	entry("apple", []string{"web.push.apple.com"}, "apple")
+	entry("wns", []string{"notify.windows.com"}, "wns")
+	fmt.Fprintf(&b, "  - id: fallback\n    kind: generic\n    rate: 1000000\n    burst: 100000\n    max_in_flight: %d\n", slots("unknown"))
+	return b.String()
+}
+
+// redisCPU is the CPU time the Redis server has used (INFO cpu: used_cpu_sys + used_cpu_user).
+func redisCPU(ctx context.Context, rdb redis.UniversalClient) (time.Duration, error) {
+	info, err := rdb.Info(ctx, "cpu").Result()
+	if err != nil {
+		return 0, err
+	}
+	var total float64
+	for line := range strings.SplitSeq(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return 0, fmt.Errorf("INFO cpu: %q", line)
+			}
+			total += f
+		}
+	}
+	return time.Duration(total * float64(time.Second)), nil
+}
+
+// shareSlots splits total in-flight slots over the mix by weight (largest remainders), at least
+// one a provider, so the gateway has the same concurrency as the other contenders.
+func shareSlots(mix []mixShare, total int) map[string]int {
+	out := map[string]int{}
+	type rem struct {
+		p string
+		r float64
+	}
+	var rems []rem
+	left := total
+	for _, m := range mix {
+		exact := m.weight * float64(total)
+		out[m.provider] = max(1, int(exact))
+		left -= out[m.provider]
+		rems = append(rems, rem{m.provider, exact - math.Floor(exact)})
+	}
+	sort.SliceStable(rems, func(i, j int) bool { return rems[i].r > rems[j].r })
+	for i := 0; left > 0 && len(rems) > 0; i = (i + 1) % len(rems) {
+		out[rems[i].p]++
+		left--
+	}
+	return out
+}
+
+// commandCalls is the number of commands Redis has run, scripts' own calls included.
+func commandCalls(ctx context.Context, rdb redis.UniversalClient) (int64, error) {
+	info, err := rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for line := range strings.SplitSeq(info, "\n") {
+		_, rest, ok := strings.Cut(line, "calls=")
+		// The bench's own INFO calls are not the worker's.
+		if !ok || !strings.HasPrefix(line, "cmdstat_") || strings.HasPrefix(line, "cmdstat_info:") {
+			continue
+		}
+		v, _, _ := strings.Cut(rest, ",")
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("INFO commandstats: %q", line)
+		}
+		total += n
+	}
+	return total, nil
+}
+
+// plainConsumer runs a contender that reads the stream itself (webpushgo.go, benchnode/).
+func (env *runEnv) plainConsumer(ctx context.Context, name string, argv []string) (Row, error) {
+	row := Row{Name: name}
+	switch name {
+	case contenderWebpushGo:
+		row.What = fmt.Sprintf("XREADGROUP + webpush-go SendNotification (RecordSize %d) + XACK per message", webpushGoRecordSize)
+	case contenderNode:
+		row.What = "XREADGROUP + web-push sendNotification (Node " + nodeVersion() + ") + XACK per message"
+	}
+	prefix := fmt.Sprintf("bench%s%d", strings.ReplaceAll(name, "-", ""), time.Now().UnixNano()%1_000_000)
+	key := stream.KeysFor(prefix, 0).Intake
+	const group = "bench"
+	if err := env.rdb.XGroupCreateMkStream(ctx, key, group, "0").Err(); err != nil {
+		return row, err
+	}
+	var cfg consumerConfig
+	cfg.Redis, cfg.Stream, cfg.Group, cfg.Consumer = env.redisURL, key, group, name+"-1"
+	cfg.Concurrency, cfg.Batch = env.o.Concurrency, env.o.Concurrency
+	cfg.Connect, cfg.CAFile = env.sim.Addr(), env.sim.CAFile()
+	cfg.VAPID.Subject, cfg.VAPID.PublicKey, cfg.VAPID.PrivateKey = vapidSubject, env.key.PublicKey(), env.privB64
+	cfgFile := filepath.Join(env.dir, name+".json")
+	b, _ := json.Marshal(cfg)
+	if err := os.WriteFile(cfgFile, b, 0o600); err != nil {
+		return row, err
+	}
+	// Node resolves its packages from the folder it runs in: the consumer's own.
+	ph, c, err := env.measure(ctx, append(argv, cfgFile), filepath.Dir(argv[1]), prefix)
+	if err != nil {
+		return row, err
+	}
+	row.fill(env, ph)
+	row.PeakRSS = max(row.PeakRSS, c.peakRSS())
+	return row, nil
+}
+
+// floor is the RFC 8291 encryption alone, in this process, while nothing else runs in it: a
+// fresh key pair, ECDH, HKDF and AES-GCM per message, for the same payload.
+func (env *runEnv) floor() (Row, error) {
+	row := Row{Name: contenderFloor, What: "ece.Encrypt alone: key pair, ECDH, HKDF, AES-GCM (this process, one goroutine)"}
+	n := min(env.o.Messages, 5000)
+	keys := make([]*ece.Keys, 0, 64)
+	for _, s := range env.subs[:min(64, len(env.subs))] {
+		k, err := ece.ParseKeys(s.Keys.P256dh, s.Keys.Auth)
+		if err != nil {
+			return row, err
+		}
+		keys = append(keys, k)
+	}
+	payload := []byte(env.payload)
+	var buf []byte
+	cpu0 := selfCPU()
+	wall0 := time.Now()
+	for i := range n {
+		var err error
+		if buf, err = ece.AppendEncrypt(buf[:0], keys[i%len(keys)], payload, ece.Options{}); err != nil {
+			return row, err
+		}
+	}
+	wall := time.Since(wall0)
+	cpu := selfCPU() - cpu0
+	row.Messages = n
+	row.Delivered = n
+	row.CPUPerMsg = float64(cpu.Microseconds()) / float64(n)
+	row.MsgsPerSec = float64(n) / wall.Seconds()
+	row.BytesPerMsg = float64(len(buf))
+	row.Floor = true
+	return row, nil
+}

@@ -1,0 +1,247 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/webpush-gateway/webpush-gateway/stream"
+)
+
+// phase is one contender's measurements.
+type phase struct {
+	answered  int
+	accepted  int
+	errors    map[string]int
+	first     time.Time
+	last      time.Time
+	cpu       time.Duration
+	peakRSS   int64
+	bytesIn   uint64
+	latencies []time.Duration
+	tokens    uint64
+	// What the rest of the machine spent on the backlog: pushsim (this process) and Redis.
+	simCPU, redisCPU time.Duration
+}
+
+// drive runs the common part of a consumer contender: warm-up, backlog, paced latency phase.
+// The process must already be running and reading prefix's intake stream (shard 0).
+func (env *runEnv) drive(ctx context.Context, prefix string, pid int, exited <-chan struct{}) (phase, error) {
+	var ph phase
+	producer := stream.NewProducer(env.rdb, prefix, 1)
+	env.sim.Reset()
+	// Warm-up: one message per push service, so connections are open and the process has
+	// finished starting before anything is measured.
+	var warm [][]byte
+	for i, s := range env.warm {
+		warm = append(warm, env.job(fmt.Sprintf("warm-%d", i), s))
+	}
+	if _, err := producer.Enqueue(ctx, warm...); err != nil {
+		return ph, err
+	}
+	if err := env.waitAnswers(ctx, len(warm), exited, 60*time.Second); err != nil {
+		return ph, fmt.Errorf("warm-up: %w", err)
+	}
+	// Backlog: every message at once, as fast as Redis takes them. The jobs are built before
+	// the measurement starts; their XADD, like an upstream's, is in it.
+	lines := make([][]byte, len(env.subs))
+	for i, s := range env.subs {
+		lines[i] = env.job(fmt.Sprintf("b-%06d", i), s)
+	}
+	startSeq := env.lastSeq()
+	before, err := sampleProc(pid)
+	if err != nil {
+		return ph, err
+	}
+	statsBefore := env.sim.Stats()
+	simBefore := selfCPU()
+	redisBefore, redisErr := redisCPU(ctx, env.rdb)
+	if _, err := producer.Enqueue(ctx, lines...); err != nil {
+		return ph, err
+	}
+	limit := time.Duration(max(120, env.o.Messages/50)) * time.Second
+	if err := env.waitAnswers(ctx, len(warm)+len(lines), exited, limit); err != nil {
+		return ph, fmt.Errorf("backlog: %w", err)
+	}
+	after, err := sampleProc(pid)
+	if err != nil {
+		return ph, err
+	}
+	statsAfter := env.sim.Stats()
+	ph.simCPU = selfCPU() - simBefore
+	if redisAfter, err := redisCPU(ctx, env.rdb); err == nil && redisErr == nil {
+		ph.redisCPU = redisAfter - redisBefore
+	}
+	ph.cpu, ph.peakRSS = after.cpu-before.cpu, after.peakRSS
+	ph.bytesIn = statsAfter.BytesIn - statsBefore.BytesIn
+	ds := env.sim.DeliveriesSince(startSeq, "")
+	ph.errors = map[string]int{}
+	for _, d := range ds {
+		ph.answered++
+		if d.Code == "ACCEPTED" {
+			ph.accepted++
+		} else {
+			ph.errors[fmt.Sprintf("%s %d", d.Code, d.Status)]++
+		}
+	}
+	if len(ds) > 0 {
+		ph.first, ph.last = ds[0].At, ds[len(ds)-1].At
+	}
+
+	// Latency: messages one at a time at a steady rate, each to its own subscription, timed
+	// from just before its XADD to pushsim receiving it.
+	latSeq := env.lastSeq()
+	sent := make(map[string]time.Time, env.o.LatencyMessages)
+	tick := time.NewTicker(time.Second / time.Duration(env.o.LatencyRate))
+	defer tick.Stop()
+	for i := range env.o.LatencyMessages {
+		s := env.subs[i]
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return ph, ctx.Err()
+		}
+		sent[s.Endpoint] = time.Now()
+		if _, err := producer.Enqueue(ctx, env.job(fmt.Sprintf("l-%06d", i), s)); err != nil {
+			return ph, err
+		}
+	}
+	if err := env.waitAnswers(ctx, len(warm)+len(lines)+env.o.LatencyMessages, exited, 60*time.Second); err != nil {
+		return ph, fmt.Errorf("latency phase: %w", err)
+	}
+	for _, d := range env.sim.DeliveriesSince(latSeq, "") {
+		if t, ok := sent[d.Endpoint]; ok {
+			ph.latencies = append(ph.latencies, d.At.Sub(t))
+			delete(sent, d.Endpoint)
+		}
+	}
+	slices.Sort(ph.latencies)
+	ph.tokens = env.sim.Stats().Tokens
+	return ph, nil
+}
+
+func (env *runEnv) lastSeq() uint64 {
+	ds := env.sim.DeliveriesSince(0, "")
+	if len(ds) == 0 {
+		return 0
+	}
+	return ds[len(ds)-1].Seq
+}
+
+// waitAnswers waits until pushsim has answered n requests since its last Reset.
+func (env *runEnv) waitAnswers(ctx context.Context, n int, exited <-chan struct{}, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		got := env.sim.Stats().Requests
+		if got >= uint64(n) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("pushsim answered %d of %d requests within %s", got, n, limit)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-exited:
+			return errors.New("the process exited before delivering everything")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// measure runs a contender: it starts its process in dir, drives it through the warm-up, the
+// backlog and the latency phase on prefix's stream, and stops it.
+func (env *runEnv) measure(ctx context.Context, argv []string, dir, prefix string) (phase, *child, error) {
+	c, err := startChild(argv, dir)
+	if err != nil {
+		return phase{}, nil, err
+	}
+	ph, err := env.drive(ctx, prefix, c.cmd.Process.Pid, c.exited)
+	if err != nil {
+		_ = c.stop(5 * time.Second)
+		// What the process printed says why: its summary (the plain consumers count their
+		// failures by status) and its last errors.
+		return ph, c, fmt.Errorf("%w\n%s\n%s", err, lastLines(c.stdout.String(), 3), lastLines(c.stderr.String(), 5))
+	}
+	return ph, c, c.stop(30 * time.Second)
+}
+
+// child is a contender's process.
+type child struct {
+	cmd     *exec.Cmd
+	stdout  *lockedWriter
+	stderr  *lockedWriter
+	exited  chan struct{}
+	waitErr error // set before exited is closed
+}
+
+func startChild(argv []string, dir string) (*child, error) {
+	c := &child{stdout: &lockedWriter{w: &strings.Builder{}}, stderr: &lockedWriter{w: &strings.Builder{}}, exited: make(chan struct{})}
+	c.cmd = exec.Command(argv[0], argv[1:]...)
+	c.cmd.Dir = dir
+	c.cmd.Stdout, c.cmd.Stderr = c.stdout, c.stderr
+	if err := c.cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() {
+		c.waitErr = c.cmd.Wait()
+		close(c.exited)
+	}()
+	return c, nil
+}
+
+// stop asks the process to finish (SIGTERM) and waits; past limit it is killed.
+func (c *child) stop(limit time.Duration) error {
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.exited:
+	case <-time.After(limit):
+		_ = c.cmd.Process.Kill()
+		<-c.exited
+		return fmt.Errorf("did not stop within %s of SIGTERM", limit)
+	}
+	if c.waitErr != nil {
+		return fmt.Errorf("%v: %s", c.waitErr, lastLines(c.stderr.String(), 5))
+	}
+	return nil
+}
+
+// peakRSS is the process's peak resident set as the kernel kept it until the end.
+func (c *child) peakRSS() int64 {
+	if ru, ok := c.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		return ru.Maxrss * 1024
+	}
+	return 0
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// lockedWriter lets a child's output be read while the child still writes it.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  *strings.Builder
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
+}
+
+func (l *lockedWriter) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.String()
+}

@@ -1,0 +1,54 @@
+// Package buildinfo says which build of the gateway is running: the module version the binary
+// was built from and the Go release that built it. `gateway-worker version` prints it, `run`
+// logs it when it starts, and a build-info metric can carry the same two strings.
+package buildinfo
+
+import (
+	"runtime"
+	"runtime/debug"
+)
+
+// Version is the version of the main module this binary was built from: its module version
+// (a release tag, or the pseudo-version the go command derives from the checkout's commit),
+// else the VCS revision stamped into the build (with "-modified" when the work tree had
+// uncommitted changes), else "devel".
+func Version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "devel"
+	}
+	return fromBuildInfo(bi)
+}
+
+// GoVersion is the Go release that built this binary, as runtime.Version gives it ("go1.26.8").
+func GoVersion() string { return runtime.Version() }
+
+// String is the one line `version` prints: the program name, its version and the Go release.
+func String(program string) string {
+	return program + " " + Version() + " (" + GoVersion() + ")"
+}
+
+// fromBuildInfo is Version for a given build description.
+func fromBuildInfo(bi *debug.BuildInfo) string {
+	// "(devel)" is what the go command records when it knows no version for the main module.
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	var revision string
+	var modified bool
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			revision = s.Value
+		case "vcs.modified":
+			modified = s.Value == "true"
+		}
+	}
+	if revision == "" {
+		return "devel"
+	}
+	if modified {
+		return revision + "-modified"
+	}
+	return revision
+}

@@ -1,0 +1,62 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Command is one subcommand: it parses its own flags from args and returns the exit code.
+type Command struct {
+	Name    string
+	Summary string
+	Run     func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+	// Hidden commands are run by other commands (the bench's contenders), not by people: usage
+	// leaves them out.
+	Hidden bool
+}
+
+// Main runs the command of cmds that args[0] names with the rest of args. With no arguments
+// it prints program's usage and returns 2; with -h, --help or help it prints it and returns 0.
+func Main(ctx context.Context, program string, cmds []Command, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		Usage(stderr, program, cmds)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	for _, c := range cmds {
+		if c.Name == args[0] {
+			return c.Run(ctx, args[1:], stdout, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "%s: unknown command %q\n\n", program, args[0])
+	Usage(stderr, program, cmds)
+	return 2
+}
+
+// Usage lists the commands people run, and says where every flag can come from.
+func Usage(w io.Writer, program string, cmds []Command) {
+	fmt.Fprintf(w, "usage: %s <command> [flags]\n\ncommands:\n", program)
+	for _, c := range cmds {
+		if c.Hidden {
+			continue
+		}
+		fmt.Fprintf(w, "  %-9s %s\n", c.Name, c.Summary)
+	}
+	fmt.Fprintln(w, "\nEvery flag can also be set as GATEWAY_<FLAG> (e.g. GATEWAY_CA_FILE); a flag on the command line wins.")
+	fmt.Fprintf(w, "Run '%s <command> -h' for a command's flags.\n", program)
+}
+
+// Process runs main as this process's command: with the process's arguments (after the
+// program name), its standard output and error, and a context that ends at the first SIGINT
+// or SIGTERM. It returns main's exit code, for os.Exit.
+func Process(main func(ctx context.Context, args []string, stdout, stderr io.Writer) int) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return main(ctx, os.Args[1:], os.Stdout, os.Stderr)
+}
