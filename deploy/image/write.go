@@ -47,6 +47,10 @@ func WriteFile(path string, img v1.Image, ref string) error {
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("image: %w", err)
 	}
+	// CreateTemp makes the file private; an image is for anyone who may read the directory.
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return fmt.Errorf("image: %w", err)
+	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return fmt.Errorf("image: %w", err)
 	}
