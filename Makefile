@@ -5,7 +5,7 @@ BINS    := gateway-worker gateway-lab pushsim
 PKGS    := ./...
 FUZZTIME ?= 20s
 
-.PHONY: demo test deps build vet fmt-check unit bench fuzz clean
+.PHONY: demo test deps build image vet fmt-check unit bench fuzz clean
 
 ## demo: a minute of steady traffic across the simulated push services, Autopush stalled halfway;
 ## live per-provider table, then demo-report.html and demo-report.png
@@ -15,7 +15,7 @@ demo: deps build
 ## test: everything CI runs: what the tests need, formatting, vet, the race-enabled tests
 test: deps fmt-check vet unit
 
-## deps: redis-server from Debian's packages when it is missing
+## deps: redis-server and promtool (bin/promtool) from Debian's packages when they are missing
 deps:
 	@scripts/install-deps.sh
 
@@ -23,6 +23,12 @@ deps:
 ## (bin/gateway-lab) and the simulator (bin/pushsim)
 build:
 	$(GO) build -o bin/ $(addprefix ./cmd/,$(BINS))
+
+## image: the worker's container image as an OCI tarball, built without a daemon or registry
+## (load it with docker load -i, podman load -i or kind load image-archive; deploy/Dockerfile is
+## the same image for builders with a daemon)
+image:
+	$(GO) run ./deploy/image/cmd/gateway-worker-image -out bin/gateway-worker-image.tar
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

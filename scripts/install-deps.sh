@@ -1,25 +1,52 @@
 #!/usr/bin/env bash
-# Installs what `make test` and `make demo` need beyond Go: redis-server, from Debian's packages,
-# when it is not on the PATH. Tests start their own redis-server processes on free ports, so the
-# packaged service is stopped again after the install.
+# Installs what `make test` and `make demo` need beyond Go, from Debian's packages, when it is
+# missing:
+#   * redis-server, when it is not on the PATH. Tests start their own redis-server processes on
+#     free ports, so the packaged service is stopped again after the install.
+#   * promtool (Prometheus's rule checker, for the deploy/ tests), when it is neither on the PATH
+#     nor at bin/promtool. Only that one binary is taken out of Debian's prometheus package
+#     (apt-get download + dpkg-deb), into bin/promtool: installing the package would also bring a
+#     Prometheus server and its service.
 set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+promtool_local="$root/bin/promtool"
+
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
-[ ${#missing[@]} -eq 0 ] && exit 0
+need_promtool=0
+if ! command -v promtool >/dev/null 2>&1 && [ ! -x "$promtool_local" ]; then need_promtool=1; fi
+[ ${#missing[@]} -eq 0 ] && [ "$need_promtool" -eq 0 ] && exit 0
 
+what="${missing[*]}"
+[ "$need_promtool" -eq 1 ] && what="${what:+$what }promtool"
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then
   if command -v sudo >/dev/null 2>&1; then sudo="sudo"; else
-    echo "install-deps: ${missing[*]} missing and not root; install it with your package manager" >&2
+    echo "install-deps: $what missing and not root; install it with your package manager" >&2
     exit 1
   fi
 fi
 if ! command -v apt-get >/dev/null 2>&1; then
-  echo "install-deps: ${missing[*]} missing and no apt-get here; install it with your package manager" >&2
+  echo "install-deps: $what missing and no apt-get here; install it with your package manager" >&2
   exit 1
 fi
-echo "install-deps: installing ${missing[*]} from Debian's packages" >&2
+echo "install-deps: installing $what from Debian's packages" >&2
 $sudo apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
-if command -v systemctl >/dev/null 2>&1; then $sudo systemctl stop redis-server >/dev/null 2>&1 || true; fi
-command -v redis-server >/dev/null
+if [ ${#missing[@]} -gt 0 ]; then
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+  if command -v systemctl >/dev/null 2>&1; then $sudo systemctl stop redis-server >/dev/null 2>&1 || true; fi
+  command -v redis-server >/dev/null
+fi
+if [ "$need_promtool" -eq 1 ]; then
+  tmp="$(mktemp -d)"
+  trap 'rm -rf "$tmp"' EXIT
+  # As root, apt would hand the download to its unprivileged _apt user, who cannot write here.
+  sandbox=()
+  [ "$(id -u)" -eq 0 ] && sandbox=(-o APT::Sandbox::User=root)
+  (cd "$tmp" && apt-get download -qq "${sandbox[@]}" prometheus >/dev/null)
+  dpkg-deb --fsys-tarfile "$tmp"/prometheus_*.deb | tar -x -C "$tmp" ./usr/bin/promtool
+  mkdir -p "$root/bin"
+  install -m 0755 "$tmp/usr/bin/promtool" "$promtool_local"
+  "$promtool_local" --version >/dev/null
+  echo "install-deps: promtool at bin/promtool ($("$promtool_local" --version 2>&1 | head -1))" >&2
+fi
