@@ -109,6 +109,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	tf.Register(fs)
 	fs.Var(&keySpecs, "vapid-key", "VAPID private key as [NAME=]`FILE` (PEM, or the raw base64url key; FILE may also be the key itself; NAME is at most 32 characters); repeat for every key name jobs may give in vapid_key")
 	fs.DurationVar(&cfg.Grace, "grace", 25*time.Second, "how long in-flight sends may finish after SIGTERM")
+	fs.DurationVar(&cfg.RecordGrace, "record-grace", 10*time.Second, "how much longer than --grace the outcomes of answered sends may wait for Redis before shutdown gives them up (each logged)")
 	fs.DurationVar(&cfg.VisibilityTimeout, "visibility-timeout", 60*time.Second, "idle time after which another worker reclaims an entry")
 	fs.Int64Var(&cfg.MaxDeliveries, "max-deliveries", 5, "deliveries of one entry before it goes to dead")
 	fs.DurationVar(&cfg.Backoff.Base, "retry-base", 5*time.Second, "first retry delay, doubling each attempt")

@@ -63,9 +63,18 @@ func (c *cluster) pushes() map[string]int {
 	return n
 }
 
-// requireOnePushEach fails unless every id reached pushsim exactly once.
+// requireOnePushEach fails unless every id reached pushsim exactly once. pushsim records a
+// request when it answers it, so it first waits for the requests still in flight (a second send
+// made late would otherwise go unseen).
 func (c *cluster) requireOnePushEach(ids []string) {
 	c.t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for c.sim.Stats().InFlight > 0 {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("pushsim still holds %d requests after a minute", c.sim.Stats().InFlight)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	got := c.pushes()
 	var bad []string
 	for _, id := range ids {
@@ -157,6 +166,7 @@ func outage(t *testing.T, workers, jobs int, visibility, delay, killAfter, down 
 // the visibility timeout; the worker keeps their outcomes until Redis takes them, and nothing
 // (its own reclaimer included) sends a job again.
 func TestRedisOutageNeverCausesASecondSend(t *testing.T) {
+	t.Parallel() // each has its own Redis, pushsim and workers, and mostly waits
 	outage(t, 1, 10, 5*time.Second, 2*time.Second, time.Second, 8*time.Second)
 }
 
@@ -164,6 +174,7 @@ func TestRedisOutageNeverCausesASecondSend(t *testing.T) {
 // than the visibility timeout, neither takes over the other's entries when Redis is back:
 // both are alive, and each records its own outcomes.
 func TestRedisOutageWithTwoWorkersNeverCausesASecondSend(t *testing.T) {
+	t.Parallel() // each has its own Redis, pushsim and workers, and mostly waits
 	outage(t, 2, 20, 3*time.Second, 2*time.Second, time.Second, 8*time.Second)
 }
 
@@ -171,6 +182,7 @@ func TestRedisOutageWithTwoWorkersNeverCausesASecondSend(t *testing.T) {
 // within the registry's timeout of 20 s but three times the visibility timeout, with two
 // workers: the entries of a live worker are its own however long they idle.
 func TestSendSlowerThanTheVisibilityTimeoutIsSentOnce(t *testing.T) {
+	t.Parallel() // each has its own Redis, pushsim and workers, and mostly waits
 	c := newCluster(t, clusterOptions{registry: faultRegistry, visibility: 2 * time.Second})
 	defer c.dumpLogs()
 	c.startWorker()
@@ -196,6 +208,7 @@ func TestSendSlowerThanTheVisibilityTimeoutIsSentOnce(t *testing.T) {
 // dead-lettered, the worker says that Redis refuses writes and takes no new work until memory
 // is back, then delivers the rest.
 func TestRedisOutOfMemory(t *testing.T) {
+	t.Parallel() // each has its own Redis, pushsim and workers, and mostly waits
 	c := newCluster(t, clusterOptions{
 		registry:   strings.Replace(faultRegistry, "max_in_flight: 32", "max_in_flight: 10", 1),
 		visibility: 2 * time.Second,
@@ -270,6 +283,7 @@ func TestRedisOutOfMemory(t *testing.T) {
 // within twice its peak without them (the entries are refused in Redis; only one that arrives
 // while the intake is idle travels to the worker, once).
 func TestOversizedEntriesKeepMemoryBounded(t *testing.T) {
+	t.Parallel() // each has its own Redis, pushsim and workers, and mostly waits
 	c := newCluster(t, clusterOptions{registry: faultRegistry})
 	defer c.dumpLogs()
 	rdb := c.redis.Client(t)
