@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"sync"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -24,15 +23,17 @@ var errReplyTooLarge = errors.New("stream: reply larger than the doorbell allows
 // larger than maxBellReply ever reaches the worker whole.
 type doorbell struct {
 	from redis.UniversalClient // the client whose options it copies
-
-	once sync.Once
-	c    redis.UniversalClient // built on first use; nil when from is of no known kind
+	c    redis.UniversalClient // nil when from is of no known kind; immutable after newDoorbell
 }
 
-func (d *doorbell) client() redis.UniversalClient {
-	d.once.Do(func() { d.c = cappedClient(d.from) })
-	return d.c
+// newDoorbell copies from's options at once: go-redis writes to a client's options as its
+// connections come up, so they must be read before the client is in use (New is called
+// before it is).
+func newDoorbell(from redis.UniversalClient) *doorbell {
+	return &doorbell{from: from, c: cappedClient(from)}
 }
+
+func (d *doorbell) client() redis.UniversalClient { return d.c }
 
 // wait blocks until stream holds an entry after id, or block passes (false).
 func (d *doorbell) wait(ctx context.Context, stream, id string, args *redis.XReadArgs) (bool, error) {
@@ -54,7 +55,6 @@ func (d *doorbell) wait(ctx context.Context, stream, id string, args *redis.XRea
 }
 
 func (d *doorbell) close() error {
-	d.once.Do(func() {}) // a doorbell never used builds no client
 	if d.c == nil {
 		return nil
 	}

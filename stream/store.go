@@ -60,7 +60,8 @@ type Store struct {
 }
 
 // New returns a Store. blocking may be the same client as c in tests; in production it is a
-// separate pool so that blocking reads never hold the connections scripts need.
+// separate pool so that blocking reads never hold the connections scripts need. Call it before
+// the clients are in use (it copies blocking's options), and Close the Store when done.
 func New(c redis.UniversalClient, blocking redis.UniversalClient, o Options) *Store {
 	if o.Prefix == "" {
 		o.Prefix = DefaultPrefix
@@ -84,7 +85,7 @@ func New(c redis.UniversalClient, blocking redis.UniversalClient, o Options) *St
 	for i := range groups {
 		groups[i] = &groupCommit{c: c}
 	}
-	return &Store{c: c, blocking: blocking, bell: &doorbell{from: blocking}, o: o, groups: groups,
+	return &Store{c: c, blocking: blocking, bell: newDoorbell(blocking), o: o, groups: groups,
 		providers: map[string]bool{}, ready: map[string]bool{}}
 }
 
