@@ -25,7 +25,7 @@ func startup(ctx context.Context, limit time.Duration, log *slog.Logger, what st
 			return nil
 		case stream.Refused(err):
 			return fmt.Errorf("dispatch: %s: redis refuses this worker (check the user, password and ACL of the redis URL): %w", what, err)
-		case errors.Is(err, stream.ErrShardCount) || errors.Is(err, stream.ErrRedisVersion):
+		case errors.Is(err, stream.ErrShardCount) || errors.Is(err, stream.ErrRedisVersion) || errors.Is(err, stream.ErrBadPrefix):
 			return fmt.Errorf("dispatch: %s: %w", what, err)
 		case ctx.Err() != nil:
 			return fmt.Errorf("dispatch: %s: redis not ready within the startup timeout of %v: %w", what, limit, err)

@@ -51,12 +51,12 @@ func fix(name string) shape { return shape{fixture: name} }
 func plain(status int, body, code string) shape { return shape{status: status, body: body, code: code} }
 
 // FCM's web push endpoints answer header complaints with a 400 and a short text line; the
-// fixtures only hold the lines PROVIDERS.md quotes, so these few are written here.
+// fixtures only hold the lines docs/providers.md quotes, so these few are written here.
 func fcmBadRequest(line string) shape {
 	return plain(http.StatusBadRequest, line+"\n", "INVALID_REQUEST")
 }
 
-// shapeTable is the answer every provider gives for every reason. Where PROVIDERS.md lists a row,
+// shapeTable is the answer every provider gives for every reason. Where docs/providers.md lists a row,
 // the fixture for that row is used; the choices for reasons a service folds into one error
 // (Autopush answers every VAPID problem with errno 109) follow the service.
 var shapeTable = map[string][numReasons]shape{

@@ -165,7 +165,7 @@ func readJWT(token string, pub *ecdsa.PublicKey) (Claims, bool) {
 }
 
 // appleSubject applies Apple's rules for sub: a real mailto: or https: URL; localhost, .local
-// names, spaces and "mailto:mailto:" are refused (PROVIDERS.md, 403 BadJwtToken).
+// names, spaces and "mailto:mailto:" are refused (docs/providers.md, 403 BadJwtToken).
 func appleSubject(sub string) bool {
 	if sub == "" || strings.ContainsFunc(sub, unicode.IsSpace) {
 		return false

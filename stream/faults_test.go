@@ -341,6 +341,20 @@ func TestShardCountIsRecordedAndEnforced(t *testing.T) {
 	}
 }
 
+func TestPrefixWithABraceIsRefused(t *testing.T) {
+	env := newEnv(t)
+	s := New(env.c, env.c, Options{Consumer: "w1", Prefix: "app{1}"})
+	if err := s.Setup(env.ctx, []string{"fcm"}); !errors.Is(err, ErrBadPrefix) {
+		t.Errorf("Setup with prefix app{1} = %v; want ErrBadPrefix", err)
+	}
+	if _, err := NewProducer(env.c, "a}b", 1).Enqueue(env.ctx, []byte(validJob("x"))); !errors.Is(err, ErrBadPrefix) {
+		t.Errorf("Enqueue with prefix a}b = %v; want ErrBadPrefix", err)
+	}
+	if keys, _ := env.c.Keys(env.ctx, "*").Result(); len(keys) != 0 {
+		t.Errorf("a refused prefix wrote keys: %v", keys)
+	}
+}
+
 func TestErrorClasses(t *testing.T) {
 	cases := []struct {
 		msg              string

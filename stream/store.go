@@ -168,6 +168,7 @@ func (s *Store) Setup(ctx context.Context, providers []string) error {
 var (
 	ErrRedisVersion = errors.New("stream: redis too old")
 	ErrShardCount   = errors.New("stream: shard count mismatch")
+	ErrBadPrefix    = errors.New("stream: bad key prefix")
 )
 
 // MinRedisVersion is the oldest Redis the gateway runs on: its scripts declare flags
@@ -210,6 +211,9 @@ func (s *Store) CheckShards(ctx context.Context) error {
 // checkShards compares shards with the count recorded for prefix, recording it first when
 // record is set and none is (a reader, such as audit, records nothing).
 func checkShards(ctx context.Context, c redis.UniversalClient, prefix string, shards int, record bool) error {
+	if err := CheckPrefix(prefix); err != nil {
+		return err
+	}
 	key := ShardsKey(prefix)
 	if record {
 		if err := c.SetNX(ctx, key, shards, 0).Err(); err != nil {
@@ -226,6 +230,16 @@ func checkShards(ctx context.Context, c redis.UniversalClient, prefix string, sh
 	if got != shards {
 		return fmt.Errorf("%w: prefix %q is used with %d shards (recorded in %s) but this process was given %d; use --shards %d, or see docs/operations.md to change the shard count",
 			ErrShardCount, prefix, got, key, shards, got)
+	}
+	return nil
+}
+
+// CheckPrefix refuses a key prefix with a brace in it: Redis Cluster hashes the first "{...}"
+// of a key, so a brace in the prefix would move every shard's keys to one slot of the prefix's
+// choosing, and a script's keys could span slots. "" is DefaultPrefix.
+func CheckPrefix(prefix string) error {
+	if strings.ContainsAny(prefix, "{}") {
+		return fmt.Errorf("%w: %q has a brace; Redis Cluster would hash it instead of the shard", ErrBadPrefix, prefix)
 	}
 	return nil
 }

@@ -7,7 +7,7 @@ import (
 
 // Apple Web Push (web.push.apple.com) answers errors with a JSON body {"reason": "..."}. The
 // reasons, with the status each comes with and its meaning, are Apple's table for web push
-// ("Sending web push notifications in web apps and browsers", as quoted in PROVIDERS.md), with
+// ("Sending web push notifications in web apps and browsers", as quoted in docs/providers.md), with
 // what senders observed [issue: web-push#947 for BadJwtToken].
 const (
 	// 400: the TTL header is missing or invalid.

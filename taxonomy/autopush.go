@@ -11,7 +11,7 @@ import (
 // {"code", "errno", "error", "message", "more_info"}. The errno values below, with the status
 // each comes with and its meaning, are from autopush-rs: autoendpoint/src/error.rs
 // (ApiErrorKind::errno and ::status) and docs/src/errors.md, corrected by what the service was
-// seen to send (PROVIDERS.md: 104 is payload-too-large, TTL errors are 111/112/114).
+// seen to send (docs/providers.md: 104 is payload-too-large, TTL errors are 111/112/114).
 const (
 	// 400: a body was sent without the crypto key elements its Content-Encoding requires.
 	errnoMissingCryptoKeys = 101

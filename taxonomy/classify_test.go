@@ -26,7 +26,7 @@ type verdict struct {
 }
 
 // TestFixtures classifies every recorded answer of every push service: one subtest per row of
-// PROVIDERS.md.
+// docs/providers.md.
 func TestFixtures(t *testing.T) {
 	all := fixtures.All()
 	if len(all) == 0 {
@@ -60,7 +60,7 @@ func TestFixtures(t *testing.T) {
 	}
 }
 
-// documented4xx is, per table, what a 4xx means when the body says nothing: PROVIDERS.md's
+// documented4xx is, per table, what a 4xx means when the body says nothing: docs/providers.md's
 // tables restated, so that a change to the package's tables has to be made here too.
 var documented4xx = map[string]map[int]taxonomy.Code{
 	"fcm": {

@@ -9,7 +9,7 @@ import (
 // Google FCM's web push endpoints (fcm.googleapis.com/fcm/send/, /wp/) answer errors with a
 // short plain-text line, or an HTML page for UnauthorizedRegistration. These are the phrases
 // seen, matched case-insensitively anywhere in the body; the first match wins, so the most
-// specific comes first. Sources as in PROVIDERS.md.
+// specific comes first. Sources as in docs/providers.md.
 var fcmPhrases = []struct {
 	phrase []byte // lower case
 	code   Code

@@ -50,7 +50,7 @@ type consumerSummary struct {
 
 // webpushGoRecordSize is the record size the webpush-go consumer asks for. Left at its default
 // (4096), webpush-go pads every body to 4182 bytes, which FCM, Autopush and Apple refuse with
-// 413 (PROVIDERS.md); 3070 is the size Mozilla documents for constrained devices and the one
+// 413 (docs/providers.md); 3070 is the size Mozilla documents for constrained devices and the one
 // webpush-go's own tests use: what a Go user who made it work would have.
 const webpushGoRecordSize = 3070
 
