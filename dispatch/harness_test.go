@@ -130,6 +130,11 @@ type record map[string]string
 
 func newEnv(t *testing.T, opts envOptions) *env {
 	t.Helper()
+	if testing.Short() {
+		// `go test -short ./dispatch/` runs the decision tests alone, in a second; make test runs
+		// everything, these included.
+		t.Skip("runs a real redis-server and pushsim; run without -short")
+	}
 	if opts.shards == 0 {
 		opts.shards = 1
 	}

@@ -12,10 +12,6 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/stream"
 )
 
-// goneMeanwhile is the ledger detail of a retry dropped because its endpoint was reported gone
-// after the job's first attempt.
-const goneMeanwhile = "endpoint reported gone meanwhile; not retried"
-
 // gatherWait is how long a lane whose slots are nearly all taken waits for a few more to come
 // back before it reads. Under a backlog the slots are the limit and free one send at a time:
 // reading each as it frees costs a round trip (and a wake-up) per job; gathered, the worker's
@@ -33,6 +29,7 @@ const halfOpenPace = 100 * time.Millisecond
 // laneParams configure the consumer of one (shard, provider) lane.
 type laneParams struct {
 	cfg      *Config // shared, read-only after Run applied the defaults
+	store    laneStore
 	shard    int
 	provider string
 	// lim are the provider's limits, shared by its lanes on every shard.
@@ -193,7 +190,7 @@ func (l *lane) run() {
 			}
 			continue
 		}
-		entries, err := cfg.Store.ReadLane(ctx, l.shard, l.provider, n, cfg.Block)
+		entries, err := l.store.ReadLane(ctx, l.shard, l.provider, n, cfg.Block)
 		if ctx.Err() == nil {
 			l.health.observe(l.shard, err, cfg.Now())
 		}
@@ -238,7 +235,7 @@ func (l *lane) startOffered(ctx, sendCtx context.Context) bool {
 // deliveries and other recipients behind it in the lane go on. When no slot at all is free
 // (the lanes of other shards share them) it waits for one, and gives up (leaving e pending)
 // when the lane is told to stop. reclaimed says e came from the reclaimer rather than a read.
-func (l *lane) dispatch(ctx, sendCtx context.Context, e stream.Entry, reclaimed bool) bool {
+func (l *lane) dispatch(readCtx, sendCtx context.Context, e stream.Entry, reclaimed bool) bool {
 	cfg := l.cfg
 	// Real time, like the idle time Redis keeps for the entry: handle looks again at who owns
 	// an entry that waited here long enough to be reclaimed by another replica.
@@ -258,20 +255,20 @@ func (l *lane) dispatch(ctx, sendCtx context.Context, e stream.Entry, reclaimed 
 				defer l.inflight.Done()
 				defer l.lim.slots.Release(retry, recipient)
 				defer l.release(e.ID)
-				l.handle(ctx, sendCtx, e, lj, reason, reclaimed, readAt)
+				l.handle(sendCtx, readCtx, e, lj, reason, reclaimed, readAt)
 			})
 			return true
 		case errors.Is(err, limits.ErrNoCapacity):
-			if l.lim.slots.Wait(ctx) != nil {
+			if l.lim.slots.Wait(readCtx) != nil {
 				return false
 			}
 		default: // limits.ErrRetryShare, limits.ErrRecipientBusy
 			// A round trip in the reader: it paces the reader, which has nothing better to do
 			// than move entries it may not start, and bounds how many are moved at once.
-			due := cfg.Now().Add(putBackDelay(cfg.Rand()))
-			l.putBack(ctx, e, lj, due)
+			now := cfg.Now()
+			l.apply(readCtx, e, lj, l.putBack(lj, now.Add(putBackDelay(cfg.Rand())), now))
 			l.release(e.ID)
-			return ctx.Err() == nil
+			return readCtx.Err() == nil
 		}
 	}
 }

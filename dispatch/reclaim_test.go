@@ -143,7 +143,7 @@ func (e *env) newLaneSet(cfg Config) *laneSet {
 	for s := 0; s < cfg.Store.Shards(); s++ {
 		ls.byShard = append(ls.byShard, map[string]*lane{})
 		for _, id := range ls.ids {
-			ls.byShard[s][id] = newLane(laneParams{cfg: ls.cfg, shard: s, provider: id,
+			ls.byShard[s][id] = newLane(laneParams{cfg: ls.cfg, store: cfg.Store, shard: s, provider: id,
 				lim: ls.limits.byID[id], hosts: ls.limits.hosts, health: ls.health, abort: make(chan struct{})})
 		}
 	}

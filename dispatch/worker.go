@@ -292,7 +292,7 @@ func Run(ctx context.Context, cfg Config) error {
 		// The provider's limits are per process, shared by its lanes on every shard: the slots
 		// are what this replica's memory and sockets carry, the bucket its share of the rate.
 		for s := 0; s < shards; s++ {
-			l := newLane(laneParams{cfg: &cfg, shard: s, provider: p.ID, lim: lim.byID[p.ID], hosts: lim.hosts, health: health, abort: abort})
+			l := newLane(laneParams{cfg: &cfg, store: cfg.Store, shard: s, provider: p.ID, lim: lim.byID[p.ID], hosts: lim.hosts, health: health, abort: abort})
 			byShard[s][p.ID] = l
 			laneList = append(laneList, l)
 		}

@@ -49,7 +49,7 @@ func hasCode(err error, codes []string) bool {
 // timeout, a closed pool; not an answer of Redis's (those are redis.Error), nor this process's
 // own cancellation.
 func Unreachable(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, redis.Nil) {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, redis.Nil) || WriteRefused(err) || Refused(err) {
 		return false
 	}
 	var reply redis.Error

@@ -379,8 +379,13 @@ func TestErrorClasses(t *testing.T) {
 			t.Errorf("WriteRefused(%q) = %v", c.msg, got)
 		}
 	}
-	if Refused(nil) || WriteRefused(nil) {
-		t.Error("nil is neither")
+	if Refused(nil) || WriteRefused(nil) || Unreachable(nil) {
+		t.Error("nil is none")
+	}
+	for _, c := range cases[:7] { // Redis's answers, however they reach the caller
+		if Unreachable(fmt.Errorf("x: %w", errors.New(c.msg))) {
+			t.Errorf("Unreachable(%q) = true; Redis answered", c.msg)
+		}
 	}
 }
 

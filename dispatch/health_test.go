@@ -1,0 +1,82 @@
+package dispatch
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/webpush-gateway/webpush-gateway/providers"
+)
+
+var (
+	errUnreachable = errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
+	errOOM         = fmt.Errorf("stream: finish: %w", errors.New("OOM command not allowed when used memory > 'maxmemory'."))
+)
+
+// TestHealthGate: a shard takes no new work while Redis is unreachable, while it refuses
+// writes (until a write probe succeeds: an outcome script that runs despite the refusal proves
+// nothing) and while an outcome waits to be written; and the time Redis has answered without a
+// break starts again after an outage.
+func TestHealthGate(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	h := newRedisHealth(2, slog.New(slog.NewTextHandler(io.Discard, nil)), t0)
+	steps := []struct {
+		name         string
+		do           func()
+		open0, open1 bool
+		upFor        time.Duration // at t0+10s
+	}{
+		{"fresh", func() {}, true, true, 10 * time.Second},
+		{"unreachable closes every shard", func() { h.observe(0, errUnreachable, t0.Add(time.Second)) }, false, false, 0},
+		{"any answer reopens them and restarts the clock", func() { h.observe(1, nil, t0.Add(4*time.Second)) }, true, true, 6 * time.Second},
+		{"a write refusal closes its shard only", func() { h.observe(1, errOOM, t0.Add(5*time.Second)) }, true, false, 6 * time.Second},
+		{"a successful outcome write does not reopen it", func() { h.observe(1, nil, t0.Add(6*time.Second)) }, true, false, 6 * time.Second},
+		{"a failed probe keeps it closed", func() { h.probed(1, errOOM, t0.Add(7*time.Second)) }, true, false, 6 * time.Second},
+		{"a successful probe reopens it", func() { h.probed(1, nil, t0.Add(8*time.Second)) }, true, true, 6 * time.Second},
+		{"an outcome waiting to be written closes its shard", func() { h.unwritten(0, +1) }, false, true, 6 * time.Second},
+		{"and written, reopens it", func() { h.unwritten(0, -1) }, true, true, 6 * time.Second},
+	}
+	for _, s := range steps {
+		s.do()
+		if got0, got1 := h.open(0), h.open(1); got0 != s.open0 || got1 != s.open1 {
+			t.Errorf("%s: open = %v, %v; want %v, %v", s.name, got0, got1, s.open0, s.open1)
+		}
+		if got := h.upFor(t0.Add(10 * time.Second)); got != s.upFor {
+			t.Errorf("%s: upFor = %v; want %v", s.name, got, s.upFor)
+		}
+	}
+}
+
+// TestReclaimerWaitsOutAReconnect: the reclaimer takes over nothing until Redis has answered
+// for stale_after plus one heartbeat period, nor with a heartbeat view older than stale_after;
+// then it spares the replicas the view lists.
+func TestReclaimerWaitsOutAReconnect(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	hb := providers.HeartbeatConfig{Every: time.Second, StaleAfter: 5 * time.Second}
+	h := newRedisHealth(1, slog.New(slog.NewTextHandler(io.Discard, nil)), t0)
+	beat := &heartbeat{}
+	r := &reclaimer{reclaimerParams: reclaimerParams{health: h, heartbeat: beat, hb: hb}}
+	check := func(name string, now time.Time, want bool) {
+		t.Helper()
+		if _, ok := r.allowed(now); ok != want {
+			t.Errorf("%s: allowed at +%v = %v; want %v", name, now.Sub(t0), ok, want)
+		}
+	}
+	check("no heartbeat yet", t0.Add(time.Minute), false)
+	beat.view.Store(&aliveView{names: []string{"w1", "w2"}, at: t0.Add(5 * time.Second)})
+	check("up for 5 s of the 6 needed", t0.Add(5*time.Second), false)
+	check("up for 6 s, a fresh view", t0.Add(6*time.Second), true)
+	if alive, _ := r.allowed(t0.Add(6 * time.Second)); len(alive) != 2 {
+		t.Errorf("alive = %v; want the view's two replicas", alive)
+	}
+	check("the view is older than stale_after", t0.Add(11*time.Second), false)
+	h.observe(-1, errUnreachable, t0.Add(12*time.Second))
+	h.observe(-1, nil, t0.Add(20*time.Second))
+	beat.view.Store(&aliveView{names: []string{"w1"}, at: t0.Add(20 * time.Second)})
+	check("back 1 s after an outage, a fresh view", t0.Add(21*time.Second), false)
+	beat.view.Store(&aliveView{names: []string{"w1"}, at: t0.Add(25 * time.Second)})
+	check("back 6 s after it, a fresh view", t0.Add(26*time.Second), true)
+}
