@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"encoding/json"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -70,16 +71,18 @@ func (h *heartbeat) start(wg *sync.WaitGroup) {
 	})
 }
 
-// beat records this replica as alive and, when the number of live replicas changed, gives
-// every bucket its new share.
+// beat records this replica as alive with its state, takes the providers an operator paused,
+// and, when the number of live replicas changed, gives every bucket its new share.
 func (h *heartbeat) beat(ctx context.Context) error {
 	now := h.cfg.Now()
-	names, err := h.cfg.Store.Heartbeat(ctx, now, h.hb.StaleAfter)
+	b, err := h.cfg.Store.Heartbeat(ctx, now, h.hb.StaleAfter, h.state())
 	h.health.observe(-1, err, h.cfg.Now())
 	if err != nil {
 		return err
 	}
+	names := b.Live
 	h.view.Store(&aliveView{names: names, at: now})
+	h.limits.pause(b.Paused, h.cfg.Logger)
 	live := max(len(names), 1) // this replica just wrote itself
 	if live != h.live {
 		h.limits.share(h.cfg.Now(), live)
@@ -87,6 +90,24 @@ func (h *heartbeat) beat(ctx context.Context) error {
 		h.live = live
 	}
 	return nil
+}
+
+// replicaState is what a replica publishes with its heartbeat, for `gateway-worker status`.
+type replicaState struct {
+	Version  string            `json:"version,omitempty"`
+	Breakers map[string]string `json:"breakers"` // provider id -> closed, half-open, open
+}
+
+func (h *heartbeat) state() string {
+	st := replicaState{Version: h.cfg.Version, Breakers: make(map[string]string, len(h.limits.order))}
+	for _, pl := range h.limits.order {
+		st.Breakers[pl.p.ID] = pl.breaker.State().String()
+	}
+	b, err := json.Marshal(st)
+	if err != nil {
+		return "{}"
+	}
+	return string(b)
 }
 
 // alive is the last successful beat's view, nil before the first.

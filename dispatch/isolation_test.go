@@ -10,6 +10,7 @@ import (
 
 	"github.com/webpush-gateway/webpush-gateway/limits"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
+	"github.com/webpush-gateway/webpush-gateway/stream"
 )
 
 // The breaker tests run on the real clock. gobreaker reads time.Now itself, and these tests
@@ -382,4 +383,30 @@ func TestBudgetMovesSlotsToTheBusyProvider(t *testing.T) {
 	holds(t, 500*time.Millisecond, "fcm never above its ceiling", func() bool { return e.sim.Stats().InFlight <= 16 })
 	setFault(t, e, pushsim.FCM, pushsim.Fault{})
 	e.waitAccepted(stop())
+}
+
+// TestPausedProviderWaitsInRedis: while an operator has paused a provider (state in Redis,
+// read with every heartbeat), its lanes read nothing and its jobs wait, spending nothing, while
+// the other providers flow; resumed, its jobs are delivered.
+func TestPausedProviderWaitsInRedis(t *testing.T) {
+	e := newEnv(t, envOptions{registry: testRegistry(nil)})
+	apple := e.subscribe(pushsim.Apple, e.key)
+	fcm := e.subscribe(pushsim.FCM, e.key)
+	if err := e.store.PauseProvider(context.Background(), stream.Pause{Provider: "apple", Reason: "test", At: e.clock.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	e.start(e.config(e.store))
+	waitFor(t, "the pause seen", func() bool { return strings.Contains(e.logs.String(), "provider paused by an operator") })
+	e.enqueue(job("held", apple, "x"), job("flows", fcm, "x"))
+	e.waitRecord("results", "flows")
+	lane := e.store.LaneStream(0, "apple")
+	holds(t, time.Second, "a paused provider's lane reading nothing", func() bool {
+		return e.xlen(lane) == 1 && e.pending(lane) == 0 && len(e.deliveriesOf("held")) == 0
+	})
+	if _, err := e.store.ResumeProvider(context.Background(), "apple"); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.waitRecord("results", "held"); r["code"] != "ACCEPTED" || r["attempt"] != "0" {
+		t.Errorf("held: %v, want ACCEPTED at attempt 0 once resumed", r)
+	}
 }

@@ -163,6 +163,11 @@ func (l *lane) run() {
 			last = state
 		}
 		n := 0
+		if l.lim.paused.Load() {
+			// An operator paused the provider: its jobs wait in Redis, spending nothing.
+			sleep(ctx, cfg.Block)
+			continue
+		}
 		switch state {
 		case limits.Open:
 			sleep(ctx, min(l.lim.breaker.OpenFor(), cfg.Block))

@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"log/slog"
 	"math"
 	"sync/atomic"
 	"time"
@@ -39,6 +40,10 @@ type providerLimits struct {
 	// a 429 throttle of its own instead of breaker and the bucket's throttling (see
 	// lane.admit); nil elsewhere.
 	perHost *limits.HostLimits
+
+	// paused is set while an operator has paused the provider (`gateway-worker pause`): its
+	// lanes read nothing, as with an open breaker; the heartbeat loop sets it.
+	paused atomic.Bool
 
 	// arrivals counts the jobs intake moved to this provider's lanes since the budget loop last
 	// took the count.
@@ -98,6 +103,23 @@ func newFleetLimits(cfg *Config) *fleetLimits {
 		f.order = append(f.order, pl)
 	}
 	return f
+}
+
+// pause marks the providers ids as paused and every other one as not, logging each change.
+func (f *fleetLimits) pause(ids []string, log *slog.Logger) {
+	paused := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		paused[id] = true
+	}
+	for _, pl := range f.order {
+		if was := pl.paused.Swap(paused[pl.p.ID]); was != paused[pl.p.ID] {
+			if was {
+				log.Info("dispatch: provider resumed by an operator; its lanes read again", "provider", pl.p.ID)
+			} else {
+				log.Warn("dispatch: provider paused by an operator; its lanes read nothing until it is resumed", "provider", pl.p.ID)
+			}
+		}
+	}
 }
 
 // breakerConfig is a registry breaker section as package limits takes it.

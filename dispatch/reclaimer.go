@@ -136,11 +136,11 @@ func (r *reclaimer) reclaim(ctx context.Context) error {
 // may read (free in-flight slots, which every shard's lanes share, and no more than about a
 // second of tokens: a throttled provider's claimed entries must not idle past the visibility
 // timeout waiting for theirs), less the entries already offered to its lanes and not yet
-// started, each of which will take one. None while its breaker is open: the entries would only
-// be put back.
+// started, each of which will take one. None while its breaker is open (the entries would only
+// be put back) or an operator paused it.
 func (r *reclaimer) room(p string) int {
 	lim := r.lanes[0][p].lim
-	if lim.breaker.State() == limits.Open {
+	if lim.breaker.State() == limits.Open || lim.paused.Load() {
 		return 0
 	}
 	free := lim.readable()

@@ -90,6 +90,8 @@ type Config struct {
 	StartupTimeout time.Duration
 
 	Logger *slog.Logger // default slog.Default()
+	// Version is this build's version, published with the heartbeat (for `status`).
+	Version string
 
 	// OnBreakerChange, when set, is told every state change of a provider's ratio breaker
 	// (for metrics and tests). It runs under the breaker's lock: it must only count or hand the

@@ -282,8 +282,8 @@ func TestOutcomesAreRecordedWhenRedisIsOutOfMemory(t *testing.T) {
 	}
 	mustOK(t)(s.ToDead(env.ctx, lanes[3], DeadRecord{ID: "j3", Code: "PROVIDER_DOWN", Reason: "gave up", At: t0}))
 	mustOK(t)(s.AckSent(env.ctx, lanes[4], "j4"))
-	if live, err := s.Heartbeat(env.ctx, t0, time.Minute); err != nil || len(live) != 1 {
-		t.Errorf("Heartbeat under OOM = %v, %v", live, err)
+	if beat, err := s.Heartbeat(env.ctx, t0, time.Minute, `{"v":1}`); err != nil || len(beat.Live) != 1 {
+		t.Errorf("Heartbeat under OOM = %v, %v", beat, err)
 	}
 	if n := len(env.entries(t, k.Results)); n != 2 {
 		t.Errorf("%d ledger records under OOM, want 2", n)

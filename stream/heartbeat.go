@@ -17,27 +17,53 @@ var (
 	heartbeatScript = redis.NewScript(heartbeatLua)
 )
 
-// Heartbeat records this replica (its consumer name) as alive at now, forgets replicas whose
-// last heartbeat is more than staleAfter before now, and returns the consumer names of the
-// live ones, this one included. One script call: one round trip, and no replica can see a list
-// that misses itself. It runs even when Redis is out of memory.
+// Beat is what a heartbeat learned: the consumer names of the live replicas, this one
+// included, and the providers an operator paused (Pause).
+type Beat struct {
+	Live   []string
+	Paused []string
+}
+
+// Heartbeat records this replica (its consumer name) as alive at now with its state (published
+// for `gateway-worker status`; any JSON), forgets replicas whose last heartbeat is more than
+// staleAfter before now, and returns the live ones and the paused providers. One script call:
+// one round trip, and no replica can see a list that misses itself. It runs even when Redis is
+// out of memory.
 //
 // Every replica passes its own clock: clocks must agree to well within staleAfter (NTP does).
 // A replica that dies stops counting staleAfter after its last heartbeat; one that shuts down
 // cleanly calls Leave and stops counting at once.
-func (s *Store) Heartbeat(ctx context.Context, now time.Time, staleAfter time.Duration) (live []string, err error) {
+func (s *Store) Heartbeat(ctx context.Context, now time.Time, staleAfter time.Duration, state string) (Beat, error) {
 	if s.o.Consumer == "" {
-		return nil, errors.New("stream: Options.Consumer is empty; a heartbeating Store needs a consumer name")
+		return Beat{}, errors.New("stream: Options.Consumer is empty; a heartbeating Store needs a consumer name")
 	}
 	if staleAfter <= 0 {
-		return nil, fmt.Errorf("stream: heartbeat: staleAfter %s is not positive", staleAfter)
+		return Beat{}, fmt.Errorf("stream: heartbeat: staleAfter %s is not positive", staleAfter)
 	}
-	live, err = heartbeatScript.Run(ctx, s.c, []string{ReplicasKey(s.o.Prefix)},
-		s.o.Consumer, ms(now), durMs(staleAfter)).StringSlice()
+	if state == "" {
+		state = "{}"
+	}
+	v, err := heartbeatScript.Run(ctx, s.c, []string{ReplicasKey(s.o.Prefix), statesKey(s.o.Prefix), pausedKey(s.o.Prefix)},
+		s.o.Consumer, ms(now), durMs(staleAfter), state).Slice()
 	if err != nil {
-		return nil, fmt.Errorf("stream: heartbeat: %w", err)
+		return Beat{}, fmt.Errorf("stream: heartbeat: %w", err)
 	}
-	return live, nil
+	if len(v) != 2 {
+		return Beat{}, fmt.Errorf("stream: heartbeat: unexpected reply %v", v)
+	}
+	return Beat{Live: stringsOf(v[0]), Paused: stringsOf(v[1])}, nil
+}
+
+// stringsOf is a reply's array of strings.
+func stringsOf(x any) []string {
+	a, _ := x.([]any)
+	out := make([]string, 0, len(a))
+	for _, v := range a {
+		if s, ok := v.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // Leave removes this replica from the live set, so the others take its share of every rate at
@@ -47,7 +73,10 @@ func (s *Store) Leave(ctx context.Context) error {
 	if s.o.Consumer == "" {
 		return nil
 	}
-	if err := s.c.ZRem(ctx, ReplicasKey(s.o.Prefix), s.o.Consumer).Err(); err != nil {
+	pipe := s.c.TxPipeline() // both keys share the {hb} tag
+	pipe.ZRem(ctx, ReplicasKey(s.o.Prefix), s.o.Consumer)
+	pipe.HDel(ctx, statesKey(s.o.Prefix), s.o.Consumer)
+	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("stream: leave: %w", err)
 	}
 	return nil

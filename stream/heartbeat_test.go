@@ -30,7 +30,8 @@ func TestHeartbeatLiveCount(t *testing.T) {
 
 	beat := func(s *Store, now time.Time) int {
 		t.Helper()
-		live, err := s.Heartbeat(env.ctx, now, stale)
+		beat, err := s.Heartbeat(env.ctx, now, stale, "")
+		live := beat.Live
 		if err != nil {
 			t.Fatalf("%s Heartbeat: %v", s.Consumer(), err)
 		}
@@ -97,7 +98,7 @@ func TestHeartbeatLiveCount(t *testing.T) {
 func TestHeartbeatKey(t *testing.T) {
 	env := newEnv(t)
 	s := env.store(t, "r1", Options{Prefix: "gw", Shards: 4})
-	if _, err := s.Heartbeat(env.ctx, t0, time.Second); err != nil {
+	if _, err := s.Heartbeat(env.ctx, t0, time.Second, ""); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := env.c.ZCard(env.ctx, "gw:{hb}:replicas").Result(); err != nil || n != 1 {
@@ -124,12 +125,62 @@ func TestHeartbeatRefusesBadArguments(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			s := New(env.c, env.c, Options{Consumer: tc.consumer})
-			if live, err := s.Heartbeat(env.ctx, t0, tc.stale); err == nil {
-				t.Errorf("Heartbeat = %v, nil; want an error", live)
+			if beat, err := s.Heartbeat(env.ctx, t0, tc.stale, ""); err == nil {
+				t.Errorf("Heartbeat = %v, nil; want an error", beat)
 			}
 		})
 	}
 	if n, _ := env.c.Exists(env.ctx, "wp:{hb}:replicas").Result(); n != 0 {
 		t.Errorf("a refused heartbeat wrote the replicas key")
+	}
+}
+
+// TestHeartbeatCarriesStatesAndPauses: a replica's published state is listed with it while it
+// is live and goes with it when it goes stale or leaves; the providers an operator paused come
+// back with every beat until resumed.
+func TestHeartbeatCarriesStatesAndPauses(t *testing.T) {
+	const stale = 5 * time.Second
+	env := newEnv(t)
+	a := env.store(t, "replica-a", Options{})
+	b := env.store(t, "replica-b", Options{})
+	if _, err := a.Heartbeat(env.ctx, t0, stale, `{"breakers":{"fcm":"closed"}}`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Heartbeat(env.ctx, t0, stale, `{"breakers":{"fcm":"open"}}`); err != nil {
+		t.Fatal(err)
+	}
+	reps, err := a.Replicas(env.ctx, t0, stale)
+	if err != nil || len(reps) != 2 || string(reps[1].State) != `{"breakers":{"fcm":"open"}}` || !reps[0].LastSeen.Equal(t0) {
+		t.Fatalf("Replicas = %+v, %v", reps, err)
+	}
+	if err := a.PauseProvider(env.ctx, Pause{Provider: "autopush", Reason: "incident 42", By: "ops", At: t0}); err != nil {
+		t.Fatal(err)
+	}
+	beat, err := b.Heartbeat(env.ctx, t0.Add(time.Second), stale, `{}`)
+	if err != nil || len(beat.Paused) != 1 || beat.Paused[0] != "autopush" {
+		t.Fatalf("Heartbeat after a pause = %+v, %v", beat, err)
+	}
+	ps, err := a.Pauses(env.ctx)
+	if err != nil || len(ps) != 1 || ps[0].Reason != "incident 42" || ps[0].By != "ops" || !ps[0].At.Equal(t0) {
+		t.Fatalf("Pauses = %+v, %v", ps, err)
+	}
+	// a goes stale: b's next beat forgets it and its state.
+	if _, err := b.Heartbeat(env.ctx, t0.Add(stale+2*time.Second), stale, `{}`); err != nil {
+		t.Fatal(err)
+	}
+	if n := env.c.HLen(env.ctx, "wp:{hb}:states").Val(); n != 1 {
+		t.Errorf("%d states after a went stale, want 1", n)
+	}
+	if ok, err := a.ResumeProvider(env.ctx, "autopush"); !ok || err != nil {
+		t.Fatalf("Resume = %v, %v", ok, err)
+	}
+	if ok, _ := a.ResumeProvider(env.ctx, "autopush"); ok {
+		t.Error("a second Resume found a pause")
+	}
+	if err := b.Leave(env.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if reps, _ := a.Replicas(env.ctx, t0.Add(stale+2*time.Second), stale); len(reps) != 0 {
+		t.Errorf("Replicas after the last one left = %+v", reps)
 	}
 }

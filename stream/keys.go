@@ -75,6 +75,24 @@ func ReplicasKey(prefix string) string {
 	return prefix + ":{hb}:replicas"
 }
 
+// statesKey is the HASH of the live replicas' states under prefix: consumer name -> JSON,
+// written with each heartbeat, in the replicas set's "{hb}" slot.
+func statesKey(prefix string) string {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	return prefix + ":{hb}:states"
+}
+
+// pausedKey is the HASH of the providers an operator paused under prefix: provider id -> JSON
+// (who, when, why). Every replica reads it with its heartbeat.
+func pausedKey(prefix string) string {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	return prefix + ":{hb}:paused"
+}
+
 // ShardsKey is the key that records the shard count of prefix (DefaultPrefix when empty): the
 // first worker or producer to use the prefix writes it, and every later one must agree
 // (Store.CheckShards).

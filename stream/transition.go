@@ -36,7 +36,7 @@ var (
 // (to_lane, promote) are refused at their first write and wait (see MinRedisVersion).
 var allScripts = []*redis.Script{
 	toLaneScript, toDeadScript, finishScript, ackScript, readIntakeScript,
-	toDelayedScript, promoteScript, reclaimScript, cleanConsumerScript, heartbeatScript,
+	toDelayedScript, promoteScript, reclaimScript, cleanConsumerScript, heartbeatScript, queueStatsScript,
 }
 
 // MaxDetail bounds the provider detail kept in a ledger, gone or dead record.

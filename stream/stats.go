@@ -1,0 +1,89 @@
+package stream
+
+import (
+	_ "embed"
+
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed queue_stats.lua
+	queueStatsLua    string
+	queueStatsScript = redis.NewScript(queueStatsLua)
+)
+
+// QueueStat is one stream or set of a shard, as QueueStats reads it.
+type QueueStat struct {
+	Shard int
+	// Stream is "intake", "delayed", "dead", "results", "gone" or "lane:<provider>".
+	Stream string
+	Key    string
+	// Entries is the stream's length (the delayed set's members).
+	Entries int64
+	// Lag is how many entries the group has not read yet: intake and lanes only (-1 elsewhere).
+	Lag int64
+	// Pending is how many entries the group read and has not finished; OldestPending is when
+	// the oldest of them was added to the stream (zero when none is pending).
+	Pending       int64
+	OldestPending time.Time
+	// DueNow and NextDue are the delayed set's members due at the time asked, and the first
+	// member's due time (zero when the set is empty).
+	DueNow  int64
+	NextDue time.Time
+}
+
+// QueueStats reads the streams and sets of shard, and the lanes of providers on it, in one
+// script of a constant number of commands per key (never a scan of a stream). now decides which
+// retries are due.
+func (s *Store) QueueStats(ctx context.Context, shard int, providers []string, now time.Time) ([]QueueStat, error) {
+	k := s.Keys(shard)
+	keys := []string{k.Intake, k.Delayed, k.Dead, k.Results, k.Gone}
+	names := []string{"intake", "delayed", "dead", "results", "gone"}
+	for _, p := range providers {
+		keys = append(keys, k.Lane(p))
+		names = append(names, "lane:"+p)
+	}
+	v, err := queueStatsScript.Run(ctx, s.c, keys, Group, ms(now)).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("stream: queue stats of shard %d: %w", shard, err)
+	}
+	if len(v) != len(keys) {
+		return nil, fmt.Errorf("stream: queue stats of shard %d: %d replies for %d keys", shard, len(v), len(keys))
+	}
+	out := make([]QueueStat, len(keys))
+	for i, x := range v {
+		row, _ := x.([]any)
+		if len(row) != 4 {
+			return nil, fmt.Errorf("stream: queue stats of %s: unexpected reply %v", keys[i], x)
+		}
+		n := func(j int) int64 { c, _ := row[j].(int64); return c }
+		last, _ := row[3].(string)
+		q := QueueStat{Shard: shard, Stream: names[i], Key: keys[i], Entries: n(0), Lag: n(1), Pending: n(2)}
+		if names[i] == "delayed" {
+			q.Lag, q.Pending, q.DueNow = -1, 0, n(1)
+			if due, err := strconv.ParseFloat(last, 64); err == nil {
+				q.NextDue = time.UnixMilli(int64(due))
+			}
+		} else if last != "" {
+			q.OldestPending = entryTime(last)
+		}
+		out[i] = q
+	}
+	return out, nil
+}
+
+// entryTime is when a stream entry was added: the milliseconds part of its id.
+func entryTime(id string) time.Time {
+	msPart, _, _ := strings.Cut(id, "-")
+	n, err := strconv.ParseInt(msPart, 10, 64)
+	if err != nil {
+		return time.Time{}
+	}
+	return time.UnixMilli(n)
+}
