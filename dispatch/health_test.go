@@ -13,7 +13,8 @@ import (
 
 var (
 	errUnreachable = errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
-	errOOM         = fmt.Errorf("stream: finish: %w", errors.New("OOM command not allowed when used memory > 'maxmemory'."))
+	//lint:ignore ST1005 Redis's own words
+	errOOM = fmt.Errorf("stream: finish: %w", errors.New("OOM command not allowed when used memory > 'maxmemory'."))
 )
 
 // TestHealthGate: a shard takes no new work while Redis is unreachable, while it refuses

@@ -14,9 +14,9 @@ import (
 
 // gatherWait is how long a lane whose slots are nearly all taken waits for a few more to come
 // back before it reads. Under a backlog the slots are the limit and free one send at a time:
-// reading each as it frees costs a round trip (and a wake-up) per job; gathered, the worker's
-// round trips per job fell from 0.85 to 0.6 in `gateway-worker bench`. A lane with room reads at
-// once, so this never delays a job when the provider keeps up.
+// reading each as it frees costs a round trip (and a wake-up) per job, and a few gathered
+// share one (BENCHMARKS.md has the figures). A lane with room reads at once, so this never
+// delays a job when the provider keeps up.
 const gatherWait = time.Millisecond
 
 // gatherMin is how many free slots a busy lane waits (gatherWait at most) to gather.

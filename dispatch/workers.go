@@ -10,8 +10,8 @@ const workerIdle = 5 * time.Second
 
 // workers runs functions on goroutines that stay a while after their work, for the next one. A
 // lane starts a send for every job and intake a move for every entry; a new goroutine each time
-// grows a new stack each time (HTTP/2, TLS and the encryption go deep), which cost about a
-// twentieth of the worker's CPU in `gateway-worker bench`. A worker keeps its grown stack.
+// grows a new stack each time (HTTP/2, TLS and the encryption go deep), a cost that shows in the
+// worker's CPU profile (BENCHMARKS.md). A worker keeps its grown stack.
 type workers struct {
 	work chan func() // unbuffered: a handover succeeds only to a worker that waits
 	done <-chan struct{}

@@ -141,8 +141,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(err)
 	}
 	// The worker's live heap is small (jobs in flight, a few MB) and it allocates quickly, so
-	// Go's default target of 100% collects many times a second: a fifth of the CPU per message
-	// in `gateway-lab bench`. 400% trades a few more MB for most of that.
+	// Go's default target of 100% collects many times a second; 400% trades a few more MB for
+	// most of that CPU (BENCHMARKS.md, docs/operations.md).
 	if os.Getenv("GOGC") == "" {
 		if *gcPercent < 10 {
 			return fail(fmt.Errorf("--gogc must be at least 10"))
