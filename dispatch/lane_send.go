@@ -135,7 +135,7 @@ func (l *lane) handle(stop, ctx context.Context, e stream.Entry, lj *laneJob, re
 	}
 	remaining := time.Duration(j.TTL)*time.Second - now.Sub(lj.enqueued)
 	m := &adapter.Message{
-		ID: j.ID, Subscription: adapter.Subscription(j.Subscription), // same fields: checked by the compiler
+		ID: j.ID, Subscription: j.Subscription,
 		Payload: j.Payload, Ciphertext: j.Ciphertext,
 		TTL: max(0, int(remaining/time.Second)), Urgency: j.Urgency, Topic: j.Topic, Key: key,
 	}

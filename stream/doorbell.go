@@ -7,11 +7,13 @@ import (
 	"sync"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/webpush-gateway/webpush-gateway/job"
 )
 
 // maxBellReply bounds a reply on the doorbell's connections: one intake entry of the largest
 // size allowed, and room for its id and the framing.
-const maxBellReply = MaxEntryBytes + 4<<10
+const maxBellReply = job.MaxEntryBytes + 4<<10
 
 // errReplyTooLarge is what a doorbell connection's Read returns once a reply passes
 // maxBellReply; go-redis then drops the connection, and with it the rest of the reply.

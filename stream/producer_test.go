@@ -13,7 +13,6 @@ import (
 func TestProducerShardsAndPipelines(t *testing.T) {
 	env := newEnv(t)
 	const shards = 4
-	p := NewProducer(env.c, "gw", shards)
 	var jobs [][]byte
 	want := map[int][]string{}
 	for i := range 40 {
@@ -27,7 +26,7 @@ func TestProducerShardsAndPipelines(t *testing.T) {
 	hook := &countHook{}
 	pc := env.srv.Client(t)
 	pc.AddHook(hook)
-	p = NewProducer(pc, "gw", shards)
+	p := NewProducer(pc, "gw", shards)
 	n, err := p.Enqueue(env.ctx, jobs...)
 	if err != nil || n != 40 {
 		t.Fatalf("Enqueue = %d, %v", n, err)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/webpush-gateway/webpush-gateway/job"
 )
 
 var (
@@ -294,9 +296,9 @@ type Refusal struct {
 
 // ReadIntake reads up to count new intake entries of shard for this consumer, in one script
 // that dead-letters, in Redis, every entry that breaks the entry rules (no "job" field, more
-// than one, another field, a job over MaxEntryBytes): such entries never reach the worker, and
-// refused lists them. When the stream has nothing new it waits up to block (block <= 0 does
-// not wait) for an entry to arrive and reads once more.
+// than one, another field, a job over job.MaxEntryBytes): such entries never reach the
+// worker, and refused lists them. When the stream has nothing new it waits up to block
+// (block <= 0 does not wait) for an entry to arrive and reads once more.
 //
 // The wait is a plain XREAD of one entry after the last one delivered to the group, on
 // connections that refuse a reply larger than one entry may be (doorbell): an oversized entry
@@ -330,7 +332,7 @@ func (s *Store) ReadIntake(ctx context.Context, shard, count int, block time.Dur
 func (s *Store) readIntake(ctx context.Context, shard, count int) (entries []Entry, refused []Refusal, last string, err error) {
 	k := s.Keys(shard)
 	v, err := readIntakeScript.Run(ctx, s.c, []string{k.Intake, k.Dead},
-		Group, s.o.Consumer, count, MaxEntryBytes, ms(s.o.Now()), s.o.DeadMaxLen).Slice()
+		Group, s.o.Consumer, count, job.MaxEntryBytes, ms(s.o.Now()), s.o.DeadMaxLen).Slice()
 	if err != nil && strings.HasPrefix(err.Error(), "NOGROUP") {
 		// The stream or its group is gone (a flushed or replaced Redis): recreate it rather
 		// than fail forever. Nothing is lost that was not already lost.
@@ -338,7 +340,7 @@ func (s *Store) readIntake(ctx context.Context, shard, count int) (entries []Ent
 			return nil, nil, "", err
 		}
 		v, err = readIntakeScript.Run(ctx, s.c, []string{k.Intake, k.Dead},
-			Group, s.o.Consumer, count, MaxEntryBytes, ms(s.o.Now()), s.o.DeadMaxLen).Slice()
+			Group, s.o.Consumer, count, job.MaxEntryBytes, ms(s.o.Now()), s.o.DeadMaxLen).Slice()
 	}
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("stream: read %s: %w", k.Intake, err)
@@ -353,8 +355,8 @@ func (s *Store) readIntake(ctx context.Context, shard, count int) (entries []Ent
 		if id == "" {
 			break
 		}
-		job, _ := v[i+1].(string)
-		entries = append(entries, Entry{Stream: k.Intake, ID: id, Fields: map[string]string{"job": job}, Shard: shard})
+		raw, _ := v[i+1].(string)
+		entries = append(entries, Entry{Stream: k.Intake, ID: id, Fields: map[string]string{"job": raw}, Shard: shard})
 	}
 	for i++; i+1 < len(v); i += 2 {
 		id, _ := v[i].(string)

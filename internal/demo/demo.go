@@ -21,6 +21,7 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/dispatch"
 	"github.com/webpush-gateway/webpush-gateway/internal/cli"
 	"github.com/webpush-gateway/webpush-gateway/internal/localredis"
+	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/stream"
 	"github.com/webpush-gateway/webpush-gateway/vapid"
@@ -279,8 +280,8 @@ loop:
 }
 
 // newSubscriptions makes the subscriptions jobs go to, spread as subscriptionMix says.
-func newSubscriptions(sim *pushsim.Server, key *vapid.Key) ([]pushsim.Subscription, error) {
-	var subs []pushsim.Subscription
+func newSubscriptions(sim *pushsim.Server, key *vapid.Key) ([]job.Subscription, error) {
+	var subs []job.Subscription
 	for _, m := range subscriptionMix {
 		for range m.subs * 3 {
 			s, err := sim.Subscribe(m.provider, m.host, key.PublicKey())
@@ -295,7 +296,7 @@ func newSubscriptions(sim *pushsim.Server, key *vapid.Key) ([]pushsim.Subscripti
 
 // enqueue puts o.Rate jobs a second on the intake stream until ctx ends, in small batches
 // every 50 ms so the stream looks like steady traffic.
-func enqueue(ctx context.Context, p *stream.Producer, subs []pushsim.Subscription, o Options, rec *recorder) error {
+func enqueue(ctx context.Context, p *stream.Producer, subs []job.Subscription, o Options, rec *recorder) error {
 	rng := rand.New(rand.NewPCG(1, 2))
 	const every = 50 * time.Millisecond
 	t := time.NewTicker(every)

@@ -29,6 +29,7 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/adapter"
 	"github.com/webpush-gateway/webpush-gateway/dispatch"
 	"github.com/webpush-gateway/webpush-gateway/internal/redistest"
+	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/limits"
 	"github.com/webpush-gateway/webpush-gateway/providers"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
@@ -71,7 +72,7 @@ type run struct {
 	sim      *pushsim.Server
 	store    *stream.Store
 	producer *stream.Producer
-	subs     map[string][]pushsim.Subscription
+	subs     map[string][]job.Subscription
 	breakers breakerLog
 
 	mu  sync.Mutex
@@ -148,7 +149,7 @@ func startRun(tb testing.TB, sc scenario) *run {
 	}
 	tb.Cleanup(func() { main.Close(); blocking.Close() })
 
-	r := &run{tb: tb, sc: sc, sim: sim, subs: map[string][]pushsim.Subscription{}}
+	r := &run{tb: tb, sc: sc, sim: sim, subs: map[string][]job.Subscription{}}
 	r.store = stream.New(main, blocking, stream.Options{Consumer: "isolation"})
 	tb.Cleanup(func() { r.store.Close() })
 	r.producer = stream.NewProducer(srv.Client(tb), "", 1)
