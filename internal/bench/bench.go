@@ -215,11 +215,14 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	} else {
 		fmt.Fprintf(out, "redis:    using %s\n", env.redisURL)
 	}
-	env.rdb, _, err = stream.Connect(env.redisURL, stream.ConnectOptions{ClientName: "gateway-bench"})
+	// The lab's own view of Redis: INFO figures, and the stream of the contenders that read
+	// one themselves.
+	lab, err := stream.Open(env.redisURL, stream.OpenOptions{ClientName: "gateway-bench"})
 	if err != nil {
 		return err
 	}
-	defer env.rdb.Close()
+	defer lab.Close()
+	env.rdb = lab.Client()
 	if err := env.rdb.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("redis: %w", err)
 	}

@@ -159,12 +159,13 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	}
 	// A prefix of its own, so the demo never touches a real deployment's keys on a shared Redis.
 	prefix := fmt.Sprintf("wpdemo%d", time.Now().UnixNano()%1_000_000)
-	main, blocking, err := stream.Connect(url, stream.ConnectOptions{ClientName: "gateway-demo", BlockingPoolSize: 16})
+	store, err := stream.Open(url, stream.OpenOptions{
+		Options: stream.Options{Prefix: prefix, Consumer: cli.ConsumerName()}, ClientName: "gateway-demo", BlockingPoolSize: 16,
+	})
 	if err != nil {
 		return err
 	}
-	defer main.Close()
-	defer blocking.Close()
+	defer store.Close()
 	reg, err := cli.LoadRegistry("")
 	if err != nil {
 		return err
@@ -178,8 +179,6 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 		return err
 	}
 	defer sender.Close()
-	store := stream.New(main, blocking, stream.Options{Prefix: prefix, Consumer: cli.ConsumerName()})
-	defer store.Close()
 
 	start := time.Now()
 	rec := newRecorder(start)
@@ -204,7 +203,7 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	enqErr := make(chan error, 1)
 	ectx, stopEnqueue := context.WithCancel(ctx)
 	defer stopEnqueue()
-	go func() { enqErr <- enqueue(ectx, stream.NewProducer(main, prefix, 1), subs, o, rec) }()
+	go func() { enqErr <- enqueue(ectx, store.Producer(), subs, o, rec) }()
 
 	table := &liveTable{out: out, live: o.Live}
 	tick := time.NewTicker(time.Second)

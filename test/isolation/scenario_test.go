@@ -143,15 +143,13 @@ func startRun(tb testing.TB, sc scenario) *run {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(sender.Close)
-	main, blocking, err := stream.Connect(srv.URL(), stream.ConnectOptions{BlockingPoolSize: 16})
+	store, err := stream.Open(srv.URL(), stream.OpenOptions{Options: stream.Options{Consumer: "isolation"}, BlockingPoolSize: 16})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { main.Close(); blocking.Close() })
+	tb.Cleanup(func() { store.Close() })
 
-	r := &run{tb: tb, sc: sc, sim: sim, subs: map[string][]job.Subscription{}}
-	r.store = stream.New(main, blocking, stream.Options{Consumer: "isolation"})
-	tb.Cleanup(func() { r.store.Close() })
+	r := &run{tb: tb, sc: sc, sim: sim, store: store, subs: map[string][]job.Subscription{}}
 	r.producer = stream.NewProducer(srv.Client(tb), "", 1)
 	for _, p := range allProviders {
 		for range 8 {

@@ -96,16 +96,13 @@ func startPipeline(tb testing.TB) *pipeline {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(sender.Close)
-	main, blocking, err := stream.Connect(srv.URL(), stream.ConnectOptions{BlockingPoolSize: 16})
+	store, err := stream.Open(srv.URL(), stream.OpenOptions{Options: stream.Options{Consumer: "bench"}, BlockingPoolSize: 16})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { main.Close(); blocking.Close() })
-	rt := &stream.CallCounter{}
-	main.AddHook(rt)
-	blocking.AddHook(rt)
-	store := stream.New(main, blocking, stream.Options{Consumer: "bench"})
 	tb.Cleanup(func() { store.Close() })
+	rt := &stream.CallCounter{}
+	store.AddHook(rt)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
