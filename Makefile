@@ -49,7 +49,7 @@ bench: deps build
 
 ## fuzz: a short run of every fuzz target (FUZZTIME each); crashers land in testdata/fuzz
 fuzz:
-	@for spec in ece:FuzzDecrypt ece:FuzzParseKeys providers:FuzzParse providers:FuzzResolve taxonomy:FuzzClassify stream:FuzzDecodeJob stream:FuzzSplitObject stream:FuzzJSONString; do \
+	@for spec in ece:FuzzDecrypt ece:FuzzParseKeys providers:FuzzParse providers:FuzzResolve taxonomy:FuzzClassify job:FuzzDecodeJob job:FuzzDecodeSubscription job:FuzzSplitObject job:FuzzJSONString; do \
 		pkg=$${spec%%:*}; fn=$${spec##*:}; \
 		echo "== $$pkg $$fn"; $(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) ./$$pkg/ || exit 1; \
 	done

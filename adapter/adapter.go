@@ -20,26 +20,17 @@ import (
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/ece"
+	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/providers"
 	"github.com/webpush-gateway/webpush-gateway/taxonomy"
 	"github.com/webpush-gateway/webpush-gateway/vapid"
 )
 
-// Subscription is the browser's PushSubscription, as its toJSON() gives it.
-type Subscription struct {
-	Endpoint       string `json:"endpoint"`
-	ExpirationTime *int64 `json:"expirationTime,omitempty"`
-	Keys           struct {
-		P256dh string `json:"p256dh"`
-		Auth   string `json:"auth"`
-	} `json:"keys"`
-}
-
 // Message is one push to send.
 type Message struct {
 	// ID identifies the job; it is sent only when Config.JobIDHeader is set.
 	ID           string
-	Subscription Subscription
+	Subscription job.Subscription
 	// Payload is the plaintext to encrypt. Ciphertext, when set instead, is an aes128gcm body
 	// the upstream already encrypted; it is sent as is.
 	Payload    []byte
@@ -213,8 +204,10 @@ func (a *Adapter) shape(secrets taxonomy.Secrets, m *Message) (http.Header, taxo
 	if maxTTL := int(p.MaxTTL / time.Second); ttl > maxTTL {
 		ttl = maxTTL // max_ttl 0 is an operator saying "never store": every message gets TTL 0
 	}
-	if err := checkUrgency(m.Urgency); err != nil {
-		return nil, a.local(secrets, taxonomy.InvalidRequest, err.Error()), false
+	if m.Urgency != "" {
+		if err := job.CheckUrgency(m.Urgency); err != nil {
+			return nil, a.local(secrets, taxonomy.InvalidRequest, "urgency: "+err.Error()), false
+		}
 	}
 	if err := checkTopic(p.Kind, m.Topic); err != nil {
 		return nil, a.local(secrets, taxonomy.InvalidRequest, err.Error()), false
@@ -229,7 +222,7 @@ func (a *Adapter) shape(secrets taxonomy.Secrets, m *Message) (http.Header, taxo
 	if m.Topic != "" {
 		h.Set("Topic", m.Topic)
 	}
-	if p.Kind == kindWNS && ttl == 0 {
+	if p.Kind == providers.KindWNS && ttl == 0 {
 		// WNS answers 400 to TTL 0 unless told not to cache.
 		h.Set("X-WNS-Cache-Policy", "no-cache")
 	}
@@ -250,12 +243,11 @@ func (a *Adapter) body(secrets taxonomy.Secrets, m *Message) ([]byte, taxonomy.O
 	if err != nil {
 		return nil, a.local(secrets, taxonomy.InvalidRequest, "subscription keys: "+err.Error()), false
 	}
+	if err := job.CheckPayload(len(m.Payload)); err != nil {
+		return nil, a.local(secrets, taxonomy.PayloadTooLarge, "payload: "+err.Error()), false
+	}
 	body, err := ece.Encrypt(keys, m.Payload, ece.Options{})
-	switch {
-	case errors.Is(err, ece.ErrPayloadTooLarge):
-		return nil, a.local(secrets, taxonomy.PayloadTooLarge,
-			fmt.Sprintf("payload is %d bytes; at most %d fit in one 4096-byte record", len(m.Payload), ece.MaxPlaintext)), false
-	case err != nil:
+	if err != nil {
 		return nil, a.local(secrets, taxonomy.InvalidRequest, "encrypt: "+err.Error()), false
 	}
 	return body, taxonomy.Outcome{}, true

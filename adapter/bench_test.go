@@ -20,6 +20,7 @@ import (
 	webpush "github.com/SherClockHolmes/webpush-go"
 
 	"github.com/webpush-gateway/webpush-gateway/adapter"
+	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/providers"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/taxonomy"
@@ -95,7 +96,7 @@ func startRemoteSim(b *testing.B) *remoteSim {
 	return &remoteSim{addr: f[0], admin: f[1], pool: pool}
 }
 
-func (r *remoteSim) subscribe(b *testing.B, provider, key string) adapter.Subscription {
+func (r *remoteSim) subscribe(b *testing.B, provider, key string) job.Subscription {
 	b.Helper()
 	body, _ := json.Marshal(pushsim.SubscribeRequest{Provider: provider, ApplicationServerKey: key})
 	resp, err := http.Post(r.admin+"/subscriptions", "application/json", bytes.NewReader(body))
@@ -103,7 +104,7 @@ func (r *remoteSim) subscribe(b *testing.B, provider, key string) adapter.Subscr
 		b.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var sub adapter.Subscription
+	var sub job.Subscription
 	if err := json.NewDecoder(resp.Body).Decode(&sub); err != nil || sub.Endpoint == "" {
 		b.Fatalf("subscribe: %v (status %d)", err, resp.StatusCode)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/adapter"
+	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/providers"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/taxonomy"
@@ -101,7 +102,7 @@ func newHarness(t testing.TB, opt harnessOptions) *harness {
 }
 
 // subscribe makes a subscription on pushsim bound to the harness key.
-func (h *harness) subscribe(t *testing.T, provider string) adapter.Subscription {
+func (h *harness) subscribe(t *testing.T, provider string) job.Subscription {
 	t.Helper()
 	host := ""
 	if provider == "generic" {
@@ -110,13 +111,13 @@ func (h *harness) subscribe(t *testing.T, provider string) adapter.Subscription 
 	return h.subscribeWith(t, provider, host, h.key)
 }
 
-func (h *harness) subscribeWith(t *testing.T, provider, host string, key *vapid.Key) adapter.Subscription {
+func (h *harness) subscribeWith(t *testing.T, provider, host string, key *vapid.Key) job.Subscription {
 	t.Helper()
 	ps, err := h.sim.Subscribe(provider, host, key.PublicKey())
 	if err != nil {
 		t.Fatalf("Subscribe(%s): %v", provider, err)
 	}
-	var s adapter.Subscription
+	var s job.Subscription
 	s.Endpoint, s.Keys.P256dh, s.Keys.Auth = ps.Endpoint, ps.Keys.P256dh, ps.Keys.Auth
 	return s
 }
@@ -133,7 +134,7 @@ func (h *harness) send(t *testing.T, m *adapter.Message) taxonomy.Outcome {
 
 // assertNoSecrets fails when text carries any part of a subscription that must stay private:
 // the endpoint path or token, p256dh, or auth.
-func assertNoSecrets(t *testing.T, what, text string, s adapter.Subscription) {
+func assertNoSecrets(t *testing.T, what, text string, s job.Subscription) {
 	t.Helper()
 	secrets := []string{s.Keys.P256dh, s.Keys.Auth}
 	if i := strings.Index(s.Endpoint, "://"); i >= 0 {

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/webpush-gateway/webpush-gateway/adapter"
+	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/providers"
 	"github.com/webpush-gateway/webpush-gateway/taxonomy"
 	"github.com/webpush-gateway/webpush-gateway/vapid"
@@ -217,7 +218,7 @@ func sendTo(t *testing.T, s *adapter.Sender, endpoint string) taxonomy.Outcome {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sub adapter.Subscription
+	var sub job.Subscription
 	sub.Endpoint = endpoint
 	// Any valid P-256 point and 16-byte secret will do: these servers do not decrypt.
 	sub.Keys.P256dh = key.PublicKey()

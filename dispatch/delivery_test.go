@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	jobfmt "github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
-	"github.com/webpush-gateway/webpush-gateway/stream"
 	"github.com/webpush-gateway/webpush-gateway/taxonomy"
 	"github.com/webpush-gateway/webpush-gateway/vapid"
 )
@@ -179,9 +179,9 @@ func TestPoisonJobsAreDeadLetteredAmongGoodOnes(t *testing.T) {
 			t.Errorf("dead record %d: id %q code %q reason %q from %q attempt %q; want id %q INVALID_JOB %q from %s attempt 0",
 				i, d["id"], d["code"], d["reason"], d["from"], d["attempt"], w.id, w.reason, in)
 		}
-		if w.id == "huge" && (len(d["job"]) != stream.MaxEntryBytes || d["note"] == "") {
+		if w.id == "huge" && (len(d["job"]) != jobfmt.MaxEntryBytes || d["note"] == "") {
 			t.Errorf("the 10 MB entry's dead record keeps %d bytes with note %q; want the first %d and a note",
-				len(d["job"]), d["note"], stream.MaxEntryBytes)
+				len(d["job"]), d["note"], jobfmt.MaxEntryBytes)
 		}
 	}
 	if d := byReason[wantDead[0].reason]; d["job"] != `{"id":"bad-json","subscription":` {
@@ -306,7 +306,7 @@ func TestBestEffortID(t *testing.T) {
 		{"too long", `{"id":"` + long + `"}`, long},
 		{"not ASCII", `{"id":"caf\u00e9"}`, "café"},
 		{"empty", `{"id":""}`, ""},
-		{"longer than an entry", `{"id":"` + strings.Repeat("z", stream.MaxEntryBytes+1) + `"}`, ""},
+		{"longer than an entry", `{"id":"` + strings.Repeat("z", jobfmt.MaxEntryBytes+1) + `"}`, ""},
 		{"not a string", `{"id":42}`, ""},
 		{"no id", `{"payload":"x"}`, ""},
 		{"not an object", `["id","j4"]`, ""},

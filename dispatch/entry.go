@@ -150,7 +150,7 @@ func (l *lane) message(lj *laneJob, now time.Time) *adapter.Message {
 	j := lj.job
 	remaining := time.Duration(j.TTL)*time.Second - now.Sub(lj.enqueued)
 	return &adapter.Message{
-		ID: j.ID, Subscription: adapter.Subscription(j.Subscription), // same fields: checked by the compiler
+		ID: j.ID, Subscription: j.Subscription,
 		Payload: j.Payload, Ciphertext: j.Ciphertext,
 		TTL: max(0, int(remaining/time.Second)), Urgency: j.Urgency, Topic: j.Topic, Key: l.cfg.Keys[j.VAPIDKey],
 	}

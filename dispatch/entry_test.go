@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/webpush-gateway/webpush-gateway/adapter"
+	jobfmt "github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/limits"
 	"github.com/webpush-gateway/webpush-gateway/providers"
 	"github.com/webpush-gateway/webpush-gateway/stream"
@@ -37,8 +38,8 @@ var unitKey = func() *vapid.Key {
 }()
 
 // unitSub is a subscription at host (a listed provider's, or an unknown one) with real keys.
-func unitSub(host string) adapter.Subscription {
-	var s adapter.Subscription
+func unitSub(host string) jobfmt.Subscription {
+	var s jobfmt.Subscription
 	s.Endpoint = "https://" + host + "/push/" + host
 	s.Keys.P256dh = "BGzLTRY9U16I_7a11ZuHYDtF7tAdU_A7HRfV1tjzUyZjbILmmPk59LS0S0FRSol5EibUgFciCBQH8sYJdKJlJmg"
 	s.Keys.Auth = "HTY_t6ek0_3cY_YQLrdc_g"

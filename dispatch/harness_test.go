@@ -20,6 +20,7 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/adapter"
 	"github.com/webpush-gateway/webpush-gateway/ece"
 	"github.com/webpush-gateway/webpush-gateway/internal/redistest"
+	jobfmt "github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/providers"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/stream"
@@ -109,7 +110,7 @@ type env struct {
 	consumers func(stream string) []string
 
 	mu   sync.Mutex
-	subs []adapter.Subscription // guarded by mu; secrets no log line may carry
+	subs []jobfmt.Subscription // guarded by mu; secrets no log line may carry
 }
 
 type envOptions struct {
@@ -275,7 +276,7 @@ func (e *env) checkLogs() {
 }
 
 // subscribe makes a pushsim subscription for provider (pushsim's name) with key.
-func (e *env) subscribe(provider string, key *vapid.Key) adapter.Subscription {
+func (e *env) subscribe(provider string, key *vapid.Key) jobfmt.Subscription {
 	e.t.Helper()
 	host := ""
 	if provider == pushsim.Generic {
@@ -286,13 +287,13 @@ func (e *env) subscribe(provider string, key *vapid.Key) adapter.Subscription {
 
 // subscribeAt makes a pushsim subscription for provider on host ("" for the provider's usual
 // one).
-func (e *env) subscribeAt(provider, host string, key *vapid.Key) adapter.Subscription {
+func (e *env) subscribeAt(provider, host string, key *vapid.Key) jobfmt.Subscription {
 	e.t.Helper()
 	ps, err := e.sim.Subscribe(provider, host, key.PublicKey())
 	if err != nil {
 		e.t.Fatalf("Subscribe(%s): %v", provider, err)
 	}
-	var s adapter.Subscription
+	var s jobfmt.Subscription
 	s.Endpoint, s.Keys.P256dh, s.Keys.Auth = ps.Endpoint, ps.Keys.P256dh, ps.Keys.Auth
 	e.mu.Lock()
 	e.subs = append(e.subs, s)
@@ -301,7 +302,7 @@ func (e *env) subscribeAt(provider, host string, key *vapid.Key) adapter.Subscri
 }
 
 // job is a job's JSON: id, subscription, payload, then extra fields as name, value pairs.
-func job(id string, sub adapter.Subscription, payload string, extra ...any) []byte {
+func job(id string, sub jobfmt.Subscription, payload string, extra ...any) []byte {
 	m := map[string]any{"id": id, "subscription": sub, "payload": payload}
 	for i := 0; i+1 < len(extra); i += 2 {
 		m[extra[i].(string)] = extra[i+1]
@@ -314,7 +315,7 @@ func job(id string, sub adapter.Subscription, payload string, extra ...any) []by
 }
 
 // ciphertextJob is a job carrying a body the upstream encrypted itself.
-func ciphertextJob(t *testing.T, id string, sub adapter.Subscription, plaintext string) []byte {
+func ciphertextJob(t *testing.T, id string, sub jobfmt.Subscription, plaintext string) []byte {
 	t.Helper()
 	keys, err := ece.ParseKeys(sub.Keys.P256dh, sub.Keys.Auth)
 	if err != nil {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/webpush-gateway/webpush-gateway/providers"
+	jobfmt "github.com/webpush-gateway/webpush-gateway/job" // "job" names one job in this package
 	"github.com/webpush-gateway/webpush-gateway/stream"
 	"github.com/webpush-gateway/webpush-gateway/taxonomy"
 )
@@ -97,10 +97,10 @@ func (in *intake) handle(ctx context.Context, e stream.Entry) error {
 	if !ok {
 		return in.dead(ctx, e, "", `entry has no "job" field`, "")
 	}
-	job, err := stream.DecodeJob([]byte(raw), cfg.Now())
+	job, err := jobfmt.Decode([]byte(raw), cfg.Now())
 	if err != nil {
 		reason := err.Error()
-		var ie *stream.InvalidJobError
+		var ie *jobfmt.InvalidError
 		if errors.As(err, &ie) {
 			reason = ie.Reason
 		}
@@ -108,7 +108,7 @@ func (in *intake) handle(ctx context.Context, e stream.Entry) error {
 	}
 	route, err := cfg.Registry.Resolve(job.Subscription.Endpoint)
 	if err != nil {
-		return in.dead(ctx, e, job.ID, endpointReason(err), raw)
+		return in.dead(ctx, e, job.ID, jobfmt.EndpointReason(err), raw)
 	}
 	if _, ok := cfg.Keys[job.VAPIDKey]; !ok {
 		// The key name is configuration, not a secret: naming it tells the operator which
@@ -165,15 +165,6 @@ func (in *intake) notOwner(e stream.Entry) {
 	in.cfg.Logger.Debug("dispatch: entry reclaimed by another consumer; left to it", "stream", e.Stream, "entry", e.ID)
 }
 
-// endpointReason is the dead-letter reason for an endpoint the registry refuses. Resolve's
-// errors never quote the endpoint.
-func endpointReason(err error) string {
-	if errors.Is(err, providers.ErrNotHTTPS) {
-		return "subscription.endpoint: not https"
-	}
-	return "subscription.endpoint: " + strings.TrimPrefix(err.Error(), "providers: ")
-}
-
 // bestEffortID finds the "id" of a job that failed validation, so its dead record can be
 // matched by the upstream and by audit. It reads tokens only as far as the id, so it works on
 // a job whose JSON breaks after the id. The id is kept as given, even when it is itself what
@@ -194,7 +185,7 @@ func bestEffortID(raw string) string {
 		if tok == "id" {
 			v, err := dec.Token()
 			id, ok := v.(string)
-			if err != nil || !ok || len(id) > stream.MaxEntryBytes {
+			if err != nil || !ok || len(id) > jobfmt.MaxEntryBytes {
 				return ""
 			}
 			return id
@@ -210,8 +201,8 @@ func bestEffortID(raw string) string {
 // logID is a job id as a log line shows it: an invalid id may be up to MaxEntryBytes long,
 // so it is cut to MaxIDLen bytes with a note of its length. The dead record keeps it whole.
 func logID(id string) string {
-	if len(id) <= stream.MaxIDLen {
+	if len(id) <= jobfmt.MaxIDLen {
 		return id
 	}
-	return fmt.Sprintf("%s... (%d bytes)", id[:stream.MaxIDLen], len(id))
+	return fmt.Sprintf("%s... (%d bytes)", id[:jobfmt.MaxIDLen], len(id))
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	jobfmt "github.com/webpush-gateway/webpush-gateway/job" // "job" names one job in this package
 	"github.com/webpush-gateway/webpush-gateway/limits"
 	"github.com/webpush-gateway/webpush-gateway/stream"
 )
@@ -300,7 +301,7 @@ func sleep(ctx context.Context, d time.Duration) {
 // laneJob is a lane entry decoded.
 type laneJob struct {
 	raw      string
-	job      *stream.Job
+	job      *jobfmt.Job
 	attempt  int
 	enqueued time.Time // fixed at intake: every attempt's TTL is counted from it
 }
@@ -321,9 +322,9 @@ func parseLaneEntry(e stream.Entry, now time.Time) (*laneJob, string) {
 		return lj, `lane entry: "enqueued_at" is not unix milliseconds`
 	}
 	lj.enqueued = time.UnixMilli(ms)
-	lj.job, err = stream.DecodeJob([]byte(lj.raw), now)
+	lj.job, err = jobfmt.Decode([]byte(lj.raw), now)
 	if err != nil {
-		var ie *stream.InvalidJobError
+		var ie *jobfmt.InvalidError
 		if errors.As(err, &ie) {
 			return lj, ie.Reason
 		}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/webpush-gateway/webpush-gateway/adapter"
+	jobfmt "github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/limits"
 )
 
@@ -114,7 +114,7 @@ func (b *breakerLog) state(provider string) limits.State {
 // feed enqueues jobs to sub at a steady perSecond, with ids prefix-0, prefix-1, ..., until the
 // returned stop is called; stop returns the ids enqueued. It enqueues what is due by the
 // elapsed time on every tick, so a late tick catches up instead of lowering the rate.
-func (e *env) feed(prefix string, sub adapter.Subscription, perSecond float64) (stop func() []string) {
+func (e *env) feed(prefix string, sub jobfmt.Subscription, perSecond float64) (stop func() []string) {
 	done := make(chan struct{})
 	exited := make(chan struct{})
 	var ids []string // owned by the feeding goroutine until exited is closed

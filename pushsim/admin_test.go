@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 )
 
@@ -49,7 +50,7 @@ func TestAdminRoundTrip(t *testing.T) {
 	c := client(t, s, clientOptions{})
 	app := newAppServer(t)
 
-	var sub pushsim.Subscription
+	var sub job.Subscription
 	admin(t, s, "POST", "/subscriptions", `{"provider":"wns","application_server_key":"`+app.pub+`"}`, 201, &sub)
 	if !strings.HasPrefix(sub.Endpoint, "https://wns2-par02p.notify.windows.com/w/?token=") || sub.Keys.P256dh == "" || sub.Keys.Auth == "" {
 		t.Fatalf("subscription = %+v", sub)

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/ece"
+	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 )
 
@@ -139,7 +140,7 @@ func originOf(t testing.TB, endpoint string) string {
 }
 
 // encrypt is what a sender does with a subscription's keys (RFC 8291).
-func encrypt(t testing.TB, sub pushsim.Subscription, plaintext []byte) []byte {
+func encrypt(t testing.TB, sub job.Subscription, plaintext []byte) []byte {
 	t.Helper()
 	keys, err := ece.ParseKeys(sub.Keys.P256dh, sub.Keys.Auth)
 	if err != nil {
@@ -153,7 +154,7 @@ func encrypt(t testing.TB, sub pushsim.Subscription, plaintext []byte) []byte {
 }
 
 // pushRequest is a correct push of plaintext to sub, signed by app.
-func pushRequest(t testing.TB, app appServer, sub pushsim.Subscription, plaintext []byte) *http.Request {
+func pushRequest(t testing.TB, app appServer, sub job.Subscription, plaintext []byte) *http.Request {
 	t.Helper()
 	return rawPush(t, sub.Endpoint, app.authorization(t, sub.Endpoint), encrypt(t, sub, plaintext))
 }
@@ -192,7 +193,7 @@ func do(t testing.TB, c *http.Client, req *http.Request) response {
 	return response{status: resp.StatusCode, header: resp.Header, body: string(body)}
 }
 
-func subscribe(t testing.TB, s *pushsim.Server, provider, host string, app appServer) pushsim.Subscription {
+func subscribe(t testing.TB, s *pushsim.Server, provider, host string, app appServer) job.Subscription {
 	t.Helper()
 	sub, err := s.Subscribe(provider, host, app.pub)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/taxonomy"
 	"github.com/webpush-gateway/webpush-gateway/test/fixtures"
@@ -42,7 +43,7 @@ type badEnv struct {
 	s     *pushsim.Server
 	app   appServer
 	other appServer
-	sub   pushsim.Subscription
+	sub   job.Subscription
 }
 
 func setHeader(k, v string) func(*testing.T, *badEnv, *http.Request) *http.Request {

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/webpush-gateway/webpush-gateway/job"
 )
 
 // Errors callers can match with errors.Is.
@@ -21,21 +23,6 @@ var (
 	ErrKey      = errors.New("pushsim: application server key is not a base64url P-256 public key")
 	ErrFault    = errors.New("pushsim: invalid fault")
 )
-
-// Subscription is a browser's PushSubscription.toJSON(): what the upstream stores and hands to
-// the gateway with every job.
-type Subscription struct {
-	Endpoint       string           `json:"endpoint"`
-	ExpirationTime *int64           `json:"expirationTime"`
-	Keys           SubscriptionKeys `json:"keys"`
-}
-
-// SubscriptionKeys are the user agent's ECDH public key and auth secret, base64url without
-// padding as browsers give them.
-type SubscriptionKeys struct {
-	P256dh string `json:"p256dh"`
-	Auth   string `json:"auth"`
-}
 
 // subscription is the user agent's side: the private key that decrypts, and the application
 // server key the browser bound the subscription to.
@@ -85,10 +72,11 @@ func (st *subscriptionStore) len() int {
 // P-256 key pair and auth secret, bound to applicationServerKey (base64url, padded or not), with
 // an endpoint in the provider's real URL shape. host "" means the provider's usual host; another
 // host must belong to the provider (say wns2-db5p.notify.windows.com), and for "generic" it may
-// carry a port.
-func (s *Server) Subscribe(provider, host, applicationServerKey string) (Subscription, error) {
+// carry a port. It returns what the browser's PushSubscription.toJSON() gives, which the
+// upstream stores and hands to the gateway with every job (and POST /subscriptions answers).
+func (s *Server) Subscribe(provider, host, applicationServerKey string) (job.Subscription, error) {
 	if !validProvider(provider) {
-		return Subscription{}, fmt.Errorf("%w %q", ErrProvider, provider)
+		return job.Subscription{}, fmt.Errorf("%w %q", ErrProvider, provider)
 	}
 	host = strings.ToLower(host)
 	if host == "" {
@@ -96,18 +84,18 @@ func (s *Server) Subscribe(provider, host, applicationServerKey string) (Subscri
 	}
 	u, err := url.Parse("https://" + host)
 	if err != nil || u.Host != host || u.Path != "" || u.User != nil {
-		return Subscription{}, fmt.Errorf("%w: %q is not a host[:port]", ErrHost, host)
+		return job.Subscription{}, fmt.Errorf("%w: %q is not a host[:port]", ErrHost, host)
 	}
 	if providerFor(host) != provider {
-		return Subscription{}, fmt.Errorf("%w: %q is not a %s host", ErrHost, host, provider)
+		return job.Subscription{}, fmt.Errorf("%w: %q is not a %s host", ErrHost, host, provider)
 	}
 	appKey, _, err := decodeKey(applicationServerKey)
 	if err != nil {
-		return Subscription{}, err
+		return job.Subscription{}, err
 	}
 	uaKey, err := ecdh.P256().GenerateKey(rand.Reader)
 	if err != nil {
-		return Subscription{}, fmt.Errorf("pushsim: subscription key: %w", err)
+		return job.Subscription{}, fmt.Errorf("pushsim: subscription key: %w", err)
 	}
 	sub := &subscription{provider: provider, uaKey: uaKey, auth: randomBytes(16), appKey: appKey}
 	path, aliases := newPath(provider)
@@ -123,9 +111,9 @@ func (s *Server) Subscribe(provider, host, applicationServerKey string) (Subscri
 	st.byEndpoint[sub.endpoint] = sub
 	st.mu.Unlock()
 
-	return Subscription{
+	return job.Subscription{
 		Endpoint: sub.endpoint,
-		Keys: SubscriptionKeys{
+		Keys: job.Keys{
 			P256dh: base64.RawURLEncoding.EncodeToString(uaKey.PublicKey().Bytes()),
 			Auth:   base64.RawURLEncoding.EncodeToString(sub.auth),
 		},

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/webpush-gateway/webpush-gateway/job"
 )
 
 func TestToDelayedCaps(t *testing.T) {
@@ -135,10 +137,10 @@ func TestPromoteDue(t *testing.T) {
 	s := env.store(t, "w1", Options{}, "fcm", "apple")
 	k := s.Keys(0)
 	// A job with bytes encoders like to rewrite must come back byte for byte. (Bytes that are
-	// not UTF-8 never get this far: DecodeJob refuses them.)
+	// not UTF-8 never get this far: job.Decode refuses them.)
 	odd := `{"id":"j-odd","subscription":{"endpoint":"` + testEndpoint + `","keys":{"p256dh":"` + testP256dh +
 		`","auth":"` + testAuth + `"}},"payload":"caf` + "\xc3\xa9 \\u00e9 </> \\\" \x7f \xe2\x80\xa8 \xef\xbf\xbd" + `"}`
-	if _, err := DecodeJob([]byte(odd), t0); err != nil {
+	if _, err := job.Decode([]byte(odd), t0); err != nil {
 		t.Fatalf("odd job must be valid: %v", err)
 	}
 	type retry struct {

@@ -1,5 +1,5 @@
-// Package stream is the only package that talks to Redis. It holds the job format (DecodeJob),
-// the key layout (keys.go), and one Lua script per state change of a delivery job:
+// Package stream is the only package that talks to Redis. It holds how every command connects
+// (Open), the key layout (keys.go), and one Lua script per state change of a delivery job:
 //
 //	intake --ToLane--> lane:<provider> --Finish--> results (+ gone, + sent mark)
 //	   \                  |   \--ToDelayed--> delayed --PromoteDue--> lane:<provider>

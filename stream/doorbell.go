@@ -4,45 +4,29 @@ import (
 	"context"
 	"errors"
 	"net"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/webpush-gateway/webpush-gateway/job"
 )
 
 // maxBellReply bounds a reply on the doorbell's connections: one intake entry of the largest
 // size allowed, and room for its id and the framing.
-const maxBellReply = MaxEntryBytes + 4<<10
+const maxBellReply = job.MaxEntryBytes + 4<<10
 
 // errReplyTooLarge is what a doorbell connection's Read returns once a reply passes
 // maxBellReply; go-redis then drops the connection, and with it the rest of the reply.
 var errReplyTooLarge = errors.New("stream: reply larger than the doorbell allows")
 
-// doorbell is the client ReadIntake waits with: a plain XREAD of the next entry, on
-// connections that refuse any reply larger than maxBellReply. An entry within the limits
+// waitIntake is the doorbell: it blocks until stream holds an entry after id, or block passes
+// (false). It is a plain XREAD of the next entry on s.bell, whose connections, when Open made
+// it, refuse any reply larger than maxBellReply (target.doorbell). An entry within the limits
 // arrives as usual; a larger one fails the read part way, which says just as well that
 // something arrived, and the intake script then dead-letters it where it lies. So no entry
 // larger than maxBellReply ever reaches the worker whole.
-type doorbell struct {
-	from redis.UniversalClient // the client whose options it copies
-	c    redis.UniversalClient // nil when from is of no known kind; immutable after newDoorbell
-}
-
-// newDoorbell copies from's options at once: go-redis writes to a client's options as its
-// connections come up, so they must be read before the client is in use (New is called
-// before it is).
-func newDoorbell(from redis.UniversalClient) *doorbell {
-	return &doorbell{from: from, c: cappedClient(from)}
-}
-
-func (d *doorbell) client() redis.UniversalClient { return d.c }
-
-// wait blocks until stream holds an entry after id, or block passes (false).
-func (d *doorbell) wait(ctx context.Context, stream, id string, args *redis.XReadArgs) (bool, error) {
-	c := d.client()
-	if c == nil {
-		c = d.from
-	}
-	args.Streams = []string{stream, id}
-	err := c.XRead(ctx, args).Err()
+func (s *Store) waitIntake(ctx context.Context, stream, id string, block time.Duration) (bool, error) {
+	err := s.bell.XRead(ctx, &redis.XReadArgs{Streams: []string{stream, id}, Count: 1, Block: block}).Err()
 	switch {
 	case errors.Is(err, redis.Nil):
 		return false, nil
@@ -54,41 +38,41 @@ func (d *doorbell) wait(ctx context.Context, stream, id string, args *redis.XRea
 	return true, nil
 }
 
-func (d *doorbell) close() error {
-	if d.c == nil {
-		return nil
+// doorbell is the client waitIntake waits on: one of the target's kind whose connections cap
+// every reply (cappedConn). A cluster client dials through the clients of its nodes, so each
+// of them gets the hook; and it routes by the command's key alone, since its routing policies
+// come from COMMAND, whose reply is far over the cap (go-redis would ask for it again before
+// every command, and lose the connection each time).
+func (t *target) doorbell(pool int) redis.UniversalClient {
+	if t.cluster == nil {
+		c := t.client(pool)
+		c.AddHook(replyCap{})
+		return c
 	}
-	return d.c.Close()
+	o := *t.cluster
+	o.DisableRoutingPolicies = true
+	c := (&target{cluster: &o}).client(pool).(*redis.ClusterClient)
+	c.OnNewNode(func(n *redis.Client) { n.AddHook(replyCap{}) })
+	return c
 }
 
-// cappedClient is a client with c's options whose connections cap every reply (cappedConn),
-// or nil for a kind of client it does not know.
-func cappedClient(c redis.UniversalClient) redis.UniversalClient {
-	switch c := c.(type) {
-	case *redis.Client: // single node, and Sentinel's failover client, whose dialer finds the master
-		o := *c.Options()
-		o.Dialer = capDialer(o.Dialer)
-		return redis.NewClient(&o)
-	case *redis.ClusterClient:
-		o := *c.Options()
-		base := o.Dialer
-		if base == nil {
-			base = redis.NewDialer(&redis.Options{DialTimeout: o.DialTimeout, TLSConfig: o.TLSConfig})
-		}
-		o.Dialer = capDialer(base)
-		return redis.NewClusterClient(&o)
-	}
-	return nil
-}
+// replyCap is the go-redis hook that wraps each new connection in a cappedConn.
+type replyCap struct{}
 
-func capDialer(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(context.Context, string, string) (net.Conn, error) {
+func (replyCap) DialHook(next redis.DialHook) redis.DialHook {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		conn, err := dial(ctx, network, addr)
+		conn, err := next(ctx, network, addr)
 		if err != nil {
 			return nil, err
 		}
 		return &cappedConn{Conn: conn, max: maxBellReply, num: -1}, nil
 	}
+}
+
+func (replyCap) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (replyCap) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }
 
 // cappedConn fails a Read that would hand go-redis the length of a bulk string longer than max
@@ -124,6 +108,7 @@ func (c *cappedConn) Read(b []byte) (int, error) {
 		case c.num >= 0 && ch >= '0' && ch <= '9':
 			c.num = c.num*10 + int(ch-'0')
 			if c.num > c.max {
+				c.read = c.max // and every later Read of this reply fails too
 				return 0, errReplyTooLarge // before go-redis sees the whole length
 			}
 		default:

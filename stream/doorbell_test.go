@@ -75,6 +75,11 @@ func TestCappedConnStopsBeforeALongLength(t *testing.T) {
 			case !c.ok && strings.Contains(string(got), "$1000\r") || strings.Contains(string(got), "=1000\r"):
 				t.Errorf("%s, chunks of %d: the whole long length reached the reader", c.name, size)
 			}
+			if !c.ok {
+				if n, err := conn.Read(buf); n != 0 || !errors.Is(err, errReplyTooLarge) {
+					t.Errorf("%s, chunks of %d: the Read after the refusal gave %d bytes, %v; the rest of the reply must stay refused", c.name, size, n, err)
+				}
+			}
 		}
 	}
 }

@@ -10,11 +10,13 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/webpush-gateway/webpush-gateway/job"
 )
 
 // TestReadIntakeRefusesBadEntriesInRedis: entries that break the entry rules are dead-lettered
 // by the read itself, so none of them reaches the worker; the good ones around them are read.
-// A refused entry's dead record carries at most MaxEntryBytes of it, with a note.
+// A refused entry's dead record carries at most job.MaxEntryBytes of it, with a note.
 func TestReadIntakeRefusesBadEntriesInRedis(t *testing.T) {
 	env := newEnv(t)
 	s := env.store(t, "w1", Options{}, "fcm")
@@ -42,7 +44,7 @@ func TestReadIntakeRefusesBadEntriesInRedis(t *testing.T) {
 	var gotIDs []string
 	for _, e := range entries {
 		gotIDs = append(gotIDs, e.ID)
-		if len(e.Fields["job"]) > MaxEntryBytes {
+		if len(e.Fields["job"]) > job.MaxEntryBytes {
 			t.Errorf("entry %s reached the worker with %d bytes", e.ID, len(e.Fields["job"]))
 		}
 	}
@@ -50,7 +52,7 @@ func TestReadIntakeRefusesBadEntriesInRedis(t *testing.T) {
 		t.Errorf("entries read (-want +got):\n%s", d)
 	}
 	wantRefused := []Refusal{
-		{"big-1", fmt.Sprintf("entry is %d bytes; at most %d", len(big), MaxEntryBytes)},
+		{"big-1", fmt.Sprintf("entry is %d bytes; at most %d", len(big), job.MaxEntryBytes)},
 		{"two-1", `entry has 2 "job" fields; exactly one is allowed`},
 		{"", `entry has no "job" field`},
 		{"extra-1", `entry has a field "source" besides "job"; only "job" is allowed`},
@@ -63,7 +65,7 @@ func TestReadIntakeRefusesBadEntriesInRedis(t *testing.T) {
 		t.Fatalf("%d dead records, want 4", len(dead))
 	}
 	first := fieldsOf(dead[0])
-	if len(first["job"]) != MaxEntryBytes || first["note"] != fmt.Sprintf("job cut to its first %d of %d bytes", MaxEntryBytes, len(big)) ||
+	if len(first["job"]) != job.MaxEntryBytes || first["note"] != fmt.Sprintf("job cut to its first %d of %d bytes", job.MaxEntryBytes, len(big)) ||
 		first["code"] != "INVALID_JOB" || first["id"] != "big-1" || first["from"] != k.Intake {
 		t.Errorf("dead record of the big entry: id %q code %q from %q note %q, job of %d bytes",
 			first["id"], first["code"], first["from"], first["note"], len(first["job"]))
@@ -199,7 +201,7 @@ func TestReclaimSparesLiveOwners(t *testing.T) {
 
 // TestReclaimChecksIntakeEntries: an intake entry that a dead consumer read, and that breaks
 // the entry rules, is dead-lettered by the claim and never returned whole; a lane entry
-// dead-lettered for too many deliveries carries at most MaxEntryBytes of its job and leaves
+// dead-lettered for too many deliveries carries at most job.MaxEntryBytes of its job and leaves
 // the jobs index.
 func TestReclaimChecksIntakeEntries(t *testing.T) {
 	env := newEnv(t)
@@ -219,7 +221,7 @@ func TestReclaimChecksIntakeEntries(t *testing.T) {
 		t.Fatalf("Reclaim = %d claimed, %d dead, %v; want 0, 1", len(got), dead, err)
 	}
 	rec := fieldsOf(env.entries(t, k.Dead)[0])
-	if rec["reason"] != fmt.Sprintf("entry is %d bytes; at most %d", len(big), MaxEntryBytes) || len(rec["job"]) != MaxEntryBytes {
+	if rec["reason"] != fmt.Sprintf("entry is %d bytes; at most %d", len(big), job.MaxEntryBytes) || len(rec["job"]) != job.MaxEntryBytes {
 		t.Errorf("dead record: reason %q, job of %d bytes", rec["reason"], len(rec["job"]))
 	}
 

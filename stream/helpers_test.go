@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/webpush-gateway/webpush-gateway/internal/redistest"
+	"github.com/webpush-gateway/webpush-gateway/job"
 )
 
 // A real P-256 point and auth secret, as a browser's PushSubscription.toJSON gives them.
@@ -21,33 +22,18 @@ const (
 	testEndpoint = "https://fcm.googleapis.com/fcm/send/SECRET-PATH-abc123"
 )
 
-var t0 = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
-
-// validJob is a minimal valid job with id.
+// validJob is a minimal valid job with id, its subscription marshalled as a producer written
+// in Go marshals one.
 func validJob(id string) string {
-	return fmt.Sprintf(`{"id":%q,"subscription":{"endpoint":%q,"keys":{"p256dh":%q,"auth":%q}},"payload":"hello"}`,
-		id, testEndpoint, testP256dh, testAuth)
-}
-
-// jobWith is validJob with extra top-level members merged in (a nil value deletes one).
-func jobWith(id string, extra map[string]any) string {
-	m := map[string]any{}
-	if err := json.Unmarshal([]byte(validJob(id)), &m); err != nil {
-		panic(err)
-	}
-	for k, v := range extra {
-		if v == nil {
-			delete(m, k)
-		} else {
-			m[k] = v
-		}
-	}
-	b, err := json.Marshal(m)
+	sub := job.Subscription{Endpoint: testEndpoint, Keys: job.Keys{P256dh: testP256dh, Auth: testAuth}}
+	b, err := json.Marshal(map[string]any{"id": id, "subscription": sub, "payload": "hello"})
 	if err != nil {
 		panic(err)
 	}
 	return string(b)
 }
+
+var t0 = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 
 type env struct {
 	srv *redistest.Server

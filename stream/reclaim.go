@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/webpush-gateway/webpush-gateway/job"
 )
 
 var (
@@ -31,7 +33,7 @@ var (
 // stream ("delivered N times without finishing", code CodeTooManyDeliveries) in the same script
 // instead of being returned; maxDeliveries <= 0 means no limit. Intake entries that break the
 // entry rules are dead-lettered as ReadIntake does, so claimed entries are bounded in size.
-// Dead records carry at most MaxEntryBytes of a job. Claimed entries are handled like fresh
+// Dead records carry at most job.MaxEntryBytes of a job. Claimed entries are handled like fresh
 // ones.
 func (s *Store) Reclaim(ctx context.Context, shard int, stream string, minIdle time.Duration, count int, maxDeliveries int64, alive ...string) (claimed []Entry, dead int, err error) {
 	return s.reclaim(ctx, shard, stream, minIdle, count, maxDeliveries, s.o.Now(), alive)
@@ -50,7 +52,7 @@ func (s *Store) reclaim(ctx context.Context, shard int, stream string, minIdle t
 		intake = "1"
 	}
 	args := []any{Group, s.o.Consumer, minIdle.Milliseconds(), count, maxDeliveries, ms(now),
-		CodeTooManyDeliveries, s.o.DeadMaxLen, intake, MaxEntryBytes}
+		CodeTooManyDeliveries, s.o.DeadMaxLen, intake, job.MaxEntryBytes}
 	for _, c := range alive {
 		if c != s.o.Consumer {
 			args = append(args, c)

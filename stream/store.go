@@ -5,12 +5,15 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/webpush-gateway/webpush-gateway/job"
 )
 
 var (
@@ -45,10 +48,11 @@ type Options struct {
 
 // Store runs every Redis operation of the gateway. It is safe for concurrent use.
 type Store struct {
-	c        redis.UniversalClient // short commands and scripts
-	blocking redis.UniversalClient // XREADGROUP BLOCK only, so blocked reads cannot starve c
-	bell     *doorbell             // the intake's wait for new entries (see ReadIntake)
-	o        Options               // immutable after New
+	c        redis.UniversalClient   // short commands and scripts
+	blocking redis.UniversalClient   // XREADGROUP BLOCK only, so blocked reads cannot starve c
+	bell     redis.UniversalClient   // the intake's wait for new entries (see waitIntake)
+	owned    []redis.UniversalClient // what Close closes: the clients Open made
+	o        Options                 // immutable after New
 	// groups send the state changes and checks of concurrent jobs in shared pipelines, one per
 	// shard: a shard's keys live on one Redis Cluster node, so a slow or failing node holds up
 	// only its own shard's pipeline.
@@ -59,9 +63,12 @@ type Store struct {
 	ready     map[string]bool // guarded by mu; lane keys whose group this Store created or found
 }
 
-// New returns a Store. blocking may be the same client as c in tests; in production it is a
-// separate pool so that blocking reads never hold the connections scripts need. Call it before
-// the clients are in use (it copies blocking's options), and Close the Store when done.
+// New returns a Store over clients the caller owns and closes; Open makes a Store with
+// clients of its own. Tests use New to share a client, or to give one options of their own.
+// blocking may be c itself (nil means c); in production it is a separate pool so that
+// blocking reads never hold the connections scripts need. The intake waits on blocking too,
+// whose replies are not capped as those of the client Open makes for the wait are
+// (waitIntake).
 func New(c redis.UniversalClient, blocking redis.UniversalClient, o Options) *Store {
 	if o.Prefix == "" {
 		o.Prefix = DefaultPrefix
@@ -85,13 +92,37 @@ func New(c redis.UniversalClient, blocking redis.UniversalClient, o Options) *St
 	for i := range groups {
 		groups[i] = &groupCommit{c: c}
 	}
-	return &Store{c: c, blocking: blocking, bell: newDoorbell(blocking), o: o, groups: groups,
+	return &Store{c: c, blocking: blocking, bell: blocking, o: o, groups: groups,
 		providers: map[string]bool{}, ready: map[string]bool{}}
 }
 
-// Close releases what the Store made for itself (the doorbell's connections). The clients
-// given to New are the caller's to close.
-func (s *Store) Close() error { return s.bell.close() }
+// Close closes the clients Open made; a Store made with New has none, its clients are the
+// caller's to close.
+func (s *Store) Close() error {
+	var errs []error
+	for _, c := range s.owned {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// AddHook adds h to every client the Store sends on (a CallCounter counts them all).
+func (s *Store) AddHook(h redis.Hook) {
+	var added []redis.UniversalClient // New may have been given one client twice
+	for _, c := range []redis.UniversalClient{s.c, s.blocking, s.bell} {
+		if !slices.Contains(added, c) {
+			c.AddHook(h)
+			added = append(added, c)
+		}
+	}
+}
+
+// Producer is a Producer on the Store's main client, with its prefix and shard count.
+func (s *Store) Producer() *Producer { return NewProducer(s.c, s.o.Prefix, s.o.Shards) }
+
+// Client is the Store's main client, for what a caller reads of Redis outside the gateway's
+// keys (the lab's INFO figures). It stays the Store's: Close closes it.
+func (s *Store) Client() redis.UniversalClient { return s.c }
 
 // groupFor is the group commit of the shard key belongs to, read from the first ":{shard}" in
 // it: the one KeysFor puts after the prefix (a job id later in the key may hold braces). A key
@@ -309,14 +340,14 @@ type Refusal struct {
 
 // ReadIntake reads up to count new intake entries of shard for this consumer, in one script
 // that dead-letters, in Redis, every entry that breaks the entry rules (no "job" field, more
-// than one, another field, a job over MaxEntryBytes): such entries never reach the worker, and
-// refused lists them. When the stream has nothing new it waits up to block (block <= 0 does
-// not wait) for an entry to arrive and reads once more.
+// than one, another field, a job over job.MaxEntryBytes): such entries never reach the
+// worker, and refused lists them. When the stream has nothing new it waits up to block
+// (block <= 0 does not wait) for an entry to arrive and reads once more.
 //
 // The wait is a plain XREAD of one entry after the last one delivered to the group, on
-// connections that refuse a reply larger than one entry may be (doorbell): an oversized entry
-// that arrives while the intake is idle ends that read part way, and is dead-lettered in Redis
-// like the others.
+// connections that refuse a reply larger than one entry may be (waitIntake): an oversized
+// entry that arrives while the intake is idle ends that read part way, and is dead-lettered
+// in Redis like the others.
 func (s *Store) ReadIntake(ctx context.Context, shard, count int, block time.Duration) (entries []Entry, refused []Refusal, err error) {
 	if count <= 0 {
 		return nil, nil, nil
@@ -329,7 +360,7 @@ func (s *Store) ReadIntake(ctx context.Context, shard, count int, block time.Dur
 	if err != nil || len(entries)+len(refused) > 0 || last == "" || block <= 0 {
 		return entries, refused, err
 	}
-	arrived, err := s.bell.wait(ctx, stream, last, &redis.XReadArgs{Count: 1, Block: block})
+	arrived, err := s.waitIntake(ctx, stream, last, block)
 	if err != nil {
 		return nil, nil, fmt.Errorf("stream: wait on %s: %w", stream, err)
 	}
@@ -345,7 +376,7 @@ func (s *Store) ReadIntake(ctx context.Context, shard, count int, block time.Dur
 func (s *Store) readIntake(ctx context.Context, shard, count int) (entries []Entry, refused []Refusal, last string, err error) {
 	k := s.Keys(shard)
 	v, err := readIntakeScript.Run(ctx, s.c, []string{k.Intake, k.Dead},
-		Group, s.o.Consumer, count, MaxEntryBytes, ms(s.o.Now()), s.o.DeadMaxLen).Slice()
+		Group, s.o.Consumer, count, job.MaxEntryBytes, ms(s.o.Now()), s.o.DeadMaxLen).Slice()
 	if err != nil && strings.HasPrefix(err.Error(), "NOGROUP") {
 		// The stream or its group is gone (a flushed or replaced Redis): recreate it rather
 		// than fail forever. Nothing is lost that was not already lost.
@@ -353,7 +384,7 @@ func (s *Store) readIntake(ctx context.Context, shard, count int) (entries []Ent
 			return nil, nil, "", err
 		}
 		v, err = readIntakeScript.Run(ctx, s.c, []string{k.Intake, k.Dead},
-			Group, s.o.Consumer, count, MaxEntryBytes, ms(s.o.Now()), s.o.DeadMaxLen).Slice()
+			Group, s.o.Consumer, count, job.MaxEntryBytes, ms(s.o.Now()), s.o.DeadMaxLen).Slice()
 	}
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("stream: read %s: %w", k.Intake, err)
@@ -368,8 +399,8 @@ func (s *Store) readIntake(ctx context.Context, shard, count int) (entries []Ent
 		if id == "" {
 			break
 		}
-		job, _ := v[i+1].(string)
-		entries = append(entries, Entry{Stream: k.Intake, ID: id, Fields: map[string]string{"job": job}, Shard: shard})
+		raw, _ := v[i+1].(string)
+		entries = append(entries, Entry{Stream: k.Intake, ID: id, Fields: map[string]string{"job": raw}, Shard: shard})
 	}
 	for i++; i+1 < len(v); i += 2 {
 		id, _ := v[i].(string)

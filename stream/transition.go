@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/webpush-gateway/webpush-gateway/job"
 )
 
 var (
@@ -89,23 +91,23 @@ type DeadRecord struct {
 	Reason   string
 	Attempt  int
 	Provider string
-	// Job is the original entry; it is cut to MaxEntryBytes with a note when larger.
+	// Job is the original entry; it is cut to job.MaxEntryBytes with a note when larger.
 	Job string
 	At  time.Time
 }
 
 // deadFields are the dead stream fields of d, which left stream `from` (entry id `entry`).
 func deadFields(d DeadRecord, from, entry string) []any {
-	job := d.Job
+	raw := d.Job
 	f := []any{
 		"id", d.ID, "code", d.Code, "reason", d.Reason, "from", from, "entry", entry,
 		"provider", d.Provider, "attempt", d.Attempt, "at", ms(d.At),
 	}
-	if len(job) > MaxEntryBytes {
-		f = append(f, "note", fmt.Sprintf("job cut to its first %d of %d bytes", MaxEntryBytes, len(job)))
-		job = job[:MaxEntryBytes]
+	if len(raw) > job.MaxEntryBytes {
+		f = append(f, "note", fmt.Sprintf("job cut to its first %d of %d bytes", job.MaxEntryBytes, len(raw)))
+		raw = raw[:job.MaxEntryBytes]
 	}
-	return append(f, "job", job)
+	return append(f, "job", raw)
 }
 
 // ToDead moves an intake or lane entry to the dead stream. It returns false, and changes
@@ -150,7 +152,10 @@ type Result struct {
 // record.
 func (s *Store) Finish(ctx context.Context, e Entry, r Result) (bool, error) {
 	k := s.Keys(e.Shard)
-	detail := cut(r.Detail, MaxDetail)
+	detail := r.Detail
+	if len(detail) > MaxDetail {
+		detail = detail[:MaxDetail] + "..."
+	}
 	ledger := []any{
 		"id", r.ID, "provider", r.Provider, "code", r.Code, "status", r.Status, "detail", detail,
 		"attempt", r.Attempt, "latency_ms", r.Latency.Milliseconds(), "at", ms(r.At),

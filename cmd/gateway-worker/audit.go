@@ -42,14 +42,14 @@ func cmdAudit(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if skipped > 0 {
 		fmt.Fprintf(stderr, "gateway-worker audit: %d lines of %s have no job id and were not audited\n", skipped, *idsFile)
 	}
-	main, blocking, err := stream.Connect(rf.url, stream.ConnectOptions{ClientName: "gateway-audit"})
+	st, err := stream.Open(rf.url, stream.OpenOptions{
+		Options: stream.Options{Prefix: rf.prefix, Shards: rf.shards, Consumer: "audit"}, ClientName: "gateway-audit",
+	})
 	if err != nil {
 		fmt.Fprintln(stderr, "gateway-worker audit:", err)
 		return 2
 	}
-	defer main.Close()
-	defer blocking.Close()
-	st := stream.New(main, blocking, stream.Options{Prefix: rf.prefix, Shards: rf.shards, Consumer: "audit"})
+	defer st.Close()
 	rep, err := st.Audit(ctx, ids)
 	if err != nil {
 		fmt.Fprintln(stderr, "gateway-worker audit:", err)

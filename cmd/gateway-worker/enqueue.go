@@ -46,15 +46,15 @@ func cmdEnqueue(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		defer f.Close()
 		in, name = f, fs.Arg(0)
 	}
-	main, blocking, err := stream.Connect(rf.url, stream.ConnectOptions{ClientName: "gateway-enqueue"})
+	st, err := stream.Open(rf.url, stream.OpenOptions{
+		Options: stream.Options{Prefix: rf.prefix, Shards: rf.shards}, ClientName: "gateway-enqueue",
+	})
 	if err != nil {
 		fmt.Fprintln(stderr, "gateway-worker enqueue:", err)
 		return 2
 	}
-	defer main.Close()
-	defer blocking.Close()
-	p := stream.NewProducer(main, rf.prefix, rf.shards)
-	res, err := enqueueLines(ctx, p, in, newProgress(stderr))
+	defer st.Close()
+	res, err := enqueueLines(ctx, st.Producer(), in, newProgress(stderr))
 	for _, r := range res.refused {
 		fmt.Fprintf(stderr, "%s:%d: not enqueued: %s\n", name, r.line, r.reason)
 	}

@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/webpush-gateway/webpush-gateway/internal/redistest"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
@@ -191,5 +195,105 @@ func TestBadEnvironmentValueIsReported(t *testing.T) {
 	code, _, stderr := run(t, "audit", "--redis", "redis://127.0.0.1:1/0", "--ids", "x")
 	if code != 2 || !strings.Contains(stderr, "GATEWAY_SHARDS") {
 		t.Fatalf("exit %d, stderr %q; want 2 naming GATEWAY_SHARDS", code, stderr)
+	}
+}
+
+// TestSendAndRunJudgeSubscriptionsAlike: a subscription that `run` dead-letters (as the
+// subscription of a job) is one `send` refuses, with the same code and the same reason, and
+// without sending it.
+func TestSendAndRunJudgeSubscriptionsAlike(t *testing.T) {
+	valid, err := os.ReadFile("testdata/sub.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sub map[string]any
+	if err := json.Unmarshal(valid, &sub); err != nil {
+		t.Fatal(err)
+	}
+	with := func(k string, v any) string {
+		m := map[string]any{}
+		for k, v := range sub {
+			m[k] = v
+		}
+		m[k] = v
+		b, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	cases := []struct{ name, sub, reason string }{
+		{"http endpoint", with("endpoint", "http://fcm.googleapis.com/fcm/send/SECRET"), "subscription.endpoint: not https"},
+		{"extra field", with("contentEncoding", []string{"aes128gcm"}), `subscription: unknown field "contentEncoding"`},
+	}
+	type verdict struct{ Code, Reason string }
+
+	dir := t.TempDir()
+	sendSaid := map[string]verdict{}
+	var jobs []string
+	for i, c := range cases {
+		file := filepath.Join(dir, fmt.Sprintf("sub-%d.json", i))
+		if err := os.WriteFile(file, []byte(c.sub), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		code, stdout, stderr := run(t, "send", "--subscription", file, "--payload", "x",
+			"--vapid-key", "testdata/vapid.pem", "--subject", "mailto:ops@example.com")
+		var out struct{ Code, Detail string }
+		if err := json.Unmarshal([]byte(stdout), &out); code != 1 || err != nil {
+			t.Fatalf("send, %s: exit %d, stdout %q, stderr %q; want exit 1 and one JSON object", c.name, code, stdout, stderr)
+		}
+		sendSaid[c.name] = verdict{out.Code, out.Detail}
+		jobs = append(jobs, fmt.Sprintf(`{"id":%q,"subscription":%s,"payload":"x"}`, c.name, c.sub))
+	}
+
+	srv := redistest.Start(t)
+	jobsFile := filepath.Join(dir, "jobs.jsonl")
+	if err := os.WriteFile(jobsFile, []byte(strings.Join(jobs, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, stdout, stderr := run(t, "enqueue", "--redis", srv.URL(), jobsFile); code != 0 {
+		t.Fatalf("enqueue: exit %d, %q %q", code, stdout, stderr)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr lockedBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- runMain(ctx, []string{"run", "--redis", srv.URL(), "--vapid-key", "testdata/vapid.pem",
+			"--subject", "mailto:ops@example.com", "--block", "100ms", "--grace", "1s"}, &stdout, &stderr)
+	}()
+	c := srv.Client(t)
+	dead := stream.KeysFor(stream.DefaultPrefix, 0).Dead
+	deadline := time.Now().Add(30 * time.Second)
+	for c.XLen(ctx, dead).Val() < int64(len(cases)) {
+		select {
+		case code := <-done:
+			t.Fatalf("run exited %d:\n%s", code, stderr.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d dead records after 30s, want %d:\n%s", c.XLen(ctx, dead).Val(), len(cases), stderr.String())
+		}
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("run exited %d:\n%s", code, stderr.String())
+	}
+	runSaid := map[string]verdict{}
+	for _, m := range c.XRange(context.Background(), dead, "-", "+").Val() {
+		id, _ := m.Values["id"].(string)
+		code, _ := m.Values["code"].(string)
+		reason, _ := m.Values["reason"].(string)
+		runSaid[id] = verdict{code, reason}
+	}
+	want := map[string]verdict{}
+	for _, c := range cases {
+		want[c.name] = verdict{"INVALID_JOB", c.reason}
+	}
+	if d := cmp.Diff(want, runSaid); d != "" {
+		t.Errorf("run's dead records (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff(runSaid, sendSaid); d != "" {
+		t.Errorf("send's verdicts differ from run's (-run +send):\n%s", d)
 	}
 }

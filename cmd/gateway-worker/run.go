@@ -189,18 +189,17 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(fmt.Errorf("--shards %d with %d providers needs %d blocking Redis connections per worker; at most %d: use fewer shards",
 			rf.shards, len(reg.Providers()), readers, maxBlockingReaders))
 	}
-	main, blocking, err := stream.Connect(rf.url, stream.ConnectOptions{
-		ClientName:       "gateway-worker",
+	so.Prefix, so.Shards, so.Consumer = rf.prefix, rf.shards, *consumer
+	store, err := stream.Open(rf.url, stream.OpenOptions{
+		Options: so, ClientName: "gateway-worker",
 		BlockingPoolSize: rf.shards*(1+len(reg.Providers())) + 4,
 	})
 	if err != nil {
 		return fail(err)
 	}
-	defer main.Close()
-	defer blocking.Close()
+	defer store.Close()
 	calls := &stream.CallCounter{}
-	main.AddHook(calls)
-	blocking.AddHook(calls)
+	store.AddHook(calls)
 	if *profile != "" {
 		stop, err := startCPUProfile(*profile)
 		if err != nil {
@@ -215,10 +214,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			}
 		}()
 	}
-	so.Prefix, so.Shards, so.Consumer = rf.prefix, rf.shards, *consumer
-	cfg.Store = stream.New(main, blocking, so)
-	defer cfg.Store.Close()
-	cfg.Sender, cfg.Registry, cfg.Keys, cfg.Logger = sender, reg, keys, logger
+	cfg.Store, cfg.Sender, cfg.Registry, cfg.Keys, cfg.Logger = store, sender, reg, keys, logger
 	logger.Info("worker starting", "version", buildinfo.Version(), "consumer", *consumer, "shards", rf.shards, "providers", len(reg.Providers()))
 	if err := dispatch.Run(ctx, cfg); err != nil {
 		logger.Error("worker stopped", "err", err)

@@ -3,12 +3,16 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/webpush-gateway/webpush-gateway/adapter"
 	"github.com/webpush-gateway/webpush-gateway/internal/cli"
+	"github.com/webpush-gateway/webpush-gateway/job"
+	"github.com/webpush-gateway/webpush-gateway/providers"
 	"github.com/webpush-gateway/webpush-gateway/taxonomy"
 	"github.com/webpush-gateway/webpush-gateway/vapid"
 )
@@ -19,9 +23,9 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		tf      cli.Transport
 		subFile = fs.String("subscription", "", "PushSubscription JSON `FILE` ('-' for standard input)")
 		payload = fs.String("payload", "", "the message `TEXT`")
-		ttl     = fs.Int("ttl", 2419200, "seconds the push service keeps the message (clamped to the provider's maximum)")
-		urgency = fs.String("urgency", "", "very-low, low, normal or high")
-		topic   = fs.String("topic", "", "replace a pending message with this topic (at most 32 base64url characters)")
+		ttl     = fs.Int("ttl", job.DefaultTTL, "seconds the push service keeps the message (clamped to the provider's maximum)")
+		urgency = fs.String("urgency", "", strings.Join(job.Urgencies, ", "))
+		topic   = fs.String("topic", "", fmt.Sprintf("replace a pending message with this topic (at most %d base64url characters)", job.MaxTopicLen))
 		keyFile = fs.String("vapid-key", "", "VAPID private key `FILE` (PEM, or the raw base64url key)")
 	)
 	tf.Register(fs)
@@ -35,7 +39,7 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "gateway-worker send: --subscription, --vapid-key and --subject are required")
 		return 2
 	}
-	sub, err := readSubscription(*subFile)
+	data, err := readSubscription(*subFile)
 	if err != nil {
 		fmt.Fprintln(stderr, "gateway-worker send:", err)
 		return 2
@@ -56,9 +60,14 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	defer s.Close()
-	out := s.Send(ctx, &adapter.Message{
-		Subscription: sub, Payload: []byte(*payload), TTL: *ttl, Urgency: *urgency, Topic: *topic, Key: key,
-	})
+	var out taxonomy.Outcome
+	if sub, reason := checkSubscription(data, reg); reason != "" {
+		out = taxonomy.Local("", taxonomy.InvalidJob, reason)
+	} else {
+		out = s.Send(ctx, &adapter.Message{
+			Subscription: sub, Payload: []byte(*payload), TTL: *ttl, Urgency: *urgency, Topic: *topic, Key: key,
+		})
+	}
 	enc := json.NewEncoder(stdout)
 	if err := enc.Encode(out); err != nil {
 		fmt.Fprintln(stderr, "gateway-worker send:", err)
@@ -70,9 +79,8 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// readSubscription reads a PushSubscription from a file or standard input.
-func readSubscription(path string) (adapter.Subscription, error) {
-	var sub adapter.Subscription
+// readSubscription reads a PushSubscription's JSON from a file or standard input.
+func readSubscription(path string) ([]byte, error) {
 	var data []byte
 	var err error
 	if path == "-" {
@@ -81,13 +89,25 @@ func readSubscription(path string) (adapter.Subscription, error) {
 		data, err = os.ReadFile(path)
 	}
 	if err != nil {
-		return sub, fmt.Errorf("subscription: %w", err)
+		return nil, fmt.Errorf("subscription: %w", err)
 	}
-	if err := json.Unmarshal(data, &sub); err != nil {
-		return sub, fmt.Errorf("subscription %s: not PushSubscription JSON: %w", path, err)
+	return data, nil
+}
+
+// checkSubscription judges a subscription as the intake judges a job's: decoded by the job
+// format's rules, then routed by the registry. A subscription either refuses is INVALID_JOB
+// with the reason a dead record of the job would give.
+func checkSubscription(data []byte, reg *providers.Registry) (job.Subscription, string) {
+	sub, err := job.DecodeSubscription(data)
+	var invalid *job.InvalidError
+	switch {
+	case errors.As(err, &invalid):
+		return sub, invalid.Reason
+	case err != nil:
+		return sub, err.Error()
 	}
-	if sub.Endpoint == "" || sub.Keys.P256dh == "" || sub.Keys.Auth == "" {
-		return sub, fmt.Errorf("subscription %s: needs endpoint, keys.p256dh and keys.auth", path)
+	if _, err := reg.Resolve(sub.Endpoint); err != nil {
+		return sub, job.EndpointReason(err)
 	}
-	return sub, nil
+	return sub, ""
 }

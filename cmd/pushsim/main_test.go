@@ -15,6 +15,7 @@ import (
 
 	"github.com/webpush-gateway/webpush-gateway/adapter"
 	"github.com/webpush-gateway/webpush-gateway/internal/cli"
+	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/taxonomy"
 	"github.com/webpush-gateway/webpush-gateway/vapid"
@@ -95,7 +96,7 @@ func TestServesWhatItPrints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sub adapter.Subscription
+	var sub job.Subscription
 	body := httpBody(t, http.MethodPost, adminURL+"/subscriptions", `{"provider":"apple","application_server_key":"`+key.PublicKey()+`"}`)
 	if err := json.Unmarshal([]byte(body), &sub); err != nil || !strings.HasPrefix(sub.Endpoint, "https://"+pushsim.AppleHost+"/") {
 		t.Fatalf("POST /subscriptions: %q (%v)", body, err)

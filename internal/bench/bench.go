@@ -28,6 +28,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/webpush-gateway/webpush-gateway/internal/localredis"
+	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/stream"
 	"github.com/webpush-gateway/webpush-gateway/vapid"
@@ -173,8 +174,8 @@ type runEnv struct {
 	keyFile  string // raw base64url private key, for `run --vapid-key`
 	key      *vapid.Key
 	privB64  string
-	subs     []pushsim.Subscription // one per backlog message, in a fixed random order
-	warm     []pushsim.Subscription // one per provider and unknown host, for the warm-up
+	subs     []job.Subscription // one per backlog message, in a fixed random order
+	warm     []job.Subscription // one per provider and unknown host, for the warm-up
 	payload  string
 	worker   string // the gateway-worker binary
 	lab      string // the binary with the bench-webpush-go command
@@ -214,11 +215,14 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	} else {
 		fmt.Fprintf(out, "redis:    using %s\n", env.redisURL)
 	}
-	env.rdb, _, err = stream.Connect(env.redisURL, stream.ConnectOptions{ClientName: "gateway-bench"})
+	// The lab's own view of Redis: INFO figures, and the stream of the contenders that read
+	// one themselves.
+	lab, err := stream.Open(env.redisURL, stream.OpenOptions{ClientName: "gateway-bench"})
 	if err != nil {
 		return err
 	}
-	defer env.rdb.Close()
+	defer lab.Close()
+	env.rdb = lab.Client()
 	if err := env.rdb.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("redis: %w", err)
 	}
@@ -303,7 +307,7 @@ func (env *runEnv) prepare() error {
 	}
 	mix, _ := parseMix(env.o.Mix)
 	rng := mrand.New(mrand.NewPCG(5, 20))
-	subscribe := func(provider string, i int) (pushsim.Subscription, error) {
+	subscribe := func(provider string, i int) (job.Subscription, error) {
 		if provider == "unknown" {
 			return env.sim.Subscribe(pushsim.Generic, unknownHosts[i%len(unknownHosts)], env.key.PublicKey())
 		}
@@ -362,7 +366,7 @@ func urlOrigin(endpoint string) (string, error) {
 	return host, nil
 }
 
-func describeMix(subs []pushsim.Subscription) string {
+func describeMix(subs []job.Subscription) string {
 	counts := map[string]int{}
 	for _, s := range subs {
 		h, _ := urlOrigin(s.Endpoint)
@@ -393,7 +397,7 @@ func providerOfHost(h string) string {
 }
 
 // job is the JSON line of message i to sub.
-func (env *runEnv) job(id string, sub pushsim.Subscription) []byte {
+func (env *runEnv) job(id string, sub job.Subscription) []byte {
 	b, _ := json.Marshal(map[string]any{
 		"id": id, "subscription": sub, "payload": env.payload, "ttl": 3600, "urgency": "normal",
 	})

@@ -21,6 +21,7 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/dispatch"
 	"github.com/webpush-gateway/webpush-gateway/internal/cli"
 	"github.com/webpush-gateway/webpush-gateway/internal/localredis"
+	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/stream"
 	"github.com/webpush-gateway/webpush-gateway/vapid"
@@ -158,12 +159,13 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	}
 	// A prefix of its own, so the demo never touches a real deployment's keys on a shared Redis.
 	prefix := fmt.Sprintf("wpdemo%d", time.Now().UnixNano()%1_000_000)
-	main, blocking, err := stream.Connect(url, stream.ConnectOptions{ClientName: "gateway-demo", BlockingPoolSize: 16})
+	store, err := stream.Open(url, stream.OpenOptions{
+		Options: stream.Options{Prefix: prefix, Consumer: cli.ConsumerName()}, ClientName: "gateway-demo", BlockingPoolSize: 16,
+	})
 	if err != nil {
 		return err
 	}
-	defer main.Close()
-	defer blocking.Close()
+	defer store.Close()
 	reg, err := cli.LoadRegistry("")
 	if err != nil {
 		return err
@@ -177,8 +179,6 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 		return err
 	}
 	defer sender.Close()
-	store := stream.New(main, blocking, stream.Options{Prefix: prefix, Consumer: cli.ConsumerName()})
-	defer store.Close()
 
 	start := time.Now()
 	rec := newRecorder(start)
@@ -203,7 +203,7 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	enqErr := make(chan error, 1)
 	ectx, stopEnqueue := context.WithCancel(ctx)
 	defer stopEnqueue()
-	go func() { enqErr <- enqueue(ectx, stream.NewProducer(main, prefix, 1), subs, o, rec) }()
+	go func() { enqErr <- enqueue(ectx, store.Producer(), subs, o, rec) }()
 
 	table := &liveTable{out: out, live: o.Live}
 	tick := time.NewTicker(time.Second)
@@ -279,8 +279,8 @@ loop:
 }
 
 // newSubscriptions makes the subscriptions jobs go to, spread as subscriptionMix says.
-func newSubscriptions(sim *pushsim.Server, key *vapid.Key) ([]pushsim.Subscription, error) {
-	var subs []pushsim.Subscription
+func newSubscriptions(sim *pushsim.Server, key *vapid.Key) ([]job.Subscription, error) {
+	var subs []job.Subscription
 	for _, m := range subscriptionMix {
 		for range m.subs * 3 {
 			s, err := sim.Subscribe(m.provider, m.host, key.PublicKey())
@@ -295,7 +295,7 @@ func newSubscriptions(sim *pushsim.Server, key *vapid.Key) ([]pushsim.Subscripti
 
 // enqueue puts o.Rate jobs a second on the intake stream until ctx ends, in small batches
 // every 50 ms so the stream looks like steady traffic.
-func enqueue(ctx context.Context, p *stream.Producer, subs []pushsim.Subscription, o Options, rec *recorder) error {
+func enqueue(ctx context.Context, p *stream.Producer, subs []job.Subscription, o Options, rec *recorder) error {
 	rng := rand.New(rand.NewPCG(1, 2))
 	const every = 50 * time.Millisecond
 	t := time.NewTicker(every)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/internal/redistest"
+	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/stream"
 	"github.com/webpush-gateway/webpush-gateway/vapid"
@@ -208,7 +209,7 @@ func (c *cluster) dumpLogs() {
 // jobs makes n jobs over subscriptions across every provider.
 func (c *cluster) jobs(n int) ([][]byte, []string) {
 	c.t.Helper()
-	var subs []pushsim.Subscription
+	var subs []job.Subscription
 	for _, p := range []string{"fcm", "autopush", "apple", "wns", "generic"} {
 		host := ""
 		if p == "generic" {

@@ -29,6 +29,7 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/adapter"
 	"github.com/webpush-gateway/webpush-gateway/dispatch"
 	"github.com/webpush-gateway/webpush-gateway/internal/redistest"
+	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/limits"
 	"github.com/webpush-gateway/webpush-gateway/providers"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
@@ -95,7 +96,7 @@ type run struct {
 	sim      *pushsim.Server
 	store    *stream.Store
 	producer *stream.Producer
-	subs     map[string][]pushsim.Subscription
+	subs     map[string][]job.Subscription
 	breakers breakerLog
 
 	mu  sync.Mutex
@@ -176,15 +177,13 @@ func startRun(tb testing.TB, sc scenario) *run {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(sender.Close)
-	main, blocking, err := stream.Connect(srv.URL(), stream.ConnectOptions{BlockingPoolSize: 16})
+	store, err := stream.Open(srv.URL(), stream.OpenOptions{Options: stream.Options{Consumer: "isolation"}, BlockingPoolSize: 16})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { main.Close(); blocking.Close() })
+	tb.Cleanup(func() { store.Close() })
 
-	r := &run{tb: tb, sc: sc, sim: sim, subs: map[string][]pushsim.Subscription{}}
-	r.store = stream.New(main, blocking, stream.Options{Consumer: "isolation"})
-	tb.Cleanup(func() { r.store.Close() })
+	r := &run{tb: tb, sc: sc, sim: sim, store: store, subs: map[string][]job.Subscription{}}
 	r.producer = stream.NewProducer(srv.Client(tb), "", 1)
 	for _, f := range sc.feeds() {
 		for range 8 {

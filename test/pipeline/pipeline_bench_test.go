@@ -25,6 +25,7 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/adapter"
 	"github.com/webpush-gateway/webpush-gateway/dispatch"
 	"github.com/webpush-gateway/webpush-gateway/internal/redistest"
+	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/providers"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/stream"
@@ -60,7 +61,7 @@ type pipeline struct {
 	srv      *redistest.Server
 	store    *stream.Store
 	producer *stream.Producer
-	subs     []pushsim.Subscription
+	subs     []job.Subscription
 	rt       *stream.CallCounter
 	poll     *redis.Client
 	ledger   string
@@ -95,16 +96,13 @@ func startPipeline(tb testing.TB) *pipeline {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(sender.Close)
-	main, blocking, err := stream.Connect(srv.URL(), stream.ConnectOptions{BlockingPoolSize: 16})
+	store, err := stream.Open(srv.URL(), stream.OpenOptions{Options: stream.Options{Consumer: "bench"}, BlockingPoolSize: 16})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { main.Close(); blocking.Close() })
-	rt := &stream.CallCounter{}
-	main.AddHook(rt)
-	blocking.AddHook(rt)
-	store := stream.New(main, blocking, stream.Options{Consumer: "bench"})
 	tb.Cleanup(func() { store.Close() })
+	rt := &stream.CallCounter{}
+	store.AddHook(rt)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -210,8 +208,8 @@ func BenchmarkPipeline(b *testing.B) {
 }
 
 // subscriptions makes 100 subscriptions over the market mix of push services.
-func subscriptions(b testing.TB, sim *pushsim.Server, key *vapid.Key) []pushsim.Subscription {
-	var subs []pushsim.Subscription
+func subscriptions(b testing.TB, sim *pushsim.Server, key *vapid.Key) []job.Subscription {
+	var subs []job.Subscription
 	for _, m := range []struct {
 		p, host string
 		n       int

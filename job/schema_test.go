@@ -1,4 +1,4 @@
-package stream
+package job
 
 import (
 	"encoding/json"
@@ -11,7 +11,7 @@ import (
 )
 
 // TestSchemaMatchesDecoder: docs/job-format.schema.json is valid JSON Schema 2020-12 text that
-// lists exactly the members DecodeJob accepts, with the same required ones, and every example in
+// lists exactly the members Decode accepts, with the same required ones, and every example in
 // the schema and in docs/job-format.md decodes.
 func TestSchemaMatchesDecoder(t *testing.T) {
 	raw, err := os.ReadFile("../docs/job-format.schema.json")
@@ -84,7 +84,7 @@ func TestSchemaMatchesDecoder(t *testing.T) {
 		t.Error("schema has no examples")
 	}
 	for i, ex := range schema.Examples {
-		if _, err := DecodeJob(ex, t0); err != nil {
+		if _, err := Decode(ex, t0); err != nil {
 			t.Errorf("schema example %d: %v", i, err)
 		}
 	}
@@ -97,7 +97,7 @@ func TestSchemaMatchesDecoder(t *testing.T) {
 		t.Fatalf("docs/job-format.md has %d json examples, want at least 4", len(blocks))
 	}
 	for i, b := range blocks {
-		j, err := DecodeJob(b[1], t0)
+		j, err := Decode(b[1], t0)
 		if err != nil {
 			t.Errorf("docs example %d: %v", i, err)
 			continue

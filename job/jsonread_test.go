@@ -1,4 +1,4 @@
-package stream
+package job
 
 import (
 	"encoding/json"

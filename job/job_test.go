@@ -1,4 +1,4 @@
-package stream
+package job
 
 import (
 	"bytes"
@@ -59,9 +59,9 @@ func TestDecodeJobValid(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, err := DecodeJob([]byte(c.raw), t0)
+			got, err := Decode([]byte(c.raw), t0)
 			if err != nil {
-				t.Fatalf("DecodeJob: %v", err)
+				t.Fatalf("Decode: %v", err)
 			}
 			if d := cmp.Diff(&c.want, got); d != "" {
 				t.Errorf("(-want +got):\n%s", d)
@@ -143,18 +143,18 @@ func TestDecodeJobInvalid(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, err := DecodeJob([]byte(c.raw), t0)
+			got, err := Decode([]byte(c.raw), t0)
 			if err == nil {
-				t.Fatalf("DecodeJob accepted it: %+v", got)
+				t.Fatalf("Decode accepted it: %+v", got)
 			}
-			var ije *InvalidJobError
-			if !errors.As(err, &ije) || !errors.Is(err, ErrInvalidJob) {
-				t.Fatalf("error %v is not an InvalidJobError wrapping ErrInvalidJob", err)
+			var ije *InvalidError
+			if !errors.As(err, &ije) || !errors.Is(err, ErrInvalid) {
+				t.Fatalf("error %v is not an InvalidError wrapping ErrInvalid", err)
 			}
 			if ije.Reason != c.reason {
 				t.Errorf("reason\n got: %s\nwant: %s", ije.Reason, c.reason)
 			}
-			if err.Error() != "stream: invalid job: "+c.reason {
+			if err.Error() != "job: invalid job: "+c.reason {
 				t.Errorf("Error() = %q", err.Error())
 			}
 			for _, secret := range []string{"SECRET", testP256dh, testAuth} {
@@ -204,10 +204,10 @@ func TestDecodeJobRefusesInvalidUTF8(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			at := strings.Index(tc.raw, mark)
 			raw := strings.Replace(tc.raw, mark, tc.bad, 1)
-			got, err := DecodeJob([]byte(raw), t0)
-			var ije *InvalidJobError
+			got, err := Decode([]byte(raw), t0)
+			var ije *InvalidError
 			if !errors.As(err, &ije) {
-				t.Fatalf("DecodeJob = %+v, %v; want INVALID_JOB", got, err)
+				t.Fatalf("Decode = %+v, %v; want INVALID_JOB", got, err)
 			}
 			if want := fmt.Sprintf("%s: not valid UTF-8 at byte %d", tc.field, at); ije.Reason != want {
 				t.Fatalf("reason\n got: %s\nwant: %s", ije.Reason, want)
@@ -221,16 +221,16 @@ func TestDecodeJobRefusesInvalidUTF8(t *testing.T) {
 func TestDecodeJobKeepsValidUnicode(t *testing.T) {
 	raw := jobWith("a", nil)
 	raw = strings.Replace(raw, `"payload":"hello"`, `"payload":"\ud83d\ude00 caf\u00e9 \ufffd `+"\xef\xbf\xbd"+` \u2713"`, 1)
-	j, err := DecodeJob([]byte(raw), t0)
+	j, err := Decode([]byte(raw), t0)
 	if err != nil {
-		t.Fatalf("DecodeJob: %v", err)
+		t.Fatalf("Decode: %v", err)
 	}
 	if want := "😀 café \uFFFD \uFFFD ✓"; string(j.Payload) != want {
 		t.Fatalf("payload %q, want %q", j.Payload, want)
 	}
 }
 
-// FuzzDecodeJob: DecodeJob never panics, never accepts what breaks its own limits, and never
+// FuzzDecodeJob: Decode never panics, never accepts what breaks its own limits, and never
 // puts the endpoint or keys into a reason.
 func FuzzDecodeJob(f *testing.F) {
 	f.Add([]byte(validJob("a")))
@@ -247,11 +247,11 @@ func FuzzDecodeJob(f *testing.F) {
 	f.Add([]byte(strings.Replace(validJob("h"), "SECRET-PATH", "SECRET\xed\xa0\x80PATH", 1)))
 	f.Add([]byte(strings.Replace(validJob("i"), `"payload":"hello"`, "\"recipient\":\"\xf0\x9f\x98\"", 1)))
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		j, err := DecodeJob(raw, t0)
+		j, err := Decode(raw, t0)
 		if err != nil {
-			var ije *InvalidJobError
+			var ije *InvalidError
 			if !errors.As(err, &ije) || ije.Reason == "" {
-				t.Fatalf("error %v is not an InvalidJobError with a reason", err)
+				t.Fatalf("error %v is not an InvalidError with a reason", err)
 			}
 			// A UTF-8 reason points at a bad byte of the entry, or at an escaped surrogate.
 			if _, rest, ok := strings.Cut(ije.Reason, ": not valid UTF-8 at byte "); ok {

@@ -1,7 +1,9 @@
-package stream
+package job
 
 import (
+	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -11,20 +13,13 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/ece"
 )
 
-// Limits of the job format v1 (docs/job-format.md).
+// Limits of the job format v1 (docs/job-format.md). The sizes of a push message's body are
+// in rules.go, with the other rules the adapter checks too.
 const (
 	// MaxEntryBytes is the largest job entry accepted; larger entries are INVALID_JOB.
 	MaxEntryBytes = 64 << 10
 	// MaxIDLen is the longest job id.
 	MaxIDLen = 128
-	// MaxEndpointLen is the longest subscription endpoint.
-	MaxEndpointLen = 8 << 10
-	// MaxCiphertext is the largest pre-encrypted body.
-	MaxCiphertext = 5000
-	// MaxPayload is the largest plaintext payload: what fits one 4096-byte aes128gcm body.
-	MaxPayload = ece.MaxPlaintext
-	// MaxTopicLen is the longest Topic (RFC 8030 section 5.4).
-	MaxTopicLen = 32
 	// MaxRecipientLen bounds the fairness key, which becomes a field of the rcpt hash.
 	MaxRecipientLen = 256
 	// MaxVAPIDKeyLen bounds the key name.
@@ -42,7 +37,8 @@ var jobFields = []string{
 }
 
 // Job is a decoded, structurally valid delivery job. Provider routing (https only, known
-// authority) and the existence of the named VAPID key are checked by the intake loop.
+// authority: EndpointReason) and the existence of the named VAPID key are checked by the
+// intake loop.
 type Job struct {
 	ID           string
 	Subscription Subscription
@@ -61,36 +57,41 @@ type Job struct {
 	EnqueuedAt time.Time
 }
 
-// Subscription is the browser's PushSubscription JSON.
+// Subscription is the browser's PushSubscription, as its toJSON() gives it: marshalled, it
+// is that JSON, expirationTime null included.
 type Subscription struct {
 	Endpoint       string `json:"endpoint"`
-	ExpirationTime *int64 `json:"expirationTime,omitempty"`
-	Keys           struct {
-		P256dh string `json:"p256dh"`
-		Auth   string `json:"auth"`
-	} `json:"keys"`
+	ExpirationTime *int64 `json:"expirationTime"`
+	Keys           Keys   `json:"keys"`
 }
 
-// ErrInvalidJob is what every InvalidJobError unwraps to.
-var ErrInvalidJob = errors.New("stream: invalid job")
+// Keys are the user agent's ECDH public key and auth secret, base64url without padding as
+// browsers give them.
+type Keys struct {
+	P256dh string `json:"p256dh"`
+	Auth   string `json:"auth"`
+}
 
-// InvalidJobError says why a job was refused. Reason names the field and never quotes an
-// endpoint or a key.
-type InvalidJobError struct{ Reason string }
+// ErrInvalid is what every InvalidError unwraps to.
+var ErrInvalid = errors.New("job: invalid job")
 
-func (e *InvalidJobError) Error() string { return "stream: invalid job: " + e.Reason }
+// InvalidError says why a job was refused. Reason names the field and never quotes an
+// endpoint or a key; it is what a dead record of the job says.
+type InvalidError struct{ Reason string }
 
-// Unwrap returns ErrInvalidJob.
-func (e *InvalidJobError) Unwrap() error { return ErrInvalidJob }
+func (e *InvalidError) Error() string { return "job: invalid job: " + e.Reason }
+
+// Unwrap returns ErrInvalid.
+func (e *InvalidError) Unwrap() error { return ErrInvalid }
 
 func invalid(format string, a ...any) error {
-	return &InvalidJobError{Reason: fmt.Sprintf(format, a...)}
+	return &InvalidError{Reason: fmt.Sprintf(format, a...)}
 }
 
-// DecodeJob decodes and validates one job entry. now is the default for enqueued_at and the
+// Decode decodes and validates one job entry. now is the default for enqueued_at and the
 // upper bound for it (an enqueued_at in the future, from a skewed upstream clock, is taken as
 // now so that it cannot lengthen the job's TTL). The first problem found is reported.
-func DecodeJob(raw []byte, now time.Time) (*Job, error) {
+func Decode(raw []byte, now time.Time) (*Job, error) {
 	if len(raw) > MaxEntryBytes {
 		return nil, invalid("entry is %d bytes; at most %d", len(raw), MaxEntryBytes)
 	}
@@ -129,39 +130,28 @@ func DecodeJob(raw []byte, now time.Time) (*Job, error) {
 		}
 		j.TTL = int(n)
 	}
-	if s, ok, err := optionalString(fields, "urgency"); err != nil {
-		return nil, err
-	} else if ok {
-		switch s {
-		case "very-low", "low", "normal", "high":
-			j.Urgency = s
-		default:
-			return nil, invalid("urgency: must be one of very-low, low, normal, high")
+	// The optional strings, each with its rule, in the order of jobFields.
+	for _, f := range []struct {
+		name  string
+		check func(string) error
+		dst   *string
+	}{
+		{"urgency", CheckUrgency, &j.Urgency},
+		{"topic", CheckTopic, &j.Topic},
+		{"vapid_key", checkVAPIDKey, &j.VAPIDKey},
+		{"recipient", checkRecipient, &j.Recipient},
+	} {
+		v, ok, err := optionalString(fields, f.name)
+		if err != nil {
+			return nil, err
 		}
-	}
-	if s, ok, err := optionalString(fields, "topic"); err != nil {
-		return nil, err
-	} else if ok {
-		if len(s) > MaxTopicLen || !isBase64URLAlphabet(s) || s == "" {
-			return nil, invalid("topic: must be 1 to %d characters of the URL-safe base64 alphabet", MaxTopicLen)
+		if !ok {
+			continue
 		}
-		j.Topic = s
-	}
-	if s, ok, err := optionalString(fields, "vapid_key"); err != nil {
-		return nil, err
-	} else if ok {
-		if s == "" || len(s) > MaxVAPIDKeyLen || !isPrintableASCII(s) {
-			return nil, invalid("vapid_key: must be 1 to %d printable ASCII characters", MaxVAPIDKeyLen)
+		if err := f.check(v); err != nil {
+			return nil, invalid("%s: %v", f.name, err)
 		}
-		j.VAPIDKey = s
-	}
-	if s, ok, err := optionalString(fields, "recipient"); err != nil {
-		return nil, err
-	} else if ok {
-		if len(s) > MaxRecipientLen {
-			return nil, invalid("recipient: is %d bytes; at most %d", len(s), MaxRecipientLen)
-		}
-		j.Recipient = s
+		*f.dst = v
 	}
 	if m, ok := fields["enqueued_at"]; ok {
 		t, err := decodeTime(m)
@@ -187,19 +177,23 @@ func checkID(id string) error {
 	return nil
 }
 
+func checkVAPIDKey(s string) error {
+	if s == "" || len(s) > MaxVAPIDKeyLen || !isPrintableASCII(s) {
+		return fmt.Errorf("must be 1 to %d printable ASCII characters", MaxVAPIDKeyLen)
+	}
+	return nil
+}
+
+func checkRecipient(s string) error {
+	if len(s) > MaxRecipientLen {
+		return fmt.Errorf("is %d bytes; at most %d", len(s), MaxRecipientLen)
+	}
+	return nil
+}
+
 func isPrintableASCII(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if s[i] < 0x20 || s[i] > 0x7e {
-			return false
-		}
-	}
-	return true
-}
-
-func isBase64URLAlphabet(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
 			return false
 		}
 	}
@@ -261,6 +255,24 @@ func decodeSubscription(m member, sub *Subscription) error {
 		return invalid("subscription.keys.p256dh: must be base64url of a 65-byte uncompressed P-256 point")
 	}
 	return nil
+}
+
+// DecodeSubscription decodes a PushSubscription JSON object on its own (what `gateway-worker
+// send --subscription` reads) by the rules of a job's "subscription" member: the same checks,
+// refused with the same reasons ("subscription.keys.auth: required", `subscription: unknown
+// field "x"`). Like Decode it leaves routing to the caller (EndpointReason).
+func DecodeSubscription(raw []byte) (Subscription, error) {
+	var sub Subscription
+	if len(raw) > MaxEntryBytes {
+		return sub, invalid("subscription: is %d bytes; at most %d", len(raw), MaxEntryBytes)
+	}
+	// A job's members are valid JSON by the time they are read; this one must be shown to be.
+	var whole json.RawMessage
+	if err := json.Unmarshal(raw, &whole); err != nil {
+		return sub, invalid("subscription: %s", jsonProblem(err))
+	}
+	err := decodeSubscription(member{raw: whole, at: len(raw) - len(bytes.TrimLeft(raw, " \t\r\n"))}, &sub)
+	return sub, err
 }
 
 // checkEndpoint checks that the endpoint parses as an absolute URL with a host. Whether its
@@ -330,8 +342,8 @@ func decodeBody(fields members, j *Job) error {
 		}
 		j.Ciphertext = b
 	}
-	if len(j.Payload) > MaxPayload {
-		return invalid("payload: is %d bytes; at most %d (one 4096-byte aes128gcm body)", len(j.Payload), MaxPayload)
+	if err := CheckPayload(len(j.Payload)); err != nil {
+		return invalid("payload: %v", err)
 	}
 	return nil
 }
