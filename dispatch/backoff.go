@@ -6,15 +6,19 @@ import "time"
 // TRANSPORT_ERROR, CIRCUIT_OPEN): full jitter over a ceiling that starts at Base and doubles per
 // retry up to Cap, at most MaxRetries retries after the first attempt.
 type Backoff struct {
-	// Base is the first retry's ceiling; default 5 s.
+	// Base is the first retry's ceiling (Config: DefaultRetryBase).
 	Base time.Duration
-	// Cap bounds the ceiling; default 10 min. It bounds our own backoff only: a Retry-After the
+	// Cap bounds the ceiling (Config: DefaultRetryCap). It bounds our own backoff only: a Retry-After the
 	// service sends may be longer and is honoured (taxonomy caps it at 24 h).
 	Cap time.Duration
-	// MaxRetries is how many retries follow the first attempt; default 8 (9 sends in all).
-	// Config takes a negative value as none (0 there means the default).
+	// MaxRetries is how many retries follow the first attempt (Config: DefaultMaxRetries, 9
+	// sends in all); NoRetries, none.
 	MaxRetries int
 }
+
+// NoRetries as Backoff.MaxRetries of a Config turns retries off: a retryable outcome goes to
+// the dead stream at once.
+const NoRetries = -1
 
 // verdict is what follows a retryable outcome.
 type verdict int

@@ -84,7 +84,7 @@ func newFleetLimits(cfg *Config) *fleetLimits {
 	for _, p := range reg.Providers() {
 		perRecipient := p.PerRecipientInFlight
 		if perRecipient == 0 {
-			perRecipient = -1 // the registry's "no cap"; limits reads 0 as its default 8
+			perRecipient = limits.NoLimit // the registry spells "no cap" 0, which limits reads as its default
 		}
 		pl := &providerLimits{
 			p: p,

@@ -9,9 +9,9 @@ import (
 	"github.com/sony/gobreaker/v2"
 )
 
-// BreakerConfig is the ratio breaker of one provider. Zero fields take the defaults of the
-// shipped registry.yaml (0.5, 30s, 20, 15s, 3), so a zero config is a sane breaker, not an
-// always-open or never-open one.
+// BreakerConfig is the ratio breaker of one provider. Zero fields take the Default* values below,
+// those of the shipped registry.yaml, so a zero config is a sane breaker, not an always-open or
+// never-open one.
 type BreakerConfig struct {
 	FailureRatio float64       // open when failures/(successes+failures) in Window reaches this, (0, 1]
 	Window       time.Duration // rolling window the ratio is computed over
@@ -20,12 +20,13 @@ type BreakerConfig struct {
 	Probes       int           // requests let through half-open; all must succeed to close
 }
 
+// The defaults of BreakerConfig's zero fields.
 const (
-	defaultFailureRatio = 0.5
-	defaultWindow       = 30 * time.Second
-	defaultMinSamples   = 20
-	defaultCooldown     = 15 * time.Second
-	defaultProbes       = 3
+	DefaultFailureRatio = 0.5
+	DefaultWindow       = 30 * time.Second
+	DefaultMinSamples   = 20
+	DefaultCooldown     = 15 * time.Second
+	DefaultProbes       = 3
 
 	// windowBuckets is how many slices the rolling window is cut into: a failure leaves the
 	// window between Window-Window/10 and Window after its request started.
@@ -36,22 +37,22 @@ const (
 
 func (c BreakerConfig) withDefaults() BreakerConfig {
 	if c.FailureRatio <= 0 {
-		c.FailureRatio = defaultFailureRatio
+		c.FailureRatio = DefaultFailureRatio
 	}
 	if c.FailureRatio > 1 {
 		c.FailureRatio = 1
 	}
 	if c.Window <= 0 {
-		c.Window = defaultWindow
+		c.Window = DefaultWindow
 	}
 	if c.MinSamples < 1 {
-		c.MinSamples = defaultMinSamples
+		c.MinSamples = DefaultMinSamples
 	}
 	if c.Cooldown <= 0 {
-		c.Cooldown = defaultCooldown
+		c.Cooldown = DefaultCooldown
 	}
 	if c.Probes < 1 {
-		c.Probes = defaultProbes
+		c.Probes = DefaultProbes
 	}
 	return c
 }

@@ -6,17 +6,18 @@ import (
 	"time"
 )
 
-// HostBreakerConfig is the breaker every host gets. Zero fields take the documented defaults.
+// HostBreakerConfig is the breaker every host gets. Zero fields take the defaults below.
 type HostBreakerConfig struct {
-	Failures int           // consecutive transport failures that open a host; default 3
-	Cooldown time.Duration // a skipped host gets one probe per Cooldown; default 300s
-	MaxHosts int           // hosts tracked at most; default 4096
+	Failures int           // consecutive transport failures that open a host; DefaultHostFailures
+	Cooldown time.Duration // a skipped host gets one probe per Cooldown; DefaultHostCooldown
+	MaxHosts int           // hosts tracked at most; DefaultMaxHosts
 }
 
+// The defaults of HostBreakerConfig's zero fields (HostLimitsConfig.MaxHosts too).
 const (
-	defaultHostFailures = 3
-	defaultHostCooldown = 300 * time.Second
-	defaultMaxHosts     = 4096
+	DefaultHostFailures = 3
+	DefaultHostCooldown = 300 * time.Second
+	DefaultMaxHosts     = 4096
 )
 
 // HostResult is what one delivery learned about a host.
@@ -57,13 +58,13 @@ type HostBreaker struct {
 // NewHostBreaker returns a breaker that tracks no host yet.
 func NewHostBreaker(c HostBreakerConfig) *HostBreaker {
 	if c.Failures < 1 {
-		c.Failures = defaultHostFailures
+		c.Failures = DefaultHostFailures
 	}
 	if c.Cooldown <= 0 {
-		c.Cooldown = defaultHostCooldown
+		c.Cooldown = DefaultHostCooldown
 	}
 	if c.MaxHosts < 1 {
-		c.MaxHosts = defaultMaxHosts
+		c.MaxHosts = DefaultMaxHosts
 	}
 	return &HostBreaker{cfg: c, hosts: make(map[string]*host)}
 }

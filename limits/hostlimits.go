@@ -112,7 +112,7 @@ type trackedHost struct {
 func NewHostLimits(c HostLimitsConfig) *HostLimits {
 	brk := c.Breaker.withDefaults()
 	if c.MaxHosts < 1 {
-		c.MaxHosts = defaultMaxHosts
+		c.MaxHosts = DefaultMaxHosts
 	}
 	return &HostLimits{
 		brk: brk, slices: slicingOf(brk), maxHosts: c.MaxHosts, onChange: c.OnChange,

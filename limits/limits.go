@@ -13,6 +13,11 @@
 //     nor slow the lane's other hosts (its doc says which limits are per provider and which
 //     per host).
 //
+// One meaning of zero, here as in every configuration struct of this project: a zero field takes
+// its documented default (the Default* constants), and a cap that may be switched off is
+// switched off with NoLimit. (registry.yaml and the command line spell "no cap" as 0; the
+// code that reads them translates it.)
+//
 // Every limit takes its time from the caller (a now argument) so tests step a clock instead of
 // sleeping. Breaker is the exception: gobreaker reads time.Now itself, so its tests run in a
 // testing/synctest bubble whose fake clock they step with time.Sleep; HostLimits' breakers are
@@ -20,6 +25,9 @@
 package limits
 
 import "errors"
+
+// NoLimit switches off a cap that may be switched off (SlotsConfig.PerRecipient).
+const NoLimit = -1
 
 // ErrNoCapacity is returned by TryAcquire when every slot is taken.
 var ErrNoCapacity = errors.New("limits: no free slot")

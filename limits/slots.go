@@ -22,14 +22,16 @@ type SlotsConfig struct {
 	// RetryShare in (0, 1]: retries may hold at most ceil(Cap*RetryShare) slots (at least 1), so
 	// a retry storm cannot starve first deliveries. 0 (or out of range) means 0.5.
 	RetryShare float64
-	// PerRecipient caps one recipient's deliveries in flight: 0 means the default 8, < 0 no cap.
-	// (The registry's per_recipient_in_flight uses 0 for "no cap": translate it to -1.)
+	// PerRecipient caps one recipient's deliveries in flight: 0 means DefaultPerRecipient,
+	// NoLimit no cap. (The registry's per_recipient_in_flight uses 0 for "no cap": its reader
+	// translates it.)
 	PerRecipient int
 }
 
+// The defaults of SlotsConfig's zero fields.
 const (
-	defaultRetryShare   = 0.5
-	defaultPerRecipient = 8
+	DefaultRetryShare   = 0.5
+	DefaultPerRecipient = 8
 )
 
 // Slots is the in-flight budget of one provider in one replica: a cap, a share of it for
@@ -53,10 +55,10 @@ type Slots struct {
 // NewSlots returns slots with nothing in flight.
 func NewSlots(c SlotsConfig) *Slots {
 	if c.RetryShare <= 0 || c.RetryShare > 1 {
-		c.RetryShare = defaultRetryShare
+		c.RetryShare = DefaultRetryShare
 	}
 	if c.PerRecipient == 0 {
-		c.PerRecipient = defaultPerRecipient
+		c.PerRecipient = DefaultPerRecipient
 	}
 	s := &Slots{share: c.RetryShare, perRecipient: c.PerRecipient, byRecipient: make(map[string]int)}
 	s.setCapLocked(c.Cap)

@@ -22,7 +22,13 @@ var (
 	readIntakeScript = redis.NewScript(entryCheckLua + readIntakeLua)
 )
 
-// Options configure a Store.
+// The defaults of Options' zero fields.
+const (
+	DefaultSentTTL = time.Hour
+	DefaultGoneTTL = 7 * 24 * time.Hour
+)
+
+// Options configure a Store. A zero field takes its default; a zero cap is no cap.
 type Options struct {
 	// Prefix starts every key (default "wp").
 	Prefix string
@@ -31,10 +37,10 @@ type Options struct {
 	// Consumer is this process's consumer name in the group: unique per process (pod name and
 	// a random suffix), never reused by a restarted process.
 	Consumer string
-	// SentTTL is how long the sent mark of an accepted job lives (default 1h): longer than any
-	// plausible redelivery of the same entry.
+	// SentTTL is how long the sent mark of an accepted job lives (DefaultSentTTL): longer than
+	// any plausible redelivery of the same entry.
 	SentTTL time.Duration
-	// GoneTTL is how long an endpoint reported gone is remembered (default 7 days), so queued
+	// GoneTTL is how long an endpoint reported gone is remembered (DefaultGoneTTL), so queued
 	// retries to it are dropped without a send.
 	GoneTTL time.Duration
 	// ResultsMaxLen, GoneMaxLen and DeadMaxLen cap the ledger, gone and dead streams with an
@@ -77,10 +83,10 @@ func New(c redis.UniversalClient, blocking redis.UniversalClient, o Options) *St
 		o.Shards = 1
 	}
 	if o.SentTTL <= 0 {
-		o.SentTTL = time.Hour
+		o.SentTTL = DefaultSentTTL
 	}
 	if o.GoneTTL <= 0 {
-		o.GoneTTL = 7 * 24 * time.Hour
+		o.GoneTTL = DefaultGoneTTL
 	}
 	if o.Now == nil {
 		o.Now = time.Now

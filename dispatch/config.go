@@ -1,0 +1,203 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/webpush-gateway/webpush-gateway/adapter"
+	"github.com/webpush-gateway/webpush-gateway/limits"
+	"github.com/webpush-gateway/webpush-gateway/providers"
+	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/taxonomy"
+	"github.com/webpush-gateway/webpush-gateway/vapid"
+)
+
+// Sender sends one message and says what came of it; *adapter.Sender is one. Declared here, by
+// its only caller, so tests can put anything behind it.
+type Sender interface {
+	Send(ctx context.Context, m *adapter.Message) taxonomy.Outcome
+}
+
+// The defaults of Config's zero fields: cmd/gateway-worker's flags take theirs from these.
+const (
+	DefaultRetryBase         = 5 * time.Second
+	DefaultRetryCap          = 10 * time.Minute
+	DefaultMaxRetries        = 8
+	DefaultMaxDelayed        = 1_000_000
+	DefaultMaxPerRecipient   = 1_000
+	DefaultVisibilityTimeout = 60 * time.Second
+	DefaultMaxDeliveries     = 5
+	DefaultGrace             = 25 * time.Second
+	DefaultRecordGrace       = 10 * time.Second
+	DefaultBlock             = time.Second
+	DefaultIntakeBatch       = 100
+	DefaultPromoteEvery      = 250 * time.Millisecond
+	DefaultProbeEvery        = time.Second
+	DefaultReclaimEvery      = 5 * time.Second
+	DefaultJanitorEvery      = 60 * time.Second
+	DefaultJanitorIdle       = 10 * time.Minute
+	DefaultStartupTimeout    = 2 * time.Minute
+)
+
+// NoLimit switches off a cap of Config that may be switched off (MaxDelayed, MaxPerRecipient),
+// as limits.NoLimit does the caps of package limits.
+const NoLimit = limits.NoLimit
+
+// Config is everything Run needs. As everywhere in this project, a zero field takes its
+// default (the Default* constants above, or the one its comment names) and a cap is switched
+// off with NoLimit; a negative duration or count is taken as zero.
+type Config struct {
+	Store    *stream.Store       // required; its Options name this process's consumer
+	Sender   Sender              // required
+	Registry *providers.Registry // required: lanes are its providers, routing is its Resolve
+	// Keys are the VAPID keys by the name jobs give in vapid_key ("default" when a job gives
+	// none). Required, at least one.
+	Keys map[string]*vapid.Key
+
+	// Now is the clock for TTLs, retry due times and ledger times; default time.Now.
+	Now func() time.Time
+	// Rand draws the retry jitter in [0, 1); default math/rand/v2's Float64. Lane consumers call
+	// it concurrently, so it must be safe for concurrent use.
+	Rand func() float64
+	// Backoff defaults to DefaultRetryBase doubling to DefaultRetryCap, DefaultMaxRetries
+	// retries; MaxRetries NoRetries turns retries off.
+	Backoff Backoff
+
+	// MaxDelayed caps the delayed set of a shard and MaxPerRecipient a recipient's jobs in it;
+	// past a cap a retry goes to dead with the cap named. NoLimit: no cap.
+	MaxDelayed      int64
+	MaxPerRecipient int64
+
+	VisibilityTimeout time.Duration // idle time before another consumer may reclaim an entry of a replica that is gone
+	MaxDeliveries     int64         // deliveries of one entry before it is dead-lettered
+	Grace             time.Duration // how long in-flight sends may run on after shutdown begins
+	// RecordGrace is how much longer than Grace the outcomes of sends that returned may take
+	// to be written, while Redis is slow or gone, before the shutdown gives them up (each one
+	// logged at error level: the replica that takes over its entry sends the job again).
+	RecordGrace  time.Duration
+	Block        time.Duration // longest blocking read, which bounds shutdown's wait for a reader
+	IntakeBatch  int           // intake entries per read
+	PromoteEvery time.Duration // how often due retries go back to their lanes
+	ProbeEvery   time.Duration // how often each shard is asked whether it accepts writes
+	ReclaimEvery time.Duration // how often entries of replicas that are gone are claimed
+	JanitorEvery time.Duration // how often idle consumers are looked for
+	JanitorIdle  time.Duration // a consumer idle this long with nothing pending is removed
+	// StartupTimeout bounds Run's start: the consumer groups, the scripts and the first
+	// heartbeat. Redis may still be starting along with the pod, so failures are retried
+	// until then; past it Run returns an error, so that the process exits and its restarts
+	// show.
+	StartupTimeout time.Duration
+
+	Logger *slog.Logger // default slog.Default()
+	// Version is this build's version, published with the heartbeat (for `status`).
+	Version string
+
+	// OnBreakerChange, when set, is told every state change of a provider's ratio breaker
+	// (for metrics and tests). It runs under the breaker's lock: it must only count or hand the
+	// change on, and return.
+	OnBreakerChange func(provider string, from, to limits.State)
+	// OnAttempt, when set, is told the outcome of every send, and of every delivery the host
+	// breaker refused (CIRCUIT_OPEN), as it happens: retried attempts included, which the
+	// ledger never shows (for metrics and the demo's live table). It runs on the send's
+	// goroutine: it must only count or hand the event on, and return.
+	OnAttempt func(Attempt)
+}
+
+// Attempt is one delivery attempt's outcome, as Config.OnAttempt is told it.
+type Attempt struct {
+	Provider string
+	JobID    string
+	Attempt  int // 0 for the first delivery
+	Code     taxonomy.Code
+	Status   int // HTTP status; 0 when there was no answer
+	// Enqueued is the job's enqueued_at (the time intake first read it, when the job gave
+	// none); At is when the answer came. At - Enqueued is the job's time from enqueue to answer.
+	Enqueued, At time.Time
+}
+
+// withDefaults checks the required fields and fills every zero field with its default.
+func (c Config) withDefaults() (Config, error) {
+	switch {
+	case c.Store == nil:
+		return c, errors.New("dispatch: Config.Store is required")
+	case c.Store.Consumer() == "":
+		// It names this process in the consumer groups and in the replicas' heartbeats.
+		return c, errors.New("dispatch: Config.Store needs a consumer name (stream.Options.Consumer)")
+	case c.Sender == nil:
+		return c, errors.New("dispatch: Config.Sender is required")
+	case c.Registry == nil:
+		return c, errors.New("dispatch: Config.Registry is required")
+	case len(c.Keys) == 0:
+		return c, errors.New("dispatch: Config.Keys needs at least one VAPID key")
+	}
+	for name, k := range c.Keys {
+		if k == nil {
+			return c, errors.New("dispatch: Config.Keys[" + name + "] is nil")
+		}
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Rand == nil {
+		c.Rand = rand.Float64
+	}
+	setDefault(&c.Backoff.Base, DefaultRetryBase)
+	setDefault(&c.Backoff.Cap, DefaultRetryCap)
+	switch {
+	case c.Backoff.MaxRetries == 0:
+		c.Backoff.MaxRetries = DefaultMaxRetries
+	case c.Backoff.MaxRetries < 0:
+		c.Backoff.MaxRetries = 0 // NoRetries: a retryable outcome goes straight to dead
+	}
+	if c.MaxDelayed == 0 {
+		c.MaxDelayed = DefaultMaxDelayed
+	}
+	if c.MaxPerRecipient == 0 {
+		c.MaxPerRecipient = DefaultMaxPerRecipient
+	}
+	setDefault(&c.VisibilityTimeout, DefaultVisibilityTimeout)
+	setDefault(&c.MaxDeliveries, DefaultMaxDeliveries)
+	setDefault(&c.Grace, DefaultGrace)
+	setDefault(&c.RecordGrace, DefaultRecordGrace)
+	setDefault(&c.ProbeEvery, DefaultProbeEvery)
+	setDefault(&c.Block, DefaultBlock)
+	setDefault(&c.IntakeBatch, DefaultIntakeBatch)
+	setDefault(&c.PromoteEvery, DefaultPromoteEvery)
+	setDefault(&c.ReclaimEvery, DefaultReclaimEvery)
+	setDefault(&c.JanitorEvery, DefaultJanitorEvery)
+	setDefault(&c.JanitorIdle, DefaultJanitorIdle)
+	setDefault(&c.StartupTimeout, DefaultStartupTimeout)
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Backoff.Cap < c.Backoff.Base {
+		c.Backoff.Cap = c.Backoff.Base
+	}
+	return c, nil
+}
+
+// setDefault sets *p to def when *p is the zero value (or negative, for numbers).
+func setDefault[T comparable](p *T, def T) {
+	var zero T
+	if *p == zero {
+		*p = def
+		return
+	}
+	switch v := any(p).(type) {
+	case *time.Duration:
+		if *v < 0 {
+			*p = def
+		}
+	case *int:
+		if *v < 0 {
+			*p = def
+		}
+	case *int64:
+		if *v < 0 {
+			*p = def
+		}
+	}
+}
