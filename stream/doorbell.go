@@ -108,7 +108,7 @@ func (c *cappedConn) Read(b []byte) (int, error) {
 		case c.num >= 0 && ch >= '0' && ch <= '9':
 			c.num = c.num*10 + int(ch-'0')
 			if c.num > c.max {
-				c.read = c.max // and every later Read of this reply fails too
+				c.read = c.max             // and every later Read of this reply fails too
 				return 0, errReplyTooLarge // before go-redis sees the whole length
 			}
 		default:

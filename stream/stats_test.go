@@ -13,7 +13,7 @@ import (
 func TestQueueStats(t *testing.T) {
 	env := newEnv(t)
 	s := env.store(t, "w1", Options{}, "fcm", "apple")
-	e := env.laneEntry(t, s, "fcm", "read")        // pending in fcm's lane
+	e := env.laneEntry(t, s, "fcm", "read")         // pending in fcm's lane
 	env.enqueue(t, s, validJob("a"), validJob("b")) // two unread in the intake
 	for i, due := range []time.Time{t0, t0.Add(time.Hour)} {
 		l := env.laneEntry(t, s, "apple", "retry-"+string(rune('a'+i)))
