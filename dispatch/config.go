@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/adapter"
@@ -104,6 +105,34 @@ type Config struct {
 	// ledger never shows (for metrics and the demo's live table). It runs on the send's
 	// goroutine: it must only count or hand the event on, and return.
 	OnAttempt func(Attempt)
+
+	live *live // made by withDefaults
+}
+
+// live is what a registry reload changes while Run runs: the registry and the sender that goes
+// with it. withDefaults makes it; every loop reads them through registry and sender, and a
+// send in flight keeps the sender it started with.
+type live struct {
+	reg    atomic.Pointer[providers.Registry]
+	sender atomic.Pointer[senderBox]
+}
+
+type senderBox struct{ Sender }
+
+// registry is the registry in force now (Registry itself before withDefaults).
+func (c *Config) registry() *providers.Registry {
+	if c.live == nil {
+		return c.Registry
+	}
+	return c.live.reg.Load()
+}
+
+// sender is the sender in force now (Sender itself before withDefaults).
+func (c *Config) sender() Sender {
+	if c.live == nil {
+		return c.Sender
+	}
+	return c.live.sender.Load().Sender
 }
 
 // Attempt is one delivery attempt's outcome, as Config.OnAttempt is told it.
@@ -138,6 +167,9 @@ func (c Config) withDefaults() (Config, error) {
 			return c, errors.New("dispatch: Config.Keys[" + name + "] is nil")
 		}
 	}
+	c.live = &live{}
+	c.live.reg.Store(c.Registry)
+	c.live.sender.Store(&senderBox{c.Sender})
 	if c.Now == nil {
 		c.Now = time.Now
 	}

@@ -47,7 +47,7 @@ func (l *lane) handle(ctx, stop context.Context, e stream.Entry, lj *laneJob, re
 		return
 	}
 	began := l.cfg.Now()
-	out := l.cfg.Sender.Send(ctx, l.message(lj, began))
+	out := l.cfg.sender().Send(ctx, l.message(lj, began))
 	at := l.cfg.Now()
 	if ctx.Err() != nil && out.Code != taxonomy.Accepted && out.Status == 0 {
 		// The grace period cut the attempt short before any answer came: the outcome is our
@@ -245,7 +245,7 @@ func recordContext(ctx context.Context, grace time.Duration) (context.Context, c
 // stalled provider's jobs into CIRCUIT_OPEN retries and keep its half-open probes from
 // reaching it for the host cooldown.
 func (l *lane) hostKey(endpoint string) string {
-	route, err := l.cfg.Registry.Resolve(endpoint)
+	route, err := l.cfg.registry().Resolve(endpoint)
 	if err != nil || !route.Unknown {
 		return "" // intake refused unroutable endpoints; a registry reload may differ, and the adapter says so
 	}

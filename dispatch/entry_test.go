@@ -203,7 +203,7 @@ func newUnitLane(t *testing.T, provider string) *unitLane {
 		t.Fatal(err)
 	}
 	lim := newFleetLimits(&cfg)
-	u.lane = newLane(laneParams{cfg: &cfg, store: u.store, shard: 0, provider: provider, lim: lim.byID[provider],
+	u.lane = newLane(laneParams{cfg: &cfg, store: u.store, shard: 0, provider: provider, lim: lim.get(provider),
 		hosts: lim.hosts, health: newRedisHealth(1, cfg.Logger, cfg.Now()), abort: make(chan struct{})})
 	t.Cleanup(func() {
 		u.shutdown()
@@ -365,8 +365,8 @@ func TestEntryStepsOnAFakeStore(t *testing.T) {
 		}
 		u.deliver(t, u.entry("down-1", 0, time.Second, "web.push.apple.com"), false)
 		u.deliver(t, u.entry("down-2", 0, time.Second, "web.push.apple.com"), false)
-		if u.lim.breaker.State() != limits.Open {
-			t.Fatalf("breaker %v after two failures of two; want open", u.lim.breaker.State())
+		if u.lim.breaker().State() != limits.Open {
+			t.Fatalf("breaker %v after two failures of two; want open", u.lim.breaker().State())
 		}
 		u.deliver(t, u.entry("waits", 3, time.Second, "web.push.apple.com"), false)
 		if n := u.sender.count(); n != 2 {
@@ -392,7 +392,7 @@ func TestEntryStepsOnAFakeStore(t *testing.T) {
 	})
 	t.Run("a throttled unknown host waits in the delayed set while another host is sent", func(t *testing.T) {
 		u := newUnitLane(t, "fallback")
-		u.lim.perHost.Configure(u.clock.Now(), 1, 1) // the lane's per-replica rate: 1/s
+		u.lim.hostLimits().Configure(u.clock.Now(), 1, 1) // the lane's per-replica rate: 1/s
 		u.sender.answer = func(_ context.Context, m *adapter.Message) taxonomy.Outcome {
 			if m.ID == "bad-1" {
 				return taxonomy.Outcome{Code: taxonomy.RateLimited, Status: 429, Provider: "fallback"}

@@ -99,9 +99,9 @@ type replicaState struct {
 }
 
 func (h *heartbeat) state() string {
-	st := replicaState{Version: h.cfg.Version, Breakers: make(map[string]string, len(h.limits.order))}
-	for _, pl := range h.limits.order {
-		st.Breakers[pl.p.ID] = pl.breaker.State().String()
+	st := replicaState{Version: h.cfg.Version, Breakers: map[string]string{}}
+	for _, pl := range h.limits.all() {
+		st.Breakers[pl.id] = pl.breaker().State().String()
 	}
 	b, err := json.Marshal(st)
 	if err != nil {

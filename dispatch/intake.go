@@ -106,7 +106,7 @@ func (in *intake) handle(ctx context.Context, e stream.Entry) error {
 		}
 		return in.dead(ctx, e, bestEffortID(raw), reason, raw)
 	}
-	route, err := cfg.Registry.Resolve(job.Subscription.Endpoint)
+	route, err := cfg.registry().Resolve(job.Subscription.Endpoint)
 	if err != nil {
 		return in.dead(ctx, e, job.ID, jobfmt.EndpointReason(err), raw)
 	}
@@ -128,7 +128,7 @@ func (in *intake) handle(ctx context.Context, e stream.Entry) error {
 	case v == stream.Copy:
 		cfg.Logger.Debug("dispatch: copy of a job already held or sent; acknowledged", "shard", e.Shard, "id", job.ID)
 	default:
-		if pl := in.limits.byID[provider]; pl != nil {
+		if pl := in.limits.get(provider); pl != nil {
 			pl.arrivals.Add(1)
 		}
 	}

@@ -76,7 +76,7 @@ type lane struct {
 }
 
 func newLane(p laneParams) *lane {
-	l := &lane{laneParams: p, stopper: newStopper(), offered: make(chan stream.Entry, max(1, p.lim.p.MaxInFlight)),
+	l := &lane{laneParams: p, stopper: newStopper(), offered: make(chan stream.Entry, max(1, p.lim.provider().MaxInFlight)),
 		held: make(map[string]struct{}), recheckAfter: p.cfg.VisibilityTimeout / 2}
 	l.workers = newWorkers(l.done)
 	return l
@@ -150,7 +150,7 @@ func (l *lane) run() {
 		if !l.startOffered(ctx, sendCtx) {
 			return
 		}
-		state := l.lim.breaker.State()
+		state := l.lim.breaker().State()
 		if state != last {
 			// Logged here rather than in the breaker's hook, which runs under its lock. Every
 			// lane of the provider sees the change; the first shard's lane tells it.
@@ -171,7 +171,7 @@ func (l *lane) run() {
 		}
 		switch state {
 		case limits.Open:
-			sleep(ctx, min(l.lim.breaker.OpenFor(), cfg.Block))
+			sleep(ctx, min(l.lim.breaker().OpenFor(), cfg.Block))
 			continue
 		case limits.HalfOpen:
 			n = min(1, l.lim.slots.Free())

@@ -15,10 +15,9 @@ const reclaimRounds = 10
 
 // reclaimerParams configure the reclaimer.
 type reclaimerParams struct {
-	cfg       *Config            // shared, read-only after Run applied the defaults
-	intakes   []*intake          // by shard
-	lanes     []map[string]*lane // by shard, then provider id
-	providers []string           // provider ids, in registry order
+	cfg       *Config   // shared, read-only after Run applied the defaults
+	intakes   []*intake // by shard
+	lanes     *laneTable
 	health    *redisHealth
 	heartbeat *heartbeat
 	hb        providers.HeartbeatConfig
@@ -103,14 +102,14 @@ func (r *reclaimer) reclaim(ctx context.Context) error {
 	// room is short, each shard's idle entries get their turn.
 	first := r.turn % shards
 	r.turn++
-	for _, p := range r.providers {
+	for _, p := range r.lanes.providers() {
 		room := r.room(p)
 		for i := 0; i < shards && room > 0; i++ {
 			s := (first + i) % shards
 			if !r.health.open(s) {
 				continue
 			}
-			l := r.lanes[s][p]
+			l := r.lanes.of(s, p)
 			n := min(room, cap(l.offered)-len(l.offered))
 			if n == 0 {
 				continue // this lane's reader has not yet started what it was offered
@@ -139,13 +138,13 @@ func (r *reclaimer) reclaim(ctx context.Context) error {
 // started, each of which will take one. None while its breaker is open (the entries would only
 // be put back) or an operator paused it.
 func (r *reclaimer) room(p string) int {
-	lim := r.lanes[0][p].lim
-	if lim.breaker.State() == limits.Open || lim.paused.Load() {
+	lim := r.lanes.of(0, p).lim
+	if lim.breaker().State() == limits.Open || lim.paused.Load() {
 		return 0
 	}
 	free := lim.readable()
-	for s := range r.lanes {
-		free -= len(r.lanes[s][p].offered)
+	for s := range r.lanes.shards() {
+		free -= len(r.lanes.of(s, p).offered)
 	}
 	return max(0, free)
 }
