@@ -74,6 +74,9 @@ type Sender struct {
 // lifetime when the cache does its work.
 func (s *Sender) Signatures() uint64 { return s.signer.Signatures() }
 
+// SignaturesByKey is Signatures by VAPID key name.
+func (s *Sender) SignaturesByKey() map[string]uint64 { return s.signer.SignaturesByKey() }
+
 // New builds one adapter, with its own transport, per provider in the registry.
 func New(cfg Config) (*Sender, error) {
 	if cfg.Registry == nil || cfg.Signer == nil {

@@ -42,7 +42,7 @@ func newBudget(p budgetParams) *budget {
 // shares once before the lanes start).
 func (b *budget) start(wg *sync.WaitGroup) {
 	goCounted(wg, func() {
-		ticking(b.done, b.every, false, b.cfg.Logger, "in-flight budget", func(context.Context) error {
+		ticking(b.done, b.every, false, b.cfg, "budget", func(context.Context) error {
 			b.round(b.cfg.Now())
 			return nil
 		})

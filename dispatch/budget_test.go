@@ -141,7 +141,7 @@ func TestHeartbeatSharesRatesByLiveReplicas(t *testing.T) {
 			t.Fatal(err)
 		}
 		lim := newFleetLimits(&cfg)
-		return newHeartbeat(heartbeatParams{cfg: &cfg, limits: lim, health: newRedisHealth(1, cfg.Logger, cfg.Now()), hb: e.reg.Heartbeat()}), lim
+		return newHeartbeat(heartbeatParams{cfg: &cfg, limits: lim, health: newRedisHealth(1, cfg.Logger, cfg.Now(), nil), hb: e.reg.Heartbeat()}), lim
 	}
 	h1, lim1 := replica("w1")
 	h2, lim2 := replica("w2")

@@ -13,6 +13,7 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/providers"
 	"github.com/webpush-gateway/webpush-gateway/stream"
 	"github.com/webpush-gateway/webpush-gateway/taxonomy"
+	"github.com/webpush-gateway/webpush-gateway/telemetry"
 	"github.com/webpush-gateway/webpush-gateway/vapid"
 )
 
@@ -41,6 +42,7 @@ const (
 	DefaultJanitorEvery      = 60 * time.Second
 	DefaultJanitorIdle       = 10 * time.Minute
 	DefaultStartupTimeout    = 2 * time.Minute
+	DefaultStatsEvery        = 5 * time.Second
 )
 
 // NoLimit switches off a cap of Config that may be switched off (MaxDelayed, MaxPerRecipient),
@@ -95,6 +97,20 @@ type Config struct {
 	Logger *slog.Logger // default slog.Default()
 	// Version is this build's version, published with the heartbeat (for `status`).
 	Version string
+	// Metrics, when set, get every send, breaker change, record, retry, dead letter and
+	// Redis error as it happens, the providers' gauges at scrape time, and the queue gauges
+	// from the statistics loop (every StatsEvery). Nil records nothing.
+	Metrics *telemetry.Metrics
+	// Health, when set, watches the loops that tick on their own (the heartbeat, the prober,
+	// the promoter, the reclaimer, the janitor, the statistics loop: /livez) and is told
+	// whether the worker is ready (/readyz: "groups" once the consumer groups exist, the
+	// prober's Redis check, "draining" once the shutdown begins). Nil watches nothing.
+	Health *telemetry.Health
+	// Signatures, when set, reports the VAPID signatures made so far by key name, for the
+	// metrics (adapter.Sender.SignaturesByKey).
+	Signatures func() map[string]uint64
+	// StatsEvery is how often the queue gauges are read from Redis (one script per shard).
+	StatsEvery time.Duration
 
 	// OnBreakerChange, when set, is told every state change of a provider's ratio breaker
 	// (for metrics and tests). It runs under the breaker's lock: it must only count or hand the
@@ -202,6 +218,7 @@ func (c Config) withDefaults() (Config, error) {
 	setDefault(&c.JanitorEvery, DefaultJanitorEvery)
 	setDefault(&c.JanitorIdle, DefaultJanitorIdle)
 	setDefault(&c.StartupTimeout, DefaultStartupTimeout)
+	setDefault(&c.StatsEvery, DefaultStatsEvery)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}

@@ -61,7 +61,7 @@ func (l *lane) handle(ctx, stop context.Context, e stream.Entry, lj *laneJob, re
 	ctx, cancel := recordContext(ctx, l.cfg.RecordGrace)
 	defer cancel()
 	adm.end(at, &out)
-	l.tell(lj, out, at)
+	l.tell(lj, out, began, at)
 	r := stream.Result{ID: lj.job.ID, Provider: l.provider, Attempt: lj.attempt, Code: string(out.Code),
 		Status: out.Status, Detail: out.Detail, Latency: at.Sub(began), At: at}
 	l.apply(ctx, e, lj, l.afterSend(lj, out, r))
@@ -111,7 +111,7 @@ func (l *lane) admit(ctx, stop context.Context, e stream.Entry, lj *laneJob, rea
 		tok.leave()
 		out := taxonomy.Local(l.provider, taxonomy.CircuitOpen, "host "+host+" is skipped after repeated transport failures")
 		now := cfg.Now()
-		l.tell(lj, out, now)
+		l.tell(lj, out, time.Time{}, now)
 		r := stream.Result{ID: lj.job.ID, Provider: l.provider, Attempt: lj.attempt, Code: string(out.Code), Detail: out.Detail, At: now}
 		l.apply(ctx, e, lj, l.afterSend(lj, out, r))
 		return admission{}, false
@@ -170,8 +170,13 @@ func (t *tokenWait) leave() {
 	}
 }
 
-// tell hands an attempt's outcome to Config.OnAttempt, when set.
-func (l *lane) tell(lj *laneJob, out taxonomy.Outcome, at time.Time) {
+// tell hands an attempt's outcome to the metrics (a send, with its duration: began is when it
+// started, zero for a delivery refused before any request, which the metrics count no send)
+// and to Config.OnAttempt, when set.
+func (l *lane) tell(lj *laneJob, out taxonomy.Outcome, began, at time.Time) {
+	if !began.IsZero() {
+		l.cfg.Metrics.Send(l.provider, string(out.Code), at.Sub(began), lj.job.ID)
+	}
 	if l.cfg.OnAttempt == nil {
 		return
 	}
@@ -204,7 +209,7 @@ func (l *lane) stillOurs(ctx, stop context.Context, e stream.Entry) bool {
 // ask runs a Redis call that a send waits for (a check), retrying failures until it succeeds,
 // ctx ends or stop ends (the lane is stopping: the entry stays pending for another replica).
 func (l *lane) ask(ctx, stop context.Context, e stream.Entry, what string, op func(context.Context) error) error {
-	return l.health.retry(ctx, stop.Done(), e.Shard, what, false, l.cfg.Now, op)
+	return l.health.retry(ctx, stop.Done(), e.Shard, opCheck, what, false, l.cfg.Now, op)
 }
 
 // recordContext is the context the outcome of a send is written under. It is not cancelled

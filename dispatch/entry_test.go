@@ -204,7 +204,7 @@ func newUnitLane(t *testing.T, provider string) *unitLane {
 	}
 	lim := newFleetLimits(&cfg)
 	u.lane = newLane(laneParams{cfg: &cfg, store: u.store, shard: 0, provider: provider, lim: lim.get(provider),
-		hosts: lim.hosts, health: newRedisHealth(1, cfg.Logger, cfg.Now()), abort: make(chan struct{})})
+		hosts: lim.hosts, health: newRedisHealth(1, cfg.Logger, cfg.Now(), nil), abort: make(chan struct{})})
 	t.Cleanup(func() {
 		u.shutdown()
 		u.workers.wait()

@@ -23,7 +23,7 @@ var (
 // break starts again after an outage.
 func TestHealthGate(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	h := newRedisHealth(2, slog.New(slog.NewTextHandler(io.Discard, nil)), t0)
+	h := newRedisHealth(2, slog.New(slog.NewTextHandler(io.Discard, nil)), t0, nil)
 	steps := []struct {
 		name         string
 		do           func()
@@ -31,10 +31,10 @@ func TestHealthGate(t *testing.T) {
 		upFor        time.Duration // at t0+10s
 	}{
 		{"fresh", func() {}, true, true, 10 * time.Second},
-		{"unreachable closes every shard", func() { h.observe(0, errUnreachable, t0.Add(time.Second)) }, false, false, 0},
-		{"any answer reopens them and restarts the clock", func() { h.observe(1, nil, t0.Add(4*time.Second)) }, true, true, 6 * time.Second},
-		{"a write refusal closes its shard only", func() { h.observe(1, errOOM, t0.Add(5*time.Second)) }, true, false, 6 * time.Second},
-		{"a successful outcome write does not reopen it", func() { h.observe(1, nil, t0.Add(6*time.Second)) }, true, false, 6 * time.Second},
+		{"unreachable closes every shard", func() { h.observe(0, opRead, errUnreachable, t0.Add(time.Second)) }, false, false, 0},
+		{"any answer reopens them and restarts the clock", func() { h.observe(1, opRead, nil, t0.Add(4*time.Second)) }, true, true, 6 * time.Second},
+		{"a write refusal closes its shard only", func() { h.observe(1, opRead, errOOM, t0.Add(5*time.Second)) }, true, false, 6 * time.Second},
+		{"a successful outcome write does not reopen it", func() { h.observe(1, opRead, nil, t0.Add(6*time.Second)) }, true, false, 6 * time.Second},
 		{"a failed probe keeps it closed", func() { h.probed(1, errOOM, t0.Add(7*time.Second)) }, true, false, 6 * time.Second},
 		{"a successful probe reopens it", func() { h.probed(1, nil, t0.Add(8*time.Second)) }, true, true, 6 * time.Second},
 		{"an outcome waiting to be written closes its shard", func() { h.unwritten(0, +1) }, false, true, 6 * time.Second},
@@ -57,7 +57,7 @@ func TestHealthGate(t *testing.T) {
 func TestReclaimerWaitsOutAReconnect(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	hb := providers.HeartbeatConfig{Every: time.Second, StaleAfter: 5 * time.Second}
-	h := newRedisHealth(1, slog.New(slog.NewTextHandler(io.Discard, nil)), t0)
+	h := newRedisHealth(1, slog.New(slog.NewTextHandler(io.Discard, nil)), t0, nil)
 	beat := &heartbeat{}
 	r := &reclaimer{reclaimerParams: reclaimerParams{health: h, heartbeat: beat, hb: hb}}
 	check := func(name string, now time.Time, want bool) {
@@ -74,8 +74,8 @@ func TestReclaimerWaitsOutAReconnect(t *testing.T) {
 		t.Errorf("alive = %v; want the view's two replicas", alive)
 	}
 	check("the view is older than stale_after", t0.Add(11*time.Second), false)
-	h.observe(-1, errUnreachable, t0.Add(12*time.Second))
-	h.observe(-1, nil, t0.Add(20*time.Second))
+	h.observe(-1, opRead, errUnreachable, t0.Add(12*time.Second))
+	h.observe(-1, opRead, nil, t0.Add(20*time.Second))
 	beat.view.Store(&aliveView{names: []string{"w1"}, at: t0.Add(20 * time.Second)})
 	check("back 1 s after an outage, a fresh view", t0.Add(21*time.Second), false)
 	beat.view.Store(&aliveView{names: []string{"w1"}, at: t0.Add(25 * time.Second)})

@@ -55,6 +55,8 @@ func (h *heartbeat) start(wg *sync.WaitGroup) {
 	goCounted(wg, func() {
 		ctx, cancel := untilClosed(h.done)
 		defer cancel()
+		beat := h.cfg.Health.Loop("heartbeat", 3*h.hb.Every+watchdogSlack)
+		defer beat.Done()
 		t := time.NewTicker(h.hb.Every)
 		defer t.Stop()
 		for {
@@ -64,6 +66,7 @@ func (h *heartbeat) start(wg *sync.WaitGroup) {
 				return
 			case <-t.C:
 			}
+			beat.Tick()
 			if err := h.beat(ctx); err != nil && ctx.Err() == nil {
 				h.cfg.Logger.Warn("dispatch: heartbeat failed; trying again at the next period", "err", err, "every", h.hb.Every.String())
 			}
@@ -76,7 +79,7 @@ func (h *heartbeat) start(wg *sync.WaitGroup) {
 func (h *heartbeat) beat(ctx context.Context) error {
 	now := h.cfg.Now()
 	b, err := h.cfg.Store.Heartbeat(ctx, now, h.hb.StaleAfter, h.state())
-	h.health.observe(-1, err, h.cfg.Now())
+	h.health.observe(-1, opHeartbeat, err, h.cfg.Now())
 	if err != nil {
 		return err
 	}

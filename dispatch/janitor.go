@@ -25,7 +25,7 @@ func newJanitor(p janitorParams) *janitor {
 
 // start runs the loop in a goroutine counted in wg; the first round is one period in.
 func (j *janitor) start(wg *sync.WaitGroup) {
-	goCounted(wg, func() { ticking(j.done, j.cfg.JanitorEvery, false, j.cfg.Logger, "consumer janitor", j.clean) })
+	goCounted(wg, func() { ticking(j.done, j.cfg.JanitorEvery, false, j.cfg, "janitor", j.clean) })
 }
 
 // clean asks the store to remove idle, empty consumers from every grouped stream.

@@ -198,7 +198,7 @@ func (l *lane) run() {
 		}
 		entries, err := l.store.ReadLane(ctx, l.shard, l.provider, n, cfg.Block)
 		if ctx.Err() == nil {
-			l.health.observe(l.shard, err, cfg.Now())
+			l.health.observe(l.shard, opRead, err, cfg.Now())
 		}
 		if err != nil {
 			if ctx.Err() != nil {

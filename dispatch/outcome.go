@@ -8,6 +8,7 @@ import (
 
 	"github.com/webpush-gateway/webpush-gateway/stream"
 	"github.com/webpush-gateway/webpush-gateway/taxonomy"
+	"github.com/webpush-gateway/webpush-gateway/telemetry"
 )
 
 // goneMeanwhile is the ledger detail of a retry dropped because its endpoint was reported gone
@@ -189,7 +190,7 @@ func (l *lane) apply(ctx context.Context, e stream.Entry, lj *laneJob, w write) 
 		panic(fmt.Sprintf("dispatch: write of kind %d", w.kind))
 	}
 	var owned bool
-	err := l.health.retry(ctx, nil, e.Shard, what, true, l.cfg.Now, func(ctx context.Context) (err error) {
+	err := l.health.retry(ctx, nil, e.Shard, opWrite, what, true, l.cfg.Now, func(ctx context.Context) (err error) {
 		owned, err = op(ctx)
 		return err
 	})
@@ -201,11 +202,16 @@ func (l *lane) apply(ctx context.Context, e stream.Entry, lj *laneJob, w write) 
 		}
 		l.cfg.Logger.Error("dispatch: outcome not recorded before shutdown; the replica that takes over the entry sends the job again",
 			"shard", e.Shard, "provider", l.provider, "id", logID(id), "code", code, "attempt", lj.attempt, "entry", e.ID, "err", err)
+		return
 	case !owned:
 		// The entry idled past the visibility timeout and another consumer claimed it; that
 		// consumer records it. Nothing was changed here.
 		l.cfg.Logger.Info("dispatch: entry reclaimed by another consumer before it was recorded",
 			"shard", e.Shard, "provider", l.provider, "entry", e.ID)
+		return
+	}
+	l.count(lj, w, verdict)
+	switch {
 	case w.kind == writeRetry && verdict == stream.AckedCopy:
 		l.cfg.Logger.Debug("dispatch: a copy of this job already waits to retry; acknowledged",
 			"shard", e.Shard, "provider", l.provider, "id", w.retry.ID)
@@ -213,5 +219,28 @@ func (l *lane) apply(ctx context.Context, e stream.Entry, lj *laneJob, w write) 
 		// Past a cap the script wrote the dead record itself, with the reason.
 		l.cfg.Logger.Info("dispatch: retry refused by the delayed set; dead-lettered",
 			"shard", e.Shard, "provider", l.provider, "id", w.retry.ID, "verdict", verdict.String())
+	}
+}
+
+// count tells the metrics what a write that went through did: a terminal record, a retry
+// scheduled (a put-back, with the same attempt, is none), a dead letter by its reason.
+func (l *lane) count(lj *laneJob, w write, verdict stream.RetryVerdict) {
+	m := l.cfg.Metrics
+	switch w.kind {
+	case writeFinish:
+		m.JobFinished(l.provider, w.result.Code)
+	case writeDead:
+		if w.dead.Code == string(taxonomy.InvalidJob) {
+			m.DeadLetter(telemetry.DeadInvalidJob)
+		} else {
+			m.DeadLetter(telemetry.DeadRetriesExhausted)
+		}
+	case writeRetry:
+		switch {
+		case verdict == stream.DeadGlobalCap || verdict == stream.DeadRecipientCap:
+			m.DeadLetter(telemetry.DeadCapReached)
+		case verdict == stream.Queued && w.retry.Attempt > lj.attempt:
+			m.RetryScheduled(l.provider, w.retry.Code)
+		}
 	}
 }

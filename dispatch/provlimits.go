@@ -12,6 +12,7 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/limits"
 	"github.com/webpush-gateway/webpush-gateway/providers"
 	"github.com/webpush-gateway/webpush-gateway/taxonomy"
+	"github.com/webpush-gateway/webpush-gateway/telemetry"
 )
 
 // readAhead bounds how far ahead of the token bucket a provider's lanes read: at most about
@@ -108,6 +109,7 @@ func (f *fleetLimits) add(p *providers.Provider, fallback bool) *providerLimits 
 		bucket: limits.NewBucket(p.Rate, max(1, p.Burst)),
 		onChange: func(name string, from, to limits.State) {
 			// Runs under gobreaker's lock: hand the change on and return.
+			cfg.Metrics.BreakerTransition(name, breakerState(to).String())
 			if cfg.OnBreakerChange != nil {
 				cfg.OnBreakerChange(name, from, to)
 			}
@@ -123,6 +125,31 @@ func (f *fleetLimits) add(p *providers.Provider, fallback bool) *providerLimits 
 	f.byID[p.ID] = pl
 	f.order = append(f.order, pl)
 	return pl
+}
+
+// gauges are every provider's in-flight requests and cap, token rate, breaker state and pause,
+// read at scrape time (Metrics.SetProviderSource): in-memory state, never Redis.
+func (f *fleetLimits) gauges() []telemetry.ProviderGauge {
+	all := f.all()
+	out := make([]telemetry.ProviderGauge, 0, len(all))
+	for _, pl := range all {
+		out = append(out, telemetry.ProviderGauge{
+			Provider: pl.id, InFlight: pl.slots.InFlight(), InFlightLimit: pl.slots.Cap(),
+			RatePerSecond: pl.bucket.Rate(), Breaker: breakerState(pl.breaker().State()), Paused: pl.paused.Load(),
+		})
+	}
+	return out
+}
+
+// breakerState is a limits.State as the metrics spell it.
+func breakerState(s limits.State) telemetry.BreakerState {
+	switch s {
+	case limits.HalfOpen:
+		return telemetry.BreakerHalfOpen
+	case limits.Open:
+		return telemetry.BreakerOpen
+	}
+	return telemetry.BreakerClosed
 }
 
 // get is the limits of provider id, nil when this process has none.

@@ -139,7 +139,7 @@ func (e *env) newLaneSet(cfg Config) *laneSet {
 		e.t.Fatal(err)
 	}
 	ls.limits = newFleetLimits(ls.cfg)
-	ls.health = newRedisHealth(cfg.Store.Shards(), cfg.Logger, cfg.Now())
+	ls.health = newRedisHealth(cfg.Store.Shards(), cfg.Logger, cfg.Now(), nil)
 	ls.heartbeat = newHeartbeat(heartbeatParams{cfg: ls.cfg, limits: ls.limits, health: ls.health, hb: cfg.Registry.Heartbeat()})
 	for s := 0; s < cfg.Store.Shards(); s++ {
 		ls.byShard = append(ls.byShard, map[string]*lane{})

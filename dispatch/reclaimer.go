@@ -8,6 +8,7 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/limits"
 	"github.com/webpush-gateway/webpush-gateway/providers"
 	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/telemetry"
 )
 
 // reclaimRounds bounds the intake reclaim calls per shard per tick; the next tick continues.
@@ -54,7 +55,7 @@ func newReclaimer(p reclaimerParams) *reclaimer {
 
 // start runs the loop in a goroutine counted in wg; the first round is one period in.
 func (r *reclaimer) start(wg *sync.WaitGroup) {
-	goCounted(wg, func() { ticking(r.done, r.cfg.ReclaimEvery, false, r.cfg.Logger, "reclaim", r.reclaim) })
+	goCounted(wg, func() { ticking(r.done, r.cfg.ReclaimEvery, false, r.cfg, "reclaimer", r.reclaim) })
 }
 
 // allowed reports whether this round may reclaim, and which consumers' entries to spare: none
@@ -152,12 +153,21 @@ func (r *reclaimer) room(p string) int {
 func (r *reclaimer) claim(ctx context.Context, shard int, stream string, count int, alive []string) ([]stream.Entry, error) {
 	cfg := r.cfg
 	claimed, dead, err := cfg.Store.Reclaim(ctx, shard, stream, cfg.VisibilityTimeout, count, cfg.MaxDeliveries, alive...)
-	r.health.observe(shard, err, cfg.Now())
+	r.health.observe(shard, opReclaim, err, cfg.Now())
 	if err != nil {
 		return nil, err
 	}
-	if dead > 0 {
-		cfg.Logger.Warn("dispatch: entries delivered too many times dead-lettered", "stream", stream, "count", dead)
+	if dead.TooManyDeliveries > 0 {
+		cfg.Logger.Warn("dispatch: entries delivered too many times dead-lettered", "stream", stream, "count", dead.TooManyDeliveries)
+	}
+	if dead.Invalid > 0 {
+		cfg.Logger.Info("dispatch: reclaimed intake entries that break the entry rules dead-lettered", "stream", stream, "count", dead.Invalid)
+	}
+	for range dead.TooManyDeliveries {
+		cfg.Metrics.DeadLetter(telemetry.DeadTooManyDeliveries)
+	}
+	for range dead.Invalid {
+		cfg.Metrics.DeadLetter(telemetry.DeadInvalidJob)
 	}
 	if len(claimed) > 0 {
 		cfg.Logger.Info("dispatch: entries reclaimed", "stream", stream, "count", len(claimed))

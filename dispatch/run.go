@@ -66,8 +66,10 @@ func (w *Worker) Run(ctx context.Context) error {
 		return err
 	}
 
+	cfg.Health.SetReady("groups", true, "")
 	w.limits = newFleetLimits(cfg)
-	w.health = newRedisHealth(cfg.Store.Shards(), log, cfg.Now())
+	w.health = newRedisHealth(cfg.Store.Shards(), log, cfg.Now(), cfg.Metrics)
+	cfg.Metrics.SetProviderSource(w.limits.gauges)
 	// The first heartbeat and budget round run before any lane reads, so no replica sends at
 	// the whole fleet's rate, nor with the wrong caps, while it learns its share.
 	hb := newHeartbeat(heartbeatParams{cfg: cfg, limits: w.limits, health: w.health, hb: cfg.registry().Heartbeat()})
@@ -105,6 +107,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	prom := newPromoter(promoterParams{cfg: cfg})
 	jan := newJanitor(janitorParams{cfg: cfg, lanes: w.lanes})
 	probe := newProber(proberParams{cfg: cfg, health: w.health})
+	st := newStats(statsParams{cfg: cfg, lanes: w.lanes, heartbeat: hb, health: w.health})
 
 	for _, in := range intakes {
 		in.start(&readers)
@@ -113,6 +116,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	prom.start(&fleet)
 	jan.start(&fleet)
 	probe.start(&fleet)
+	st.start(&fleet)
 	hb.start(&fleet)
 	if bud != nil {
 		bud.start(&fleet)
@@ -128,6 +132,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 	}
 	w.stopping.Store(true)
+	cfg.Health.Draining()
 	// The grace period counts from the cancellation: sends keep running while readers stop.
 	grace := time.NewTimer(cfg.Grace)
 	defer grace.Stop()
@@ -159,6 +164,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	prom.shutdown()
 	jan.shutdown()
 	probe.shutdown()
+	st.shutdown()
 	hb.shutdown()
 	if bud != nil {
 		bud.shutdown()
