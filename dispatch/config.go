@@ -111,6 +111,10 @@ type Config struct {
 	Signatures func() map[string]uint64
 	// StatsEvery is how often the queue gauges are read from Redis (one script per shard).
 	StatsEvery time.Duration
+	// EndpointHashKey keys the endpoint hash in the log line of every terminal outcome
+	// (telemetry.EndpointHash): the same key on every replica lets lines about one endpoint be
+	// found together without any of them holding it. Nil leaves the hash out.
+	EndpointHashKey []byte
 
 	// OnBreakerChange, when set, is told every state change of a provider's ratio breaker
 	// (for metrics and tests). It runs under the breaker's lock: it must only count or hand the

@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -155,11 +156,16 @@ func (l *lane) run() {
 			// Logged here rather than in the breaker's hook, which runs under its lock. Every
 			// lane of the provider sees the change; the first shard's lane tells it.
 			if l.shard == 0 {
-				level := slog.LevelInfo
+				level, attrs := slog.LevelInfo, []any{"provider", l.provider, "was", last.String()}
 				if state == limits.Open {
+					// Why: the failures (5xx, 429, transport errors) of at least min_samples
+					// outcomes in the window reached the failure ratio.
+					b := l.lim.provider().Breaker
 					level = slog.LevelWarn
+					attrs = append(attrs, "why", fmt.Sprintf("failures reached %g of the outcomes (at least %d) within %s",
+						b.FailureRatio, b.MinSamples, b.Window), "cooldown", b.Cooldown.String())
 				}
-				log.Log(ctx, level, "dispatch: provider breaker "+state.String(), "provider", l.provider, "was", last.String())
+				log.Log(ctx, level, "dispatch: provider breaker "+state.String(), attrs...)
 			}
 			last = state
 		}

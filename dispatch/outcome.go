@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"time"
 
@@ -211,6 +212,9 @@ func (l *lane) apply(ctx context.Context, e stream.Entry, lj *laneJob, w write) 
 		return
 	}
 	l.count(lj, w, verdict)
+	if w.kind == writeFinish {
+		l.logFinished(e, lj, w.result)
+	}
 	switch {
 	case w.kind == writeRetry && verdict == stream.AckedCopy:
 		l.cfg.Logger.Debug("dispatch: a copy of this job already waits to retry; acknowledged",
@@ -220,6 +224,25 @@ func (l *lane) apply(ctx context.Context, e stream.Entry, lj *laneJob, w write) 
 		l.cfg.Logger.Info("dispatch: retry refused by the delayed set; dead-lettered",
 			"shard", e.Shard, "provider", l.provider, "id", w.retry.ID, "verdict", verdict.String())
 	}
+}
+
+// logFinished is the one line of a terminal outcome: at debug level for ACCEPTED, at info for
+// every other code. It carries the endpoint's keyed hash, never the endpoint.
+func (l *lane) logFinished(e stream.Entry, lj *laneJob, r stream.Result) {
+	level := slog.LevelInfo
+	if r.Code == string(taxonomy.Accepted) {
+		level = slog.LevelDebug
+	}
+	log := l.cfg.Logger
+	if !log.Enabled(context.Background(), level) {
+		return
+	}
+	attrs := []any{"shard", e.Shard, "provider", l.provider, "id", logID(r.ID), "code", r.Code, "status", r.Status,
+		"attempt", r.Attempt, "latency", r.Latency}
+	if key := l.cfg.EndpointHashKey; key != nil && lj.job != nil {
+		attrs = append(attrs, "endpoint_hash", telemetry.EndpointHash(key, lj.job.Subscription.Endpoint))
+	}
+	log.Log(context.Background(), level, "dispatch: job finished", attrs...)
 }
 
 // count tells the metrics what a write that went through did: a terminal record, a retry
