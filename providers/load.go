@@ -26,6 +26,16 @@ var idPattern = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
 // Load reads and parses a registry file. Problems in the file come back as a List; a file that
 // cannot be read comes back as the os error, wrapped.
 func Load(path string) (*Registry, error) {
+	data, err := readFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(path, data)
+}
+
+// readFile reads at most one byte more than MaxFileSize, so Parse can refuse a larger file
+// without this reading all of it.
+func readFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("providers: read registry: %w", err)
@@ -35,7 +45,7 @@ func Load(path string) (*Registry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("providers: read registry: %w", err)
 	}
-	return Parse(path, data)
+	return data, nil
 }
 
 // Parse checks a registry file's content and builds the Registry; filename only labels errors.
