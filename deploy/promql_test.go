@@ -339,7 +339,7 @@ func TestRulesUseWorkerMetrics(t *testing.T) {
 		t.Run(dir, func(t *testing.T) {
 			b := build(t, dir)
 			exprs, recorded := ruleExprs(b.rules[0])
-			qc := queryContext{families: contractMetrics, recorded: recorded, providerIDs: providerIDs(registryOf(t, b))}
+			qc := queryContext{families: contractMetrics, recorded: recorded, providerIDs: registryOf(t, b).IDs()}
 			keys := make([]string, 0, len(exprs))
 			for k := range exprs {
 				keys = append(keys, k)

@@ -20,7 +20,7 @@ import (
 func TestMetricsFollowTheRun(t *testing.T) {
 	e := newEnv(t, envOptions{wallClock: true, registry: testRegistry(map[string]string{"apple": "breaker: {cooldown: 30s}"})})
 	reg := telemetry.NewRegistry()
-	m, err := telemetry.NewMetrics(reg, telemetry.MetricsOptions{Providers: providerIDs(e.reg), Keys: []string{"default"}, Version: "test", GoVersion: "go"})
+	m, err := telemetry.NewMetrics(reg, telemetry.MetricsOptions{Providers: e.reg.IDs(), Keys: []string{"default"}, Version: "test", GoVersion: "go"})
 	if err != nil {
 		t.Fatal(err)
 	}

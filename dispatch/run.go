@@ -52,7 +52,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	cfg := &w.cfg
 	log := cfg.Logger
-	ids := providerIDs(cfg.registry())
+	ids := cfg.registry().IDs()
 	// Redis may still be starting (a pod and its Redis come up together): keep trying, for
 	// up to StartupTimeout in all.
 	start, cancelStart := context.WithTimeout(ctx, cfg.StartupTimeout)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -86,7 +85,7 @@ func (w *Worker) apply(ctx context.Context, r reload) error {
 	old := cfg.registry()
 	next := r.reg
 	var removed []string
-	for _, id := range providerIDs(old) {
+	for _, id := range old.IDs() {
 		if _, ok := next.Provider(id); !ok {
 			removed = append(removed, id)
 		}
@@ -104,7 +103,7 @@ func (w *Worker) apply(ctx context.Context, r reload) error {
 	}
 	if len(added) > 0 {
 		// Groups first, so that no entry routed to a new lane waits in a stream no group reads.
-		if err := cfg.Store.Setup(ctx, providerIDs(next)); err != nil {
+		if err := cfg.Store.Setup(ctx, next.IDs()); err != nil {
 			return fmt.Errorf("dispatch: reload: create the new lanes' groups: %w", err)
 		}
 	}
@@ -125,7 +124,7 @@ func (w *Worker) apply(ctx context.Context, r reload) error {
 	}
 	cfg.live.reg.Store(next)
 	w.limits.share(cfg.Now(), w.limits.live())
-	cfg.Metrics.SetProviders(providerIDs(next))
+	cfg.Metrics.SetProviders(next.IDs())
 
 	var restart []string
 	if old.Heartbeat() != next.Heartbeat() {
@@ -169,13 +168,4 @@ func (w *Worker) allLanes() []*lane {
 		}
 	}
 	return out
-}
-
-// providerIDs are reg's provider ids, in registry order.
-func providerIDs(reg *providers.Registry) []string {
-	var ids []string
-	for _, p := range reg.Providers() {
-		ids = append(ids, p.ID)
-	}
-	return slices.Clip(ids)
 }
