@@ -4,9 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"log/slog"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -17,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/expfmt"
 
+	"github.com/webpush-gateway/webpush-gateway/internal/promtool"
 	"github.com/webpush-gateway/webpush-gateway/taxonomy"
 )
 
@@ -162,35 +160,7 @@ func TestPromtoolCheckMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkWithPromtool(t, text)
-}
-
-// checkWithPromtool runs `promtool check metrics` on a scrape's text.
-func checkWithPromtool(t *testing.T, text []byte) {
-	t.Helper()
-	cmd := exec.Command(promtool(t), "check", "metrics")
-	cmd.Stdin = bytes.NewReader(text)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("promtool check metrics: %v\n%s", err, out)
-	}
-}
-
-// promtool finds Prometheus's promtool on the PATH or where scripts/install-deps.sh puts it
-// (bin/promtool at the repository root), and fails the test when it is in neither.
-func promtool(t *testing.T) string {
-	t.Helper()
-	if p, err := exec.LookPath("promtool"); err == nil {
-		return p
-	}
-	local, err := filepath.Abs(filepath.Join("..", "bin", "promtool"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fi, err := os.Stat(local); err == nil && fi.Mode()&0o111 != 0 {
-		return local
-	}
-	t.Fatalf("promtool is not on the PATH nor at %s: run `make deps` (scripts/install-deps.sh extracts it from Debian's prometheus package)", local)
-	return ""
+	promtool.CheckMetrics(t, text)
 }
 
 // TestSeriesExistAtZero: before any event, every provider x code series of the counters is
