@@ -5,51 +5,80 @@
 // stream names, metric names, the registry, the grace period).
 package deploy_test
 
-import "time"
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
 
-// The names the worker exposes, as the contract between the worker and its deployment fixes
-// them. Every check reads them from here; when the worker's listener and metrics land, these
-// are the values to take from its own constants, and contractMetrics is what a scrape of a
-// running worker lists.
-const (
-	httpPortName = "http" // container port name of `run --http`
-	httpPort     = 9090   // its default port
-	livezPath    = "/livez"
-	readyzPath   = "/readyz"
-	metricsPath  = "/metrics"
-	defaultGrace = 25 * time.Second // --grace when GATEWAY_GRACE is not set
+	"github.com/webpush-gateway/webpush-gateway/dispatch"
+	"github.com/webpush-gateway/webpush-gateway/telemetry"
 )
 
-// metricFamily is one metric of the contract: its type and its labels.
+// The names the worker exposes, taken from its own constants: every check reads them from
+// here.
+const (
+	httpPortName = "http" // container port name of `run --http`
+	livezPath    = telemetry.LivezPath
+	readyzPath   = telemetry.ReadyzPath
+	metricsPath  = telemetry.MetricsPath
+	defaultGrace = dispatch.DefaultGrace // --grace when GATEWAY_GRACE is not set
+)
+
+// httpPort is the port of run's default --http.
+var httpPort = func() int32 {
+	_, p, err := net.SplitHostPort(telemetry.DefaultAddr)
+	n, _ := strconv.Atoi(p)
+	if err != nil || n == 0 {
+		panic(fmt.Sprintf("telemetry.DefaultAddr %q has no port", telemetry.DefaultAddr))
+	}
+	return int32(n)
+}()
+
+// metricFamily is one metric the worker exports: its type and its labels.
 type metricFamily struct {
 	typ    string // counter, gauge, histogram
 	labels []string
 }
 
-var contractMetrics = map[string]metricFamily{
-	"webpush_sends_total":                             {"counter", []string{"provider", "code"}},
-	"webpush_send_duration_seconds":                   {"histogram", []string{"provider"}},
-	"webpush_inflight_requests":                       {"gauge", []string{"provider"}},
-	"webpush_inflight_limit":                          {"gauge", []string{"provider"}},
-	"webpush_rate_limit_per_second":                   {"gauge", []string{"provider"}},
-	"webpush_breaker_state":                           {"gauge", []string{"provider"}},
-	"webpush_breaker_transitions_total":               {"counter", []string{"provider", "to"}},
-	"webpush_jobs_finished_total":                     {"counter", []string{"provider", "code"}},
-	"webpush_retries_scheduled_total":                 {"counter", []string{"provider", "code"}},
-	"webpush_dead_letters_total":                      {"counter", []string{"reason"}},
-	"webpush_unknown_authority_total":                 {"counter", nil},
-	"webpush_vapid_signatures_total":                  {"counter", []string{"key"}},
-	"webpush_queue_entries":                           {"gauge", []string{"shard", "stream"}},
-	"webpush_queue_lag_entries":                       {"gauge", []string{"shard", "stream"}},
-	"webpush_oldest_pending_age_seconds":              {"gauge", []string{"shard", "stream"}},
-	"webpush_queue_stats_refreshed_timestamp_seconds": {"gauge", nil},
-	"webpush_replicas":                                {"gauge", nil},
-	"webpush_redis_errors_total":                      {"counter", []string{"op"}},
-	"webpush_registry_reload_success":                 {"gauge", nil},
-	"webpush_registry_reload_timestamp_seconds":       {"gauge", nil},
-	"webpush_build_info":                              {"gauge", []string{"version", "goversion"}},
-	"webpush_provider_paused":                         {"gauge", []string{"provider"}},
-}
+// contractMetrics is every family the worker's metrics export, gathered from the telemetry
+// package's own registry after one event of each kind, so that a renamed metric or label in
+// the worker fails the deploy checks, not a scrape in production.
+var contractMetrics = func() map[string]metricFamily {
+	reg := telemetry.NewRegistry()
+	m, err := telemetry.NewMetrics(reg, telemetry.MetricsOptions{Providers: []string{"fcm"}, Keys: []string{"default"}, Version: "v", GoVersion: "go"})
+	if err != nil {
+		panic(err)
+	}
+	m.Send("fcm", "ACCEPTED", time.Millisecond, "job")
+	m.BreakerTransition("fcm", "open")
+	m.JobFinished("fcm", "ACCEPTED")
+	m.RetryScheduled("fcm", "PROVIDER_DOWN")
+	m.DeadLetter(telemetry.DeadRetriesExhausted)
+	m.UnknownAuthority()
+	m.RedisError("read")
+	m.RegistryReload(true, time.Now())
+	m.SetReplicas(1)
+	m.SetProviderSource(func() []telemetry.ProviderGauge { return []telemetry.ProviderGauge{{Provider: "fcm"}} })
+	m.SetQueueStats([]telemetry.QueueStat{{Stream: telemetry.StreamIntake, Entries: 1, Lag: 1, HasPending: true}}, time.Now())
+	fams, err := reg.Gather()
+	if err != nil {
+		panic(err)
+	}
+	out := map[string]metricFamily{}
+	for _, f := range fams {
+		if !strings.HasPrefix(f.GetName(), "webpush_") {
+			continue // the Go and process collectors
+		}
+		var labels []string
+		for _, l := range f.GetMetric()[0].GetLabel() {
+			labels = append(labels, l.GetName())
+		}
+		out[f.GetName()] = metricFamily{strings.ToLower(f.GetType().String()), labels}
+	}
+	return out
+}()
 
 // queueGauges read the same Redis on every replica, so every replica reports the same value:
 // combining them across replicas takes max, never sum (a sum would count each entry once per

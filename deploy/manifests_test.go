@@ -164,7 +164,7 @@ func checkWorkerPod(t *testing.T, b *built, d *appsv1.Deployment, c *corev1.Cont
 	if port == nil || port.ContainerPort != httpPort {
 		bad("container port %q must be %d (run --http's): %+v", httpPortName, httpPort, c.Ports)
 	}
-	if _, p, err := net.SplitHostPort(e["GATEWAY_HTTP"]); err != nil || p != strconv.Itoa(httpPort) {
+	if _, p, err := net.SplitHostPort(e["GATEWAY_HTTP"]); err != nil || p != strconv.Itoa(int(httpPort)) {
 		bad("GATEWAY_HTTP %q must listen on port %d", e["GATEWAY_HTTP"], httpPort)
 	}
 	probe := func(name string, p *corev1.Probe, wantPath string) {

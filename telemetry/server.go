@@ -15,6 +15,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
+// DefaultAddr is the listener's address unless run's --http says otherwise.
+const DefaultAddr = ":9090"
+
 // The listener's paths.
 const (
 	MetricsPath = "/metrics"
