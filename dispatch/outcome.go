@@ -124,7 +124,7 @@ func (l *lane) afterSend(lj *laneJob, out taxonomy.Outcome, r stream.Result) wri
 				ID: j.ID, Provider: l.provider, Recipient: j.Recipient, Due: due, Attempt: lj.attempt + 1,
 				Job: lj.raw, EnqueuedAtMs: lj.enqueued.UnixMilli(),
 				MaxDelayed: capArg(cfg.MaxDelayed), MaxPerRecipient: capArg(cfg.MaxPerRecipient),
-				Code: string(out.Code), At: r.At,
+				Code: string(out.Code), Detail: out.Detail, At: r.At,
 			}}
 		}
 	}
