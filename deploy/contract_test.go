@@ -57,7 +57,7 @@ var contractMetrics = func() map[string]metricFamily {
 	m.RetryScheduled("fcm", "PROVIDER_DOWN")
 	m.DeadLetter(telemetry.DeadRetriesExhausted)
 	m.UnknownAuthority()
-	m.RedisError("read")
+	m.RedisError(telemetry.OpRead)
 	m.RegistryReload(true, time.Now())
 	m.SetReplicas(1)
 	m.SetProviderSource(func() []telemetry.ProviderGauge { return []telemetry.ProviderGauge{{Provider: "fcm"}} })

@@ -12,6 +12,7 @@ import (
 	jobfmt "github.com/webpush-gateway/webpush-gateway/job" // "job" names one job in this package
 	"github.com/webpush-gateway/webpush-gateway/limits"
 	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/telemetry"
 )
 
 // gatherWait is how long a lane whose slots are nearly all taken waits for a few more to come
@@ -204,7 +205,7 @@ func (l *lane) run() {
 		}
 		entries, err := l.store.ReadLane(ctx, l.shard, l.provider, n, cfg.Block)
 		if ctx.Err() == nil {
-			l.health.observe(l.shard, opRead, err, cfg.Now())
+			l.health.observe(l.shard, telemetry.OpRead, err, cfg.Now())
 		}
 		if err != nil {
 			if ctx.Err() != nil {

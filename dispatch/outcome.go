@@ -191,7 +191,7 @@ func (l *lane) apply(ctx context.Context, e stream.Entry, lj *laneJob, w write) 
 		panic(fmt.Sprintf("dispatch: write of kind %d", w.kind))
 	}
 	var owned bool
-	err := l.health.retry(ctx, nil, e.Shard, opWrite, what, true, l.cfg.Now, func(ctx context.Context) (err error) {
+	err := l.health.retry(ctx, nil, e.Shard, telemetry.OpWrite, what, true, l.cfg.Now, func(ctx context.Context) (err error) {
 		owned, err = op(ctx)
 		return err
 	})

@@ -79,7 +79,7 @@ func populate(m *Metrics) {
 	m.DeadLetter(DeadRetriesExhausted)
 	m.UnknownAuthority()
 	m.VAPIDSignatures("main", 10)
-	m.RedisError("read")
+	m.RedisError(OpRead)
 	m.RegistryReload(true, t0)
 	m.SetReplicas(3)
 	m.SetProviderSource(func() []ProviderGauge {
@@ -249,8 +249,8 @@ func TestEventValues(t *testing.T) {
 	m.VAPIDSignatures("main", 5)
 	m.VAPIDSignatures("main", 9)
 	m.VAPIDSignatures("main", 7) // smaller: ignored
-	m.RedisError("write")
-	m.RedisError("write")
+	m.RedisError(OpWrite)
+	m.RedisError(OpWrite)
 
 	for _, c := range []struct {
 		name string
@@ -522,9 +522,10 @@ webpush_replicas 4
 	}
 }
 
-// TestOpenLabelSetsAreCapped: a caller passing ever new Redis operation names or VAPID keys
-// stops adding series at MaxLabelValues; the rest count as other, and the first is logged.
-func TestOpenLabelSetsAreCapped(t *testing.T) {
+// TestLabelSetsAreBounded: a caller passing ever new VAPID keys stops adding series at
+// MaxLabelValues, and a Redis operation outside the fixed set adds none; the rest count as
+// other, and the first of each is logged.
+func TestLabelSetsAreBounded(t *testing.T) {
 	var logs bytes.Buffer
 	reg := prometheus.NewRegistry()
 	m, err := NewMetrics(reg, MetricsOptions{Keys: []string{"main"}, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
@@ -532,24 +533,28 @@ func TestOpenLabelSetsAreCapped(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 100 {
-		m.RedisError(fmt.Sprintf("op%d", i))
+		m.RedisError(RedisOp(fmt.Sprintf("op%d", i)))
 		m.VAPIDSignatures(fmt.Sprintf("key%d", i), uint64(i+1))
 	}
-	if n, _ := testutil.GatherAndCount(reg, RedisErrorsTotal); n != MaxLabelValues+1 {
-		t.Errorf("%d redis error series, want %d", n, MaxLabelValues+1)
+	m.RedisError(OpProbe)
+	if n, _ := testutil.GatherAndCount(reg, RedisErrorsTotal); n != len(redisOps) {
+		t.Errorf("%d redis error series, want the %d operations", n, len(redisOps))
 	}
 	if n, _ := testutil.GatherAndCount(reg, VAPIDSignaturesTotal); n != MaxLabelValues+1 {
 		t.Errorf("%d signature series, want %d", n, MaxLabelValues+1)
 	}
-	if got, want := testutil.ToFloat64(m.redisErrs.WithLabelValues(OtherLabel)), float64(100-MaxLabelValues); got != want {
-		t.Errorf("redis errors counted as other = %v, want %v", got, want)
+	if got := testutil.ToFloat64(m.redisErrs.WithLabelValues(string(OpOther))); got != 100 {
+		t.Errorf("redis errors counted as other = %v, want 100", got)
+	}
+	if got := testutil.ToFloat64(m.redisErrs.WithLabelValues(string(OpProbe))); got != 1 {
+		t.Errorf("probe errors = %v, want 1", got)
 	}
 	// Keys key31..key99 overflow (main takes one place): the other series follows their largest total.
 	if got := testutil.ToFloat64(m.signatures.WithLabelValues(OtherLabel)); got != 100 {
 		t.Errorf("signatures counted as other = %v, want 100", got)
 	}
 	out := logs.String()
-	for _, want := range []string{"metric=" + RedisErrorsTotal, "value=op32", "metric=" + VAPIDSignaturesTotal, "value=key31"} {
+	for _, want := range []string{"metric=" + RedisErrorsTotal, "value=op0", "metric=" + VAPIDSignaturesTotal, "value=key31"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("log lacks %q:\n%s", want, out)
 		}
