@@ -279,7 +279,7 @@ func TestDeadReplayMovesEachRecordOnce(t *testing.T) {
 	var wout, werr lockedBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- runMain(wctx, []string{"run", "--redis", d.srv.URL(), "--shards", "2", "--vapid-key", d.key,
+		done <- runMain(wctx, []string{"run", "--http", "", "--redis", d.srv.URL(), "--shards", "2", "--vapid-key", d.key,
 			"--subject", "mailto:ops@example.com", "--block", "100ms", "--grace", "1s"}, &wout, &werr)
 	}()
 	deadline := time.Now().Add(30 * time.Second)

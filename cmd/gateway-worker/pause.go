@@ -127,6 +127,7 @@ func hasLane(lanes map[int][]string, provider string) bool {
 	return false
 }
 
+// registryName is how messages name the registry of --registry path.
 func registryName(path string) string {
 	if path == "" {
 		return cli.BuiltinRegistryName

@@ -19,6 +19,10 @@ type Transport struct {
 	Subject   string
 	// JobIDHeader is not a flag of send; run sets it from --job-id-header.
 	JobIDHeader string
+
+	// signer is made by the first Sender and shared by every later one, so that a registry
+	// reload keeps the VAPID cache and the signature counts.
+	signer *vapid.Signer
 }
 
 // Register defines the flags on fs: the registry and the network ones under "Delivery", the
@@ -45,11 +49,15 @@ func LoadRegistry(path string) (*providers.Registry, error) {
 	return providers.Load(path)
 }
 
-// Sender builds the adapter set for reg from the flags.
+// Sender builds the adapter set for reg from the flags. Every Sender of one Transport signs
+// with the same Signer. Not safe for concurrent use.
 func (t *Transport) Sender(reg *providers.Registry) (*adapter.Sender, error) {
-	signer, err := vapid.NewSigner(vapid.SignerOptions{Subject: t.Subject})
-	if err != nil {
-		return nil, fmt.Errorf("--subject: %w", err)
+	if t.signer == nil {
+		signer, err := vapid.NewSigner(vapid.SignerOptions{Subject: t.Subject})
+		if err != nil {
+			return nil, fmt.Errorf("--subject: %w", err)
+		}
+		t.signer = signer
 	}
 	connectTo, err := adapter.ParseConnectTo(t.ConnectTo)
 	if err != nil {
@@ -67,5 +75,5 @@ func (t *Transport) Sender(reg *providers.Registry) (*adapter.Sender, error) {
 		}
 		allow = append(allow, p)
 	}
-	return adapter.New(adapter.Config{Registry: reg, Signer: signer, ConnectTo: connectTo, RootCAs: roots, Allow: allow, JobIDHeader: t.JobIDHeader})
+	return adapter.New(adapter.Config{Registry: reg, Signer: t.signer, ConnectTo: connectTo, RootCAs: roots, Allow: allow, JobIDHeader: t.JobIDHeader})
 }
