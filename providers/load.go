@@ -23,7 +23,7 @@ const MaxFileSize = 1 << 20
 
 var idPattern = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
 
-// Load reads and parses a registry file. Problems in the file come back as a List; a file that
+// Load reads and parses a registry file. Problems in the file come back as Errors; a file that
 // cannot be read comes back as the os error, wrapped.
 func Load(path string) (*Registry, error) {
 	data, err := readFile(path)
@@ -49,7 +49,7 @@ func readFile(path string) ([]byte, error) {
 }
 
 // Parse checks a registry file's content and builds the Registry; filename only labels errors.
-// Every problem found is returned at once, as a List in line order.
+// Every problem found is returned at once, as Errors in line order.
 func Parse(filename string, data []byte) (*Registry, error) {
 	d := &decoder{file: filename}
 	var reg *Registry
@@ -66,7 +66,7 @@ func Parse(filename string, data []byte) (*Registry, error) {
 // decoder collects problems while walking one file's node tree.
 type decoder struct {
 	file string
-	errs List
+	errs Errors
 }
 
 func (d *decoder) add(line int, field, problem string) {

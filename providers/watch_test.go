@@ -61,9 +61,9 @@ func TestWatcherDebouncesAndReportsOnce(t *testing.T) {
 	writeFile(t, path, watchBad)
 	quiet("first read of a bad edit")
 	_, err, ok = w.poll()
-	var list List
+	var list Errors
 	if !ok || !errors.As(err, &list) || !strings.Contains(err.Error(), path+":5: providers[0].rate:") {
-		t.Fatalf("bad edit: %v, %v; want a List naming %s:5 providers[0].rate", err, ok, path)
+		t.Fatalf("bad edit: %v, %v; want a Errors naming %s:5 providers[0].rate", err, ok, path)
 	}
 	quiet("the bad edit again")
 	quiet("the bad edit a third time")

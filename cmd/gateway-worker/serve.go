@@ -193,7 +193,7 @@ func (r *reloader) apply(ctx context.Context, reg *providers.Registry, err error
 // file:line, and sets the success gauge to 0. Readiness stays: the running table is good.
 func (r *reloader) refused(err error) {
 	r.metrics.RegistryReload(false, time.Now())
-	var list providers.List
+	var list providers.Errors
 	if errors.As(err, &list) {
 		for _, e := range list {
 			r.log.Error("registry reload refused; the running table stays in force", "err", e.Error(),

@@ -75,5 +75,5 @@ func (t *Transport) Sender(reg *providers.Registry) (*adapter.Sender, error) {
 		}
 		allow = append(allow, p)
 	}
-	return adapter.New(adapter.Config{Registry: reg, Signer: t.signer, ConnectTo: connectTo, RootCAs: roots, Allow: allow, JobIDHeader: t.JobIDHeader})
+	return adapter.NewSender(adapter.Config{Registry: reg, Signer: t.signer, ConnectTo: connectTo, RootCAs: roots, Allow: allow, JobIDHeader: t.JobIDHeader})
 }
