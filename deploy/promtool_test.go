@@ -11,7 +11,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/webpush-gateway/webpush-gateway/internal/promtool"
+	"github.com/webpush-gateway/webpush-gateway/internal/metricstest"
 )
 
 // rulesTests is the promtool unit test file, relative to deploy/.
@@ -40,7 +40,7 @@ func writeRules(t *testing.T, b *built, dir string) string {
 
 func runPromtool(t *testing.T, dir string, args ...string) {
 	t.Helper()
-	cmd := exec.Command(promtool.Path(t), args...)
+	cmd := exec.Command(metricstest.Promtool(t), args...)
 	cmd.Dir = dir
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)

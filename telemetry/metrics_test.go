@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/expfmt"
 
-	"github.com/webpush-gateway/webpush-gateway/internal/promtool"
+	"github.com/webpush-gateway/webpush-gateway/internal/metricstest"
 	"github.com/webpush-gateway/webpush-gateway/taxonomy"
 )
 
@@ -160,7 +160,7 @@ func TestPromtoolCheckMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	promtool.CheckMetrics(t, text)
+	metricstest.CheckMetrics(t, text)
 }
 
 // TestSeriesExistAtZero: before any event, every provider x code series of the counters is

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/webpush-gateway/webpush-gateway/internal/promtool"
+	"github.com/webpush-gateway/webpush-gateway/internal/metricstest"
 	"go.uber.org/goleak"
 )
 
@@ -132,7 +132,7 @@ func TestServerMetricsTextAndOpenMetrics(t *testing.T) {
 			t.Errorf("text scrape lacks %q", want)
 		}
 	}
-	promtool.CheckMetrics(t, []byte(text))
+	metricstest.CheckMetrics(t, []byte(text))
 
 	code, ctype, om := ts.get(MetricsPath, "application/openmetrics-text;version=1.0.0")
 	if code != http.StatusOK || !strings.HasPrefix(ctype, "application/openmetrics-text") {

@@ -14,47 +14,22 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
-
-	"github.com/webpush-gateway/webpush-gateway/internal/promtool"
+	"github.com/webpush-gateway/webpush-gateway/internal/metricstest"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/stream"
 	"github.com/webpush-gateway/webpush-gateway/taxonomy"
 )
 
-// observeRegistry gives autopush a breaker that opens after five failures and stays open for
-// the rest of the test.
-const observeRegistry = `
-version: 1
-defaults:
-  max_in_flight: 8
-  rate: 10000
-  burst: 1000
-  timeout: 5s
-  connect_timeout: 2s
-  tls_timeout: 2s
-  response_header_timeout: 4s
-providers:
-  - id: fcm
-    hosts: [fcm.googleapis.com]
-  - id: autopush
-    hosts: [push.services.mozilla.com]
-    breaker: {failure_ratio: 0.5, window: 1m, min_samples: 5, cooldown: 10m}
-  - id: apple
-    hosts: [web.push.apple.com]
-  - id: wns
-    hosts: [notify.windows.com]
-  - id: fallback
-    kind: generic
-`
+// observeRegistry is the crash tests' registry with an autopush breaker that opens after five
+// failures and stays open for the rest of the test.
+var observeRegistry = strings.Replace(testRegistry, "    hosts: [push.services.mozilla.com]\n",
+	"    hosts: [push.services.mozilla.com]\n    breaker: {failure_ratio: 0.5, window: 1m, min_samples: 5, cooldown: 10m}\n", 1)
 
 // scrape is one read of /metrics.
 type scrape struct {
+	metricstest.Families
 	t    *testing.T
 	text []byte
-	fams map[string]*dto.MetricFamily
 }
 
 func (c *cluster) scrape(addr string) scrape {
@@ -63,57 +38,14 @@ func (c *cluster) scrape(addr string) scrape {
 	if status != http.StatusOK {
 		c.t.Fatalf("GET /metrics: %d\n%s", status, body)
 	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(bytes.NewReader(body))
-	if err != nil {
-		c.t.Fatalf("parse /metrics: %v", err)
-	}
-	return scrape{t: c.t, text: body, fams: fams}
+	return scrape{Families: metricstest.Parse(c.t, body), t: c.t, text: body}
 }
 
-// value is the value of the series of name with exactly these labels; the test fails when
-// there is no such series.
+// value is the value of the series of name with these labels; the test fails when there is
+// none.
 func (s scrape) value(name string, labels ...string) float64 {
 	s.t.Helper()
-	v, ok := s.lookup(name, labels...)
-	if !ok {
-		s.t.Fatalf("no series %s%v in the scrape", name, labels)
-	}
-	return v
-}
-
-func (s scrape) lookup(name string, labels ...string) (float64, bool) {
-	fam := s.fams[name]
-	if fam == nil {
-		return 0, false
-	}
-	want := map[string]string{}
-	for i := 0; i+1 < len(labels); i += 2 {
-		want[labels[i]] = labels[i+1]
-	}
-	for _, m := range fam.GetMetric() {
-		if len(m.GetLabel()) != len(want) {
-			continue
-		}
-		match := true
-		for _, l := range m.GetLabel() {
-			if want[l.GetName()] != l.GetValue() {
-				match = false
-			}
-		}
-		if !match {
-			continue
-		}
-		switch {
-		case m.Counter != nil:
-			return m.GetCounter().GetValue(), true
-		case m.Gauge != nil:
-			return m.GetGauge().GetValue(), true
-		case m.Histogram != nil:
-			return float64(m.GetHistogram().GetSampleCount()), true
-		}
-	}
-	return 0, false
+	return s.Value(s.t, name, labels...)
 }
 
 func httpGet(t *testing.T, url, accept string) (int, []byte) {
@@ -233,7 +165,7 @@ func TestWorkerServesMetricsAndHealth(t *testing.T) {
 			t.Errorf("before any job: breaker of %s reads %v, want 0", p, v)
 		}
 	}
-	promtool.CheckMetrics(t, before.text)
+	metricstest.CheckMetrics(t, before.text)
 
 	var all [][]byte
 	for _, g := range []struct {
@@ -289,44 +221,31 @@ func TestWorkerServesMetricsAndHealth(t *testing.T) {
 	if got := s.value("webpush_sends_total", "provider", "autopush", "code", "CIRCUIT_OPEN"); got != 0 {
 		t.Errorf("webpush_sends_total{autopush,CIRCUIT_OPEN} = %v: an open breaker holds the lane, it spends no attempt", got)
 	}
-	if got := s.value("webpush_breaker_state", "provider", "autopush"); got != 2 {
-		t.Errorf("webpush_breaker_state{autopush} = %v, want 2 (open)", got)
-	}
-	if got := s.value("webpush_breaker_transitions_total", "provider", "autopush", "to", "open"); got != 1 {
-		t.Errorf("webpush_breaker_transitions_total{autopush,open} = %v, want 1", got)
-	}
-	if got := s.value("webpush_breaker_state", "provider", "fcm"); got != 0 {
-		t.Errorf("webpush_breaker_state{fcm} = %v, want 0", got)
-	}
-	if got := s.value("webpush_send_duration_seconds", "provider", "fcm"); got != 40 {
-		t.Errorf("webpush_send_duration_seconds{fcm} counts %v sends, want 40", got)
-	}
-	if got := s.value("webpush_unknown_authority_total"); got != 5 {
-		t.Errorf("webpush_unknown_authority_total = %v, want the 5 self-hosted jobs", got)
-	}
-	if got := s.value("webpush_rate_limit_per_second", "provider", "fcm"); got != 10000 {
-		t.Errorf("webpush_rate_limit_per_second{fcm} = %v, want the registry's 10000 (one replica)", got)
-	}
-	if got := s.value("webpush_inflight_limit", "provider", "fcm"); got != 8 {
-		t.Errorf("webpush_inflight_limit{fcm} = %v, want 8", got)
-	}
-	if got := s.value("webpush_inflight_requests", "provider", "fcm"); got != 0 {
-		t.Errorf("webpush_inflight_requests{fcm} = %v after the run, want 0", got)
-	}
-	if got := s.value("webpush_replicas"); got != 1 {
-		t.Errorf("webpush_replicas = %v, want 1", got)
+	for _, want := range []struct {
+		why    string
+		value  float64
+		name   string
+		labels []string
+	}{
+		{"autopush's breaker is open", 2, "webpush_breaker_state", []string{"provider", "autopush"}},
+		{"it opened once", 1, "webpush_breaker_transitions_total", []string{"provider", "autopush", "to", "open"}},
+		{"fcm's breaker is closed", 0, "webpush_breaker_state", []string{"provider", "fcm"}},
+		{"every fcm send was timed", 40, "webpush_send_duration_seconds", []string{"provider", "fcm"}},
+		{"the 5 self-hosted jobs", 5, "webpush_unknown_authority_total", nil},
+		{"the registry's rate (one replica)", 10000, "webpush_rate_limit_per_second", []string{"provider", "fcm"}},
+		{"the registry's max_in_flight", 8, "webpush_inflight_limit", []string{"provider", "fcm"}},
+		{"nothing in flight after the run", 0, "webpush_inflight_requests", []string{"provider", "fcm"}},
+		{"one replica", 1, "webpush_replicas", nil},
+		{"55 terminal records", 55, "webpush_queue_entries", []string{"shard", "0", "stream", "results"}},
+		{"10 gone endpoints", 10, "webpush_queue_entries", []string{"shard", "0", "stream", "gone"}},
+		{"the intake read whole", 0, "webpush_queue_lag_entries", []string{"shard", "0", "stream", "intake"}},
+	} {
+		if got := s.value(want.name, want.labels...); got != want.value {
+			t.Errorf("%s%v = %v, want %v: %s", want.name, want.labels, got, want.value, want.why)
+		}
 	}
 	if got := s.value("webpush_vapid_signatures_total", "key", "default"); got < 1 {
 		t.Errorf("webpush_vapid_signatures_total{default} = %v, want at least 1", got)
-	}
-	if got := s.value("webpush_queue_entries", "shard", "0", "stream", "results"); got != 55 {
-		t.Errorf("webpush_queue_entries{results} = %v, want 55", got)
-	}
-	if got := s.value("webpush_queue_entries", "shard", "0", "stream", "gone"); got != 10 {
-		t.Errorf("webpush_queue_entries{gone} = %v, want 10", got)
-	}
-	if got := s.value("webpush_queue_lag_entries", "shard", "0", "stream", "intake"); got != 0 {
-		t.Errorf("webpush_queue_lag_entries{intake} = %v, want 0", got)
 	}
 	if at := s.value("webpush_queue_stats_refreshed_timestamp_seconds"); time.Since(time.Unix(int64(at), 0)) > 10*time.Second {
 		t.Errorf("queue statistics refreshed at %v, more than 10 s ago", at)
@@ -334,11 +253,11 @@ func TestWorkerServesMetricsAndHealth(t *testing.T) {
 	if got := s.value("webpush_registry_reload_success"); got != 1 {
 		t.Errorf("webpush_registry_reload_success = %v, want 1", got)
 	}
-	build := s.fams["webpush_build_info"]
+	build := s.Families["webpush_build_info"]
 	if build == nil || len(build.GetMetric()) != 1 || build.GetMetric()[0].GetGauge().GetValue() != 1 {
 		t.Errorf("webpush_build_info: %v, want one series at 1", build)
 	}
-	promtool.CheckMetrics(t, s.text)
+	metricstest.CheckMetrics(t, s.text)
 
 	// OpenMetrics, with the job id as the exemplar of a send's duration.
 	status, om := httpGet(t, "http://"+addr+"/metrics", "application/openmetrics-text; version=1.0.0")
