@@ -6,14 +6,26 @@
 package deploy_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
+	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/webpush-gateway/webpush-gateway/dispatch"
+	"github.com/webpush-gateway/webpush-gateway/internal/redistest"
 	"github.com/webpush-gateway/webpush-gateway/telemetry"
+	"github.com/webpush-gateway/webpush-gateway/vapid"
 )
 
 // The names the worker exposes, taken from its own constants: every check reads them from
@@ -42,43 +54,112 @@ type metricFamily struct {
 	labels []string
 }
 
-// contractMetrics is every family the worker's metrics export, gathered from the telemetry
-// package's own registry after one event of each kind, so that a renamed metric or label in
-// the worker fails the deploy checks, not a scrape in production.
-var contractMetrics = func() map[string]metricFamily {
-	reg := telemetry.NewRegistry()
-	m, err := telemetry.NewMetrics(reg, telemetry.MetricsOptions{Providers: []string{"fcm"}, Keys: []string{"default"}, Version: "v", GoVersion: "go"})
+// scraped is the worker's own scrape, taken once per test binary by workerMetrics.
+var scraped struct {
+	once     sync.Once
+	families map[string]metricFamily
+	err      error
+}
+
+// workerMetrics is every family a running worker serves on /metrics: the real binary, built
+// from this tree, run against a real redis-server, scraped once it runs. The rules, the
+// scaler's query and the dashboard are checked against it, so a metric or label renamed in the
+// worker fails here and not in production.
+func workerMetrics(t *testing.T) map[string]metricFamily {
+	t.Helper()
+	scraped.once.Do(func() { scraped.families, scraped.err = scrapeWorker(t) })
+	if scraped.err != nil {
+		t.Fatalf("scrape a running worker: %v", scraped.err)
+	}
+	return scraped.families
+}
+
+func scrapeWorker(t *testing.T) (map[string]metricFamily, error) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "gateway-worker")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/gateway-worker")
+	build.Dir = ".."
+	if out, err := build.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	key, err := vapid.GenerateKey("default")
 	if err != nil {
-		panic(err)
+		return nil, err
 	}
-	m.Send("fcm", "ACCEPTED", time.Millisecond, "job")
-	m.BreakerTransition("fcm", "open")
-	m.JobFinished("fcm", "ACCEPTED")
-	m.RetryScheduled("fcm", "PROVIDER_DOWN")
-	m.DeadLetter(telemetry.DeadRetriesExhausted)
-	m.UnknownAuthority()
-	m.RedisError(telemetry.OpRead)
-	m.RegistryReload(true, time.Now())
-	m.SetReplicas(1)
-	m.SetProviderSource(func() []telemetry.ProviderGauge { return []telemetry.ProviderGauge{{Provider: "fcm"}} })
-	m.SetQueueStats([]telemetry.QueueStat{{Stream: telemetry.StreamIntake, Entries: 1, Lag: 1, HasPending: true}}, time.Now())
-	fams, err := reg.Gather()
+	pem, err := key.MarshalPEM()
 	if err != nil {
-		panic(err)
+		return nil, err
 	}
-	out := map[string]metricFamily{}
-	for _, f := range fams {
-		if !strings.HasPrefix(f.GetName(), "webpush_") {
-			continue // the Go and process collectors
-		}
-		var labels []string
-		for _, l := range f.GetMetric()[0].GetLabel() {
-			labels = append(labels, l.GetName())
-		}
-		out[f.GetName()] = metricFamily{strings.ToLower(f.GetType().String()), labels}
+	keyFile := filepath.Join(dir, "vapid.pem")
+	if err := os.WriteFile(keyFile, pem, 0o600); err != nil {
+		return nil, err
 	}
-	return out
-}()
+	r := redistest.Start(t)
+	logFile := filepath.Join(dir, "worker.log")
+	logs, err := os.Create(logFile)
+	if err != nil {
+		return nil, err
+	}
+	defer logs.Close()
+	worker := exec.Command(bin, "run", "--redis", r.URL(), "--vapid-key", keyFile, "--subject", "mailto:ops@example.com",
+		"--http", "127.0.0.1:0", "--registry", "../registry.yaml")
+	worker.Stdout, worker.Stderr = logs, logs
+	if err := worker.Start(); err != nil {
+		return nil, err
+	}
+	defer func() {
+		_ = worker.Process.Signal(syscall.SIGTERM)
+		_ = worker.Wait()
+	}()
+	// The listener's address is in the log; the families are complete once the worker runs
+	// and its first queue statistics are in.
+	deadline := time.Now().Add(time.Minute)
+	for ; time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		addr := listenerAddr(logFile)
+		if addr == "" {
+			continue
+		}
+		resp, err := http.Get("http://" + addr + telemetry.MetricsPath)
+		if err != nil {
+			continue
+		}
+		parser := expfmt.NewTextParser(model.UTF8Validation)
+		fams, err := parser.TextToMetricFamilies(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		if fams["webpush_queue_entries"] == nil || fams["webpush_breaker_state"] == nil {
+			continue
+		}
+		out := map[string]metricFamily{}
+		for name, f := range fams {
+			if !strings.HasPrefix(name, "webpush_") {
+				continue // the Go and process collectors
+			}
+			var labels []string
+			for _, l := range f.GetMetric()[0].GetLabel() {
+				labels = append(labels, l.GetName())
+			}
+			out[name] = metricFamily{strings.ToLower(f.GetType().String()), labels}
+		}
+		return out, nil
+	}
+	data, _ := os.ReadFile(logFile)
+	return nil, fmt.Errorf("no complete scrape within a minute; the worker's log:\n%s", data)
+}
+
+// listenerAddr is the address in the worker's "http listener" log line, or "".
+func listenerAddr(logFile string) string {
+	data, _ := os.ReadFile(logFile)
+	for _, line := range strings.Split(string(data), "\n") {
+		var rec struct{ Msg, Addr string }
+		if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "http listener" {
+			return rec.Addr
+		}
+	}
+	return ""
+}
 
 // queueGauges read the same Redis on every replica, so every replica reports the same value:
 // combining them across replicas takes max, never sum (a sum would count each entry once per

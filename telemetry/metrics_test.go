@@ -453,7 +453,8 @@ webpush_rate_limit_per_second{provider="fcm"} 12.5
 }
 
 // TestQueueStatsReplace: each SetQueueStats replaces the whole set; lag only for the intake and
-// lanes, the oldest pending age only where there is one, lanes as stream="lane:<id>".
+// lanes; the oldest pending age for the intake and lanes always (0 with nothing pending) and
+// elsewhere only where there is one; lanes as stream="lane:<id>".
 func TestQueueStatsReplace(t *testing.T) {
 	reg, m := newTestMetrics(t)
 	m.SetQueueStats([]QueueStat{
@@ -466,6 +467,7 @@ func TestQueueStatsReplace(t *testing.T) {
 # HELP webpush_oldest_pending_age_seconds Age of the stream's oldest entry read but not acknowledged. The same on every replica: aggregate with max.
 # TYPE webpush_oldest_pending_age_seconds gauge
 webpush_oldest_pending_age_seconds{shard="0",stream="intake"} 2
+webpush_oldest_pending_age_seconds{shard="0",stream="lane:fcm"} 0
 webpush_oldest_pending_age_seconds{shard="1",stream="delayed"} 1
 # HELP webpush_queue_entries Entries in the stream (members of the delayed set). The same on every replica: aggregate with max.
 # TYPE webpush_queue_entries gauge
@@ -492,6 +494,9 @@ webpush_queue_stats_refreshed_timestamp_seconds %d
 		{Shard: 0, Stream: "lane:"},
 	}, t0.Add(time.Minute))
 	want = fmt.Sprintf(`
+# HELP webpush_oldest_pending_age_seconds Age of the stream's oldest entry read but not acknowledged. The same on every replica: aggregate with max.
+# TYPE webpush_oldest_pending_age_seconds gauge
+webpush_oldest_pending_age_seconds{shard="0",stream="intake"} 0
 # HELP webpush_queue_entries Entries in the stream (members of the delayed set). The same on every replica: aggregate with max.
 # TYPE webpush_queue_entries gauge
 webpush_queue_entries{shard="0",stream="intake"} 2
