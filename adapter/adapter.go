@@ -42,6 +42,10 @@ type Message struct {
 	Topic   string
 	// Key is the application server key the subscription was made with.
 	Key *vapid.Key
+	// Provider, when set, is the id of the provider whose adapter sends the message, in place
+	// of the one the endpoint resolves to: a worker's lane names its own, so that a job routed
+	// before a registry reload moved its host is sent, limited and recorded as one provider.
+	Provider string
 }
 
 // Config is what every provider's adapter shares.
@@ -61,6 +65,10 @@ type Config struct {
 	// JobIDHeader, when set, carries Message.ID on every request so a simulator can tell a
 	// redelivery from a new message. Off by default: real push services have no use for it.
 	JobIDHeader string
+	// Reuse, when set, is the Sender this one replaces (a registry reload): for every provider
+	// whose connection settings (connect, TLS and response header timeouts) are the same, the
+	// new adapter takes over its transport and the connections it holds open.
+	Reuse *Sender
 }
 
 // Sender routes each message to its provider's adapter.
@@ -77,7 +85,8 @@ func (s *Sender) Signatures() uint64 { return s.signer.Signatures() }
 // SignaturesByKey is Signatures by VAPID key name.
 func (s *Sender) SignaturesByKey() map[string]uint64 { return s.signer.SignaturesByKey() }
 
-// New builds one adapter, with its own transport, per provider in the registry.
+// NewSender builds one adapter, with its own transport (or Config.Reuse's), per provider in
+// the registry.
 func NewSender(cfg Config) (*Sender, error) {
 	if cfg.Registry == nil || cfg.Signer == nil {
 		return nil, errors.New("adapter: Config needs a Registry and a Signer")
@@ -87,8 +96,13 @@ func NewSender(cfg Config) (*Sender, error) {
 	}
 	s := &Sender{reg: cfg.Registry, adapters: make(map[string]*adapter), signer: cfg.Signer}
 	for _, p := range cfg.Registry.Providers() {
-		d := &dialer{connectTo: cfg.ConnectTo, allow: cfg.Allow, timeout: p.ConnectTimeout, resolver: cfg.Resolver}
-		t := newTransport(p, d, cfg.RootCAs)
+		var t *http.Transport
+		if old := cfg.Reuse.adapterOf(p.ID); old != nil && sameConnections(old.provider, p) {
+			t = old.transport
+		} else {
+			d := &dialer{connectTo: cfg.ConnectTo, allow: cfg.Allow, timeout: p.ConnectTimeout, resolver: cfg.Resolver}
+			t = newTransport(p, d, cfg.RootCAs)
+		}
 		s.adapters[p.ID] = &adapter{
 			provider:  p,
 			signer:    cfg.Signer,
@@ -106,7 +120,8 @@ func NewSender(cfg Config) (*Sender, error) {
 	return s, nil
 }
 
-// Send resolves the endpoint's provider and sends through its adapter.
+// Send resolves the endpoint's provider and sends through its adapter, or through the
+// adapter of m.Provider when the message names one this Sender has.
 func (s *Sender) Send(ctx context.Context, m *Message) taxonomy.Outcome {
 	route, err := s.reg.Resolve(m.Subscription.Endpoint)
 	if err != nil {
@@ -116,13 +131,43 @@ func (s *Sender) Send(ctx context.Context, m *Message) taxonomy.Outcome {
 		}
 		return taxonomy.SecretsOf(m.Subscription.Endpoint).Local(s.reg.Fallback().ID, code, err.Error())
 	}
-	return s.adapters[route.Provider.ID].Send(ctx, route, m)
+	a := s.adapters[route.Provider.ID]
+	if named := s.adapterOf(m.Provider); named != nil && named != a {
+		a, route.Provider = named, named.provider
+	}
+	return a.Send(ctx, route, m)
+}
+
+func (s *Sender) adapterOf(id string) *adapter {
+	if s == nil || id == "" {
+		return nil
+	}
+	return s.adapters[id]
+}
+
+// sameConnections reports whether a transport built for a serves b as well.
+func sameConnections(a, b *providers.Provider) bool {
+	return a.ConnectTimeout == b.ConnectTimeout && a.TLSTimeout == b.TLSTimeout && a.ResponseHeaderTimeout == b.ResponseHeaderTimeout
 }
 
 // Close drops every idle connection.
 func (s *Sender) Close() {
 	for _, a := range s.adapters {
 		a.transport.CloseIdleConnections()
+	}
+}
+
+// Retire closes the idle connections of the transports of s that next did not take over
+// (Config.Reuse): call it once the sends s started have ended.
+func (s *Sender) Retire(next *Sender) {
+	kept := map[*http.Transport]bool{}
+	for _, a := range next.adapters {
+		kept[a.transport] = true
+	}
+	for _, a := range s.adapters {
+		if !kept[a.transport] {
+			a.transport.CloseIdleConnections()
+		}
 	}
 }
 

@@ -154,6 +154,7 @@ func (l *lane) message(lj *laneJob, now time.Time) *adapter.Message {
 		ID: j.ID, Subscription: j.Subscription,
 		Payload: j.Payload, Ciphertext: j.Ciphertext,
 		TTL: max(0, int(remaining/time.Second)), Urgency: j.Urgency, Topic: j.Topic, Key: l.cfg.Keys[j.VAPIDKey],
+		Provider: l.provider,
 	}
 }
 
