@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -34,13 +35,19 @@ func Load(path string) (*Registry, error) {
 }
 
 // readFile reads at most one byte more than MaxFileSize, so Parse can refuse a larger file
-// without this reading all of it.
+// without this reading all of it. Only a regular file is read: opening a FIFO would block
+// until a writer came, and a running worker's watch would stop with it.
 func readFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fmt.Errorf("providers: read registry: %w", err)
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return nil, fmt.Errorf("providers: read registry: %w", err)
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("providers: read registry %s: not a regular file (%s)", path, fi.Mode().Type())
+	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("providers: read registry: %w", err)

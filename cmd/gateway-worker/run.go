@@ -7,10 +7,12 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/adapter"
@@ -35,7 +37,7 @@ func loadVAPIDKeys(specs []string) (map[string]*vapid.Key, error) {
 			name, file = "default", spec
 		}
 		if _, dup := keys[name]; dup {
-			return nil, fmt.Errorf("--vapid-key: two keys named %q", name)
+			return nil, fmt.Errorf("two keys named %q", name)
 		}
 		k, err := vapid.LoadKeyFile(name, file)
 		if err != nil {
@@ -131,6 +133,11 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if code, ok := fs.Parse(args); !ok {
 		return code
 	}
+	// SIGHUP reloads the registry; caught from here to the end, so that it never ends the
+	// process (its default action), least of all while the sends in flight drain.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	fail := fs.Fail
 	if err := rf.check(); err != nil {
 		return fail(err)
@@ -144,15 +151,18 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		debug.SetGCPercent(*gcPercent)
 	}
-	// On the command line 0 means "none"; in dispatch.Config 0 means "the default" and a
-	// negative number means none.
+	if err := checkRunValues(&cfg, &so, *registryEvery, *redisFresh); err != nil {
+		return fail(err)
+	}
+	// On the command line 0 means "none"; in dispatch.Config 0 means "the default", and none
+	// is said explicitly.
 	for _, v := range []*int64{&cfg.MaxDelayed, &cfg.MaxPerRecipient} {
 		if *v == 0 {
-			*v = -1
+			*v = dispatch.NoLimit
 		}
 	}
 	if cfg.Backoff.MaxRetries == 0 {
-		cfg.Backoff.MaxRetries = -1
+		cfg.Backoff.MaxRetries = dispatch.NoRetries
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -161,11 +171,6 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	logger, err := telemetry.NewLogger(stderr, *logFormat, level)
 	if err != nil {
 		return fail(fmt.Errorf("--log-format: %w", err))
-	}
-	for name, d := range map[string]time.Duration{"--registry-check-every": *registryEvery, "--redis-check-fresh": *redisFresh, "--stats-every": cfg.StatsEvery} {
-		if d < 0 {
-			return fail(fmt.Errorf("%s must not be negative, got %s", name, d))
-		}
 	}
 	keys, err := loadVAPIDKeys(keySpecs)
 	if err != nil {
@@ -242,16 +247,15 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	stopHTTP := obs.serve(logger)
 	defer stopHTTP()
 
-	rl := &reloader{watcher: watcher, worker: worker, build: tf.Sender, metrics: obs.metrics, health: obs.health,
+	rl := &reloader{watcher: watcher, worker: worker, build: tf.NextSender, metrics: obs.metrics, health: obs.health,
 		log: logger, sender: sender, reg: reg}
-	reloadCtx, stopReloads := context.WithCancel(ctx)
-	reloads := make(chan struct{})
+	stopped, reloads := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(reloads)
-		rl.run(reloadCtx, *registryEvery)
+		rl.run(ctx, stopped, hup, *registryEvery)
 	}()
 	err = worker.Run(ctx)
-	stopReloads()
+	close(stopped)
 	<-reloads
 	sender = rl.sender
 	if err != nil {
@@ -286,4 +290,56 @@ func startCPUProfile(path string) (stop func(), err error) {
 		pprof.StopCPUProfile()
 		f.Close()
 	}, nil
+}
+
+// Bounds of run's values that no zero or negative convention covers.
+const (
+	minRegistryCheck = 100 * time.Millisecond // a file read more often only burns CPU
+	// minRedisFresh is three of the prober's checks: a shorter bound flaps /readyz between
+	// two checks, and 0 would never be ready.
+	minRedisFresh = 3 * dispatch.DefaultProbeEvery
+)
+
+// checkRunValues refuses values of run's flags that the worker would otherwise take for "the
+// default" (a zero or negative duration, in dispatch.Config's convention) or run badly with, so
+// that what an operator wrote is what runs or is refused with the flag named.
+func checkRunValues(cfg *dispatch.Config, so *stream.Options, registryEvery, redisFresh time.Duration) error {
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{
+		{"--retry-base", cfg.Backoff.Base}, {"--retry-cap", cfg.Backoff.Cap}, {"--visibility-timeout", cfg.VisibilityTimeout},
+		{"--sent-ttl", so.SentTTL}, {"--gone-ttl", so.GoneTTL}, {"--grace", cfg.Grace}, {"--record-grace", cfg.RecordGrace},
+		{"--block", cfg.Block}, {"--reclaim-every", cfg.ReclaimEvery}, {"--promote-every", cfg.PromoteEvery},
+		{"--startup-timeout", cfg.StartupTimeout}, {"--stats-every", cfg.StatsEvery},
+	} {
+		if d.v <= 0 {
+			return fmt.Errorf("%s must be more than 0, got %s", d.flag, d.v)
+		}
+	}
+	for _, n := range []struct {
+		flag string
+		v    int64
+	}{
+		{"--max-retries", int64(cfg.Backoff.MaxRetries)}, {"--max-delayed", cfg.MaxDelayed},
+		{"--max-per-recipient", cfg.MaxPerRecipient}, {"--results-maxlen", so.ResultsMaxLen},
+		{"--gone-maxlen", so.GoneMaxLen}, {"--dead-maxlen", so.DeadMaxLen},
+	} {
+		if n.v < 0 {
+			return fmt.Errorf("%s must not be negative (0: none), got %d", n.flag, n.v)
+		}
+	}
+	switch {
+	case cfg.MaxDeliveries < 1:
+		return fmt.Errorf("--max-deliveries must be at least 1, got %d", cfg.MaxDeliveries)
+	case cfg.Backoff.Cap < cfg.Backoff.Base:
+		return fmt.Errorf("--retry-cap %s is shorter than --retry-base %s", cfg.Backoff.Cap, cfg.Backoff.Base)
+	case cfg.Block >= cfg.Grace:
+		return fmt.Errorf("--block %s must be shorter than --grace %s: shutdown waits up to --block for each reader", cfg.Block, cfg.Grace)
+	case registryEvery < 0 || registryEvery > 0 && registryEvery < minRegistryCheck:
+		return fmt.Errorf("--registry-check-every must be 0 (only SIGHUP) or at least %s, got %s", minRegistryCheck, registryEvery)
+	case redisFresh < minRedisFresh:
+		return fmt.Errorf("--redis-check-fresh must be at least %s (three background checks), got %s", minRedisFresh, redisFresh)
+	}
+	return nil
 }

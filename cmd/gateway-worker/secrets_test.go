@@ -166,7 +166,7 @@ func TestRawKeyWorksAndStaysOutOfLogs(t *testing.T) {
 		done := make(chan int, 1)
 		go func() {
 			done <- runMain(ctx, []string{"run", "--http", "", "--redis", srv.URL(), "--subject", "mailto:ops@example.com",
-				"--log-level", "debug", "--grace", "1s", "--vapid-key", raw, "--vapid-key", "legacy=" + pemText}, &stdout, &stderr)
+				"--log-level", "debug", "--grace", "1s", "--block", "100ms", "--vapid-key", raw, "--vapid-key", "legacy=" + pemText}, &stdout, &stderr)
 		}()
 		deadline := time.Now().Add(30 * time.Second)
 		for !strings.Contains(stderr.String(), "dispatch: running") {

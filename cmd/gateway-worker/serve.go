@@ -6,10 +6,8 @@ import (
 	"errors"
 	"log/slog"
 	"os"
-	"os/signal"
 	"runtime"
 	"slices"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -109,84 +107,90 @@ func endpointHashKey(keys map[string]*vapid.Key) ([]byte, error) {
 // reloader applies edits of the registry file to the running worker: on every change the
 // watcher sees, and on SIGHUP.
 type reloader struct {
-	watcher *providers.Watcher
+	watcher *providers.Watcher // nil: the built-in table, nothing to reload
 	worker  *dispatch.Worker
 	// build makes the sender for a registry (its adapters' timeouts and hosts), sharing the
-	// running one's signer.
-	build   func(*providers.Registry) (*adapter.Sender, error)
+	// running one's signer and taking over prev's connections where it can.
+	build   func(reg *providers.Registry, prev *adapter.Sender) (*adapter.Sender, error)
 	metrics *telemetry.Metrics
 	health  *telemetry.Health
 	log     *slog.Logger
 
-	sender *adapter.Sender // in force; owned by run's goroutine
+	sender *adapter.Sender // in force; owned by the watcher's goroutine until run returns
 	reg    *providers.Registry
 }
 
-// run reloads on every change of the file seen every period (0: only on SIGHUP) until ctx
-// ends. Without a file (the built-in table) SIGHUP only says so.
-func (r *reloader) run(ctx context.Context, period time.Duration) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
+// run reloads on every change of the file seen every period (0: only on SIGHUP) and on every
+// signal from hup, until ctx (the worker's shutdown) ends; then it tells each SIGHUP that it
+// is ignored, until stopped is closed. hup stays subscribed to SIGHUP for the caller's whole
+// run: a SIGHUP whose default action (the end of the process) took over during the drain
+// would cut the sends in flight, and another replica would send them again.
+func (r *reloader) run(ctx context.Context, stopped <-chan struct{}, hup <-chan os.Signal, period time.Duration) {
 	kick := make(chan struct{})
 	go func() {
 		for {
 			select {
-			case <-ctx.Done():
+			case <-stopped:
 				return
 			case <-hup:
-				if r.watcher == nil {
+				switch {
+				case ctx.Err() != nil:
+					r.log.Warn("SIGHUP ignored: the worker is shutting down")
+				case r.watcher == nil:
 					r.log.Warn("SIGHUP: nothing to reload: the worker runs the built-in registry (start it with --registry FILE)")
-					continue
-				}
-				r.log.Info("SIGHUP: reloading the registry", "file", r.watcher.Path())
-				select {
-				case kick <- struct{}{}:
-				case <-ctx.Done():
-					return
+				default:
+					r.log.Info("SIGHUP: reloading the registry", "file", r.watcher.Path())
+					select {
+					case kick <- struct{}{}:
+					case <-ctx.Done():
+						r.log.Warn("SIGHUP ignored: the worker is shutting down")
+					}
 				}
 			}
 		}
 	}()
-	if r.watcher == nil {
-		<-ctx.Done()
-		return
+	if r.watcher != nil {
+		if period <= 0 {
+			period = time.Duration(1<<63 - 1) // the ticker never fires; only SIGHUP reloads
+		}
+		r.watcher.Run(ctx, period, kick, func(reg *providers.Registry, err error) bool { return r.apply(ctx, reg, err) })
 	}
-	if period <= 0 {
-		period = time.Duration(1<<63 - 1) // the ticker never fires; only SIGHUP reloads
-	}
-	r.watcher.Run(ctx, period, kick, func(reg *providers.Registry, err error) { r.apply(ctx, reg, err) })
+	<-stopped
 }
 
 // apply is one reload: a registry that fails to load or that the worker refuses leaves the
-// running table in force, with each reason logged and the success gauge at 0.
-func (r *reloader) apply(ctx context.Context, reg *providers.Registry, err error) {
+// running table in force, with each reason logged and the success gauge at 0. retry is true
+// when the table itself was good and the failure may pass (Redis could not create a new
+// lane's group): the watcher offers it again.
+func (r *reloader) apply(ctx context.Context, reg *providers.Registry, err error) (retry bool) {
 	now := time.Now()
 	if err != nil {
 		r.refused(err)
-		return
+		return false
 	}
-	sender, err := r.build(reg)
+	sender, err := r.build(reg, r.sender)
 	if err != nil {
 		r.refused(err)
-		return
+		return true
 	}
 	if err := r.worker.Reload(ctx, reg, sender); err != nil {
-		sender.Close()
+		sender.Retire(r.sender)
 		if ctx.Err() != nil {
-			return
+			r.log.Warn("registry change not applied: the worker is shutting down")
+			return false
 		}
 		r.refused(err)
-		return
+		return !errors.Is(err, dispatch.ErrReloadRefused)
 	}
 	old, oldReg := r.sender, r.reg
 	r.sender, r.reg = sender, reg
-	// Sends in flight finish on the old sender's connections; once the longest of its
-	// timeouts has passed none is left, and its idle connections are closed.
-	time.AfterFunc(longestTimeout(oldReg)+time.Second, old.Close)
+	// Sends in flight finish on the old sender; once the longest of its timeouts has passed
+	// none is left, and the connections the new sender did not take over are closed.
+	time.AfterFunc(longestTimeout(oldReg)+time.Second, func() { old.Retire(sender) })
 	r.metrics.RegistryReload(true, now)
 	r.health.SetReady(registryCheck, true, "")
 	r.log.Info("registry reloaded", "file", r.watcher.Path(), "providers", len(reg.Providers()))
+	return false
 }
 
 // refused logs why a reload did not happen, one line per problem so each carries its

@@ -52,6 +52,13 @@ func LoadRegistry(path string) (*providers.Registry, error) {
 // Sender builds the adapter set for reg from the flags. Every Sender of one Transport signs
 // with the same Signer. Not safe for concurrent use.
 func (t *Transport) Sender(reg *providers.Registry) (*adapter.Sender, error) {
+	return t.NextSender(reg, nil)
+}
+
+// NextSender is Sender for a registry that replaces the one prev was built for: the new
+// Sender takes over prev's connections where a provider's connection settings are unchanged
+// (adapter.Config.Reuse).
+func (t *Transport) NextSender(reg *providers.Registry, prev *adapter.Sender) (*adapter.Sender, error) {
 	if t.signer == nil {
 		signer, err := vapid.NewSigner(vapid.SignerOptions{Subject: t.Subject})
 		if err != nil {
@@ -75,5 +82,5 @@ func (t *Transport) Sender(reg *providers.Registry) (*adapter.Sender, error) {
 		}
 		allow = append(allow, p)
 	}
-	return adapter.NewSender(adapter.Config{Registry: reg, Signer: t.signer, ConnectTo: connectTo, RootCAs: roots, Allow: allow, JobIDHeader: t.JobIDHeader})
+	return adapter.NewSender(adapter.Config{Registry: reg, Signer: t.signer, ConnectTo: connectTo, RootCAs: roots, Allow: allow, JobIDHeader: t.JobIDHeader, Reuse: prev})
 }
