@@ -102,13 +102,13 @@ func (h *heartbeat) beat(ctx context.Context) error {
 // replicaState is what a replica publishes with its heartbeat, for `gateway-worker status`.
 type replicaState struct {
 	Version  string            `json:"version,omitempty"`
-	Breakers map[string]string `json:"breakers"` // provider id -> closed, half-open, open
+	Breakers map[string]string `json:"breakers"` // provider id -> closed, half_open, open
 }
 
 func (h *heartbeat) state() string {
 	st := replicaState{Version: h.cfg.Version, Breakers: map[string]string{}}
 	for _, pl := range h.limits.all() {
-		st.Breakers[pl.id] = pl.breaker().State().String()
+		st.Breakers[pl.id] = breakerState(pl.breaker().State()).String() // as the metrics' labels spell it
 	}
 	b, err := json.Marshal(st)
 	if err != nil {

@@ -162,9 +162,11 @@ func (l *lane) run() {
 					// Why: the failures (5xx, 429, transport errors) of at least min_samples
 					// outcomes in the window reached the failure ratio.
 					b := l.lim.provider().Breaker
+					failures, outcomes := l.lim.breaker().Tripped()
 					level = slog.LevelWarn
-					attrs = append(attrs, "why", fmt.Sprintf("failures reached %g of the outcomes (at least %d) within %s",
-						b.FailureRatio, b.MinSamples, b.Window), "cooldown", b.Cooldown.String())
+					attrs = append(attrs, "why", fmt.Sprintf("%d failures in %d outcomes within %s reached the failure ratio %g (at least %d outcomes)",
+						failures, outcomes, b.Window, b.FailureRatio, b.MinSamples),
+						"failures", failures, "outcomes", outcomes, "cooldown", b.Cooldown.String())
 				}
 				log.Log(ctx, level, "dispatch: provider breaker "+state.String(), attrs...)
 			}

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/webpush-gateway/webpush-gateway/providers"
+	"github.com/webpush-gateway/webpush-gateway/telemetry"
 )
 
 // Worker is one worker process's dispatcher: New checks its Config, Run runs it, and Reload
@@ -104,6 +105,7 @@ func (w *Worker) apply(ctx context.Context, r reload) error {
 	if len(added) > 0 {
 		// Groups first, so that no entry routed to a new lane waits in a stream no group reads.
 		if err := cfg.Store.Setup(ctx, next.IDs()); err != nil {
+			cfg.Metrics.RedisError(telemetry.OpSetup)
 			return fmt.Errorf("dispatch: reload: create the new lanes' groups: %w", err)
 		}
 	}

@@ -55,11 +55,14 @@ const (
 	OpProbe     RedisOp = "probe"     // the background write probe behind /readyz
 	OpReclaim   RedisOp = "reclaim"   // claims of entries of replicas that are gone
 	OpStats     RedisOp = "stats"     // the queue statistics
+	OpSetup     RedisOp = "setup"     // creating the consumer groups, at start and for a reload's new lanes
+	OpPromote   RedisOp = "promote"   // moving due retries back to their lanes
+	OpJanitor   RedisOp = "janitor"   // removing idle consumers
 	OpOther     RedisOp = "other"     // any other value
 )
 
 // redisOps lists every RedisOp, each pre-created at 0.
-var redisOps = []RedisOp{OpRead, OpWrite, OpCheck, OpHeartbeat, OpProbe, OpReclaim, OpStats, OpOther}
+var redisOps = []RedisOp{OpRead, OpWrite, OpCheck, OpHeartbeat, OpProbe, OpReclaim, OpStats, OpSetup, OpPromote, OpJanitor, OpOther}
 
 // deadReasons lists every DeadReason, each pre-created at 0.
 var deadReasons = []DeadReason{

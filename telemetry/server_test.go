@@ -333,7 +333,8 @@ func TestPprof(t *testing.T) {
 	}
 	on := startServer(t, ServerOptions{Gatherer: NewRegistry(), Health: NewHealth(nil), Pprof: true})
 	on.expect(PprofPath, http.StatusOK, "goroutine")
-	on.expect(PprofPath+"cmdline", http.StatusOK)
+	// The command line is not served: it holds --redis's password.
+	on.expect(PprofPath+"cmdline", http.StatusNotFound)
 	on.expect(PprofPath+"heap?debug=1", http.StatusOK, "heap profile")
 }
 
