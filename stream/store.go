@@ -124,7 +124,9 @@ func (s *Store) AddHook(h redis.Hook) {
 }
 
 // Producer is a Producer on the Store's main client, with its prefix and shard count.
-func (s *Store) Producer() *Producer { return NewProducer(s.c, s.o.Prefix, s.o.Shards) }
+func (s *Store) Producer(opts ...ProducerOption) *Producer {
+	return NewProducer(s.c, s.o.Prefix, s.o.Shards, opts...)
+}
 
 // Client is the Store's main client, for what a caller reads of Redis outside the gateway's
 // keys (the lab's INFO figures). It stays the Store's: Close closes it.

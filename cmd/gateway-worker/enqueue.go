@@ -20,6 +20,8 @@ func cmdEnqueue(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs := cli.NewFlagSet("gateway-worker enqueue", stderr)
 	var rf redisFlags
 	rf.register(fs)
+	waitReplicas := fs.Int("wait-replicas", 0, "after each batch, wait until this many replicas of every master written to have it (Redis WAIT): a failover then loses no job reported enqueued (0: no wait; see docs/operations.md)")
+	waitTimeout := fs.Duration("wait-timeout", stream.DefaultWaitTimeout, "how long each master may take to reach --wait-replicas; a batch not replicated in time stops the command, which says where to run again from")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: gateway-worker enqueue --redis URL [--shards N] [--prefix P] [FILE|-]\n\nOne job (JSON object with an \"id\") per line; see docs/job-format.md.")
 		fs.PrintDefaults()
@@ -29,6 +31,14 @@ func cmdEnqueue(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	if err := rf.check(); err != nil {
 		fmt.Fprintln(stderr, "gateway-worker enqueue:", err)
+		return 2
+	}
+	if *waitReplicas < 0 {
+		fmt.Fprintf(stderr, "gateway-worker enqueue: --wait-replicas must be 0 or more, got %d\n", *waitReplicas)
+		return 2
+	}
+	if *waitTimeout <= 0 {
+		fmt.Fprintf(stderr, "gateway-worker enqueue: --wait-timeout must be positive, got %v\n", *waitTimeout)
 		return 2
 	}
 	in := io.Reader(os.Stdin)
@@ -54,7 +64,7 @@ func cmdEnqueue(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return 2
 	}
 	defer st.Close()
-	res, err := enqueueLines(ctx, st.Producer(), in, newProgress(stderr))
+	res, err := enqueueLines(ctx, st.Producer(stream.WaitReplicas(*waitReplicas, *waitTimeout)), in, newProgress(stderr))
 	for _, r := range res.refused {
 		fmt.Fprintf(stderr, "%s:%d: not enqueued: %s\n", name, r.line, r.reason)
 	}
