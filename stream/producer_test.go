@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -316,5 +317,46 @@ func TestProducerWaitNeedsAKnownClient(t *testing.T) {
 	}
 	if l := env.c.XLen(env.ctx, KeysFor("", 0).Intake).Val(); l != 0 {
 		t.Errorf("%d entries written", l)
+	}
+}
+
+// TestProducerWithoutWaitLosesAJobToAFailover shows what WaitReplicas is for. The replica is
+// cut off (its link dropped while it cannot reconnect) and the master then dies: the job
+// enqueued without the wait was reported written and is not on the replica promoted in the
+// master's place; the one enqueued with it is not there either, but Enqueue said so.
+func TestProducerWithoutWaitLosesAJobToAFailover(t *testing.T) {
+	master, replica := startReplicated(t)
+	ctx := context.Background()
+	mc, rc := master.Client(t), replica.Client(t)
+	waiting := NewProducer(mc, "", 1, WaitReplicas(1, 200*time.Millisecond))
+	plain := NewProducer(mc, "", 1)
+	if _, err := waiting.Enqueue(ctx, []byte(validJob("before"))); err != nil {
+		t.Fatal(err)
+	}
+	slept := make(chan error, 1)
+	go func() { slept <- replica.Client(t).Do(ctx, "DEBUG", "SLEEP", "2").Err() }()
+	waitBlocked(t, replica)
+	if err := mc.Do(ctx, "CLIENT", "KILL", "TYPE", "replica").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := plain.Enqueue(ctx, []byte(validJob("unwaited"))); err != nil || n != 1 {
+		t.Fatalf("Enqueue without the wait = %d, %v; want 1, nil", n, err)
+	}
+	if n, err := waiting.Enqueue(ctx, []byte(validJob("waited"))); !errors.Is(err, ErrNotReplicated) || n != 0 {
+		t.Fatalf("Enqueue with the wait = %d, %v; want 0, ErrNotReplicated", n, err)
+	}
+	master.Kill()
+	if err := <-slept; err != nil {
+		t.Fatalf("DEBUG SLEEP: %v", err)
+	}
+	if err := rc.Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range rc.XRange(ctx, KeysFor("", 0).Intake, "-", "+").Val() {
+		got = append(got, jobID(m.Values["job"].(string)))
+	}
+	if !slices.Equal(got, []string{"before"}) {
+		t.Errorf("the promoted replica holds %v; want only the job enqueued with the wait before the cut", got)
 	}
 }

@@ -1,0 +1,364 @@
+package cluster_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/webpush-gateway/webpush-gateway/internal/redistest"
+	"github.com/webpush-gateway/webpush-gateway/job"
+	"github.com/webpush-gateway/webpush-gateway/pushsim"
+	"github.com/webpush-gateway/webpush-gateway/stream"
+)
+
+// clusterShards is the shard count of the cluster tests: twice the masters, so that every
+// master serves shards (TestCluster asserts it).
+const clusterShards = 6
+
+// maxInFlight is every provider's max_in_flight in pipelineRegistry: the duplicate sends a
+// SIGKILLed worker may cause are at most this many per provider.
+const maxInFlight = 8
+
+// pipelineRegistry: every provider of pushsim, with room to send fast, a ratio breaker that a
+// 30 % share of 503s does not open, and heartbeats fast enough for a killed worker to count as
+// gone within 2 s.
+const pipelineRegistry = `
+version: 1
+defaults:
+  max_in_flight: 8
+  rate: 10000
+  burst: 1000
+  timeout: 5s
+  connect_timeout: 2s
+  tls_timeout: 2s
+  response_header_timeout: 4s
+  breaker:
+    failure_ratio: 0.9
+    min_samples: 50
+heartbeat:
+  every: 250ms
+  stale_after: 2s
+providers:
+  - id: fcm
+    hosts: [fcm.googleapis.com]
+  - id: autopush
+    hosts: [push.services.mozilla.com]
+  - id: apple
+    hosts: [web.push.apple.com]
+  - id: wns
+    hosts: [notify.windows.com]
+  - id: fallback
+    kind: generic
+`
+
+// providerIDs are the lanes of pipelineRegistry.
+var providerIDs = []string{"fcm", "autopush", "apple", "wns", "fallback"}
+
+// TestCluster runs the whole pipeline on a Redis Cluster of 3 masters and 3 replicas with 6
+// shards and three worker processes, then (on another prefix of the same cluster) checks the
+// fleet-wide token rate.
+func TestCluster(t *testing.T) {
+	c := redistest.StartCluster(t)
+	// The hash tag is the shard number alone, so which master serves a shard does not depend
+	// on the prefix; shards 0 to 5 must cover every master for the test to mean anything.
+	on := map[string][]int{}
+	for s := range clusterShards {
+		m := c.MasterFor(stream.KeysFor("", s).Intake)
+		on[m] = append(on[m], s)
+		for _, k := range []string{stream.KeysFor("x", s).Lane("fcm"), stream.KeysFor("x", s).Sent("any{id}")} {
+			if got := c.MasterFor(k); got != m {
+				t.Fatalf("MasterFor(%s) = %s, want %s like the shard's intake", k, got, m)
+			}
+		}
+	}
+	if len(on) != len(c.Masters()) {
+		t.Fatalf("shards 0-%d land on %d of %d masters: %v", clusterShards-1, len(on), len(c.Masters()), on)
+	}
+	t.Logf("shards by master: %v", on)
+
+	t.Run("pipeline", func(t *testing.T) { testPipeline(t, c.URL()) })
+	t.Run("fleet rate", func(t *testing.T) { testFleetRate(t, c.URL()) })
+}
+
+// testPipeline: three workers; jobs enqueued with `gateway-worker enqueue` before and
+// stream.Producer during the run, to every provider; FCM fails 30 % of requests with 503 so
+// jobs retry; Apple answers slowly so a worker SIGKILLed mid-run leaves entries that the others
+// must reclaim; some subscriptions are expired (GONE) and some jobs invalid (dead). Every job
+// ends with exactly one terminal record, every valid one was accepted, duplicates stay within
+// the killed worker's slots, records land on every shard, and no output says CROSSSLOT.
+func testPipeline(t *testing.T, url string) {
+	f := newFleet(t, fleetOptions{url: url, prefix: "pipe", shards: clusterShards, registry: pipelineRegistry})
+	ctx := context.Background()
+	var ws []*worker
+	for range 3 {
+		ws = append(ws, f.startWorker())
+	}
+	f.waitLog(`"msg":"dispatch: running"`, 3, 30*time.Second)
+	f.waitReplicas(ws...)
+	if err := f.sim.SetFault(pushsim.FCM, pushsim.Fault{Kind: pushsim.Fail, Ratio: 0.3, RetryAfter: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.sim.SetFault(pushsim.Apple, pushsim.Fault{Kind: pushsim.Slow, Delay: 300 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+
+	subs := map[string][]job.Subscription{}
+	for _, p := range pushsim.Providers() {
+		subs[p] = f.subscriptions(p, 20)
+	}
+	var good, gone, invalid []string
+	var lines [][]byte
+	for i := range 1000 {
+		p := pushsim.Providers()[i%len(pushsim.Providers())]
+		sub := subs[p][(i/len(pushsim.Providers()))%len(subs[p])]
+		id := fmt.Sprintf("pipe-%04d", i)
+		switch {
+		case i%50 == 7:
+			// An expired subscription at every provider in turn: 410, GONE.
+			gs := f.subscriptions(p, 1)[0]
+			if !f.sim.Expire(gs.Endpoint) {
+				t.Fatal("pushsim does not know its own endpoint")
+			}
+			sub = gs
+			gone = append(gone, id)
+		case i%100 == 13:
+			invalid = append(invalid, id)
+			lines = append(lines, jobLine(t, id, sub, map[string]any{"vapid_key": "no-such-key"}))
+			continue
+		case i%100 == 63:
+			invalid = append(invalid, id)
+			bad := sub
+			bad.Endpoint = strings.Replace(bad.Endpoint, "https://", "http://", 1)
+			lines = append(lines, jobLine(t, id, bad, nil))
+			continue
+		default:
+			good = append(good, id)
+		}
+		lines = append(lines, jobLine(t, id, sub, nil))
+	}
+	all := append(append(slices.Clone(good), gone...), invalid...)
+
+	// The first half through the command, as an operator would; the rest from a Go producer
+	// while the workers run and one of them is killed.
+	f.enqueueCLI("first-half.jsonl", lines[:500])
+	fed := make(chan error, 1)
+	go func() { fed <- enqueue(ctx, f.store.Producer(), lines[500:], 25, 40*time.Millisecond) }()
+
+	// Kill a worker while it has Apple's slow requests in flight.
+	victim := ws[1]
+	deadline := time.Now().Add(30 * time.Second)
+	for f.pendingOf(f.consumerOf(victim), providerIDs) < 3 {
+		if time.Now().After(deadline) {
+			t.Fatal("the worker to kill never held 3 entries")
+		}
+		time.Sleep(10 * time.Millisecond) // polling Redis for a state
+	}
+	name := f.consumerOf(victim)
+	f.kill(victim)
+	held := f.pendingOf(name, providerIDs)
+	t.Logf("killed %s holding %d entries", name, held)
+	if held == 0 {
+		t.Fatal("the killed worker held no entries; the test needs some to be reclaimed")
+	}
+	ws[1] = f.startWorker()
+	if err := <-fed; err != nil {
+		t.Fatalf("enqueue: %v", err)
+	}
+
+	rep := f.waitSettled(all, 2*time.Minute)
+	if rep.ExactlyOne != len(all) {
+		t.Fatalf("audit: %d of %d with exactly one terminal record, %d with more (%v)", rep.ExactlyOne, len(all), rep.MoreThanOne, rep.Duplicated)
+	}
+	f.auditCLI(all)
+	if left := f.pendingOf(name, providerIDs); left != 0 {
+		t.Errorf("the killed worker %s still has %d entries pending; the others should have reclaimed them", name, left)
+	}
+
+	// Where each job ended.
+	codes := map[string]string{}
+	attempts := 0
+	shardsWithRecords := map[int]bool{}
+	if err := f.store.Results(ctx, func(r stream.Result) {
+		codes[r.ID] = r.Code
+		if r.Attempt > 0 {
+			attempts++
+		}
+		shardsWithRecords[stream.ShardOf(r.ID, clusterShards)] = true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range good {
+		if codes[id] != "ACCEPTED" {
+			t.Errorf("%s ended %q, want ACCEPTED", id, codes[id])
+		}
+	}
+	for _, id := range gone {
+		if codes[id] != "GONE" {
+			t.Errorf("%s ended %q, want GONE", id, codes[id])
+		}
+	}
+	dead := map[string]string{}
+	if err := f.store.DeadRecords(ctx, func(d stream.DeadRecord) { dead[d.ID] = d.Code }); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range invalid {
+		if dead[id] != "INVALID_JOB" {
+			t.Errorf("%s dead-lettered as %q, want INVALID_JOB", id, dead[id])
+		}
+	}
+	if len(shardsWithRecords) != clusterShards {
+		t.Errorf("ledger records on %d of %d shards", len(shardsWithRecords), clusterShards)
+	}
+	if attempts == 0 {
+		t.Error("no job was accepted after a retry; FCM's 503s should have made some")
+	}
+	goneRecords := 0
+	for s := range clusterShards {
+		goneRecords += int(f.store.Client().XLen(ctx, f.store.Keys(s).Gone).Val())
+	}
+	if goneRecords != len(gone) {
+		t.Errorf("%d gone records over the shards, want %d", goneRecords, len(gone))
+	}
+
+	reqs := f.requests()
+	acc := accepted(reqs)
+	dups, fcm503 := 0, 0
+	for _, id := range good {
+		if acc[id] == 0 {
+			t.Errorf("%s never reached pushsim accepted", id)
+		}
+		dups += max(acc[id]-1, 0)
+		for _, d := range reqs[id] {
+			if d.Fault == "fail" {
+				fcm503++
+			}
+		}
+	}
+	// A SIGKILLed worker can cause a second send only of what it had in flight: at most its
+	// slots, max_in_flight per provider.
+	bound := maxInFlight * len(providerIDs)
+	t.Logf("%d jobs: %d accepted, %d gone, %d invalid; %d 503s retried, %d accepted after a retry; killed worker held %d, duplicate sends %d (bound %d)",
+		len(all), len(good), len(gone), len(invalid), fcm503, attempts, held, dups, bound)
+	if dups > bound {
+		t.Errorf("%d duplicate sends after one SIGKILL; at most %d", dups, bound)
+	}
+	if fcm503 == 0 {
+		t.Error("pushsim answered no 503")
+	}
+	f.checkLogs()
+}
+
+// rateRegistry gives WNS a fleet-wide rate of rateR requests a second (and a burst of a tenth
+// of it), far below what this machine sends, so the token buckets decide the rate.
+const (
+	rateR        = 150
+	rateRegistry = `
+version: 1
+defaults:
+  max_in_flight: 16
+  timeout: 5s
+  connect_timeout: 2s
+  tls_timeout: 2s
+  response_header_timeout: 4s
+heartbeat:
+  every: 250ms
+  stale_after: 2s
+providers:
+  - id: wns
+    hosts: [notify.windows.com]
+    rate: 150
+    burst: 15
+  - id: fallback
+    kind: generic
+`
+)
+
+// testFleetRate: three workers share WNS's rate of rateR/s; over a steady window of a backlog,
+// the accepted sends per second at pushsim are within 5 % of rateR.
+func testFleetRate(t *testing.T, url string) {
+	f := newFleet(t, fleetOptions{url: url, prefix: "rate", shards: clusterShards, registry: rateRegistry})
+	ws := []*worker{f.startWorker(), f.startWorker(), f.startWorker()}
+	f.waitLog(`"msg":"dispatch: running"`, 3, 30*time.Second)
+	f.waitReplicas(ws...)
+	// Every replica has seen the other two at least once before the backlog arrives.
+	f.waitBeats(3)
+
+	const window = 6 * time.Second
+	n := rateR * 11 // a backlog for about 11 s: 2 s of warm-up, the window, and a margin
+	subs := f.subscriptions(pushsim.WNS, 50)
+	lines := make([][]byte, n)
+	for i := range lines {
+		lines[i] = jobLine(t, fmt.Sprintf("rate-%05d", i), subs[i%len(subs)], nil)
+	}
+	f.enqueueCLI("rate.jsonl", lines)
+
+	deadline := time.Now().Add(time.Minute)
+	var first time.Time
+	for first.IsZero() {
+		for _, d := range f.sim.Deliveries() {
+			if d.Code == "ACCEPTED" && (first.IsZero() || d.At.Before(first)) {
+				first = d.At
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no push accepted within a minute")
+		}
+		time.Sleep(50 * time.Millisecond) // polling pushsim for a state
+	}
+	// The window starts once the bursts are spent and every bucket runs at its share.
+	from := first.Add(2 * time.Second)
+	to := from.Add(window)
+	for time.Now().Before(to.Add(500 * time.Millisecond)) {
+		time.Sleep(100 * time.Millisecond) // waiting for the window to pass on the wall clock
+	}
+	var at []time.Time
+	for _, d := range f.sim.Deliveries() {
+		if d.Code == "ACCEPTED" {
+			at = append(at, d.At)
+		}
+	}
+	sort.Slice(at, func(i, j int) bool { return at[i].Before(at[j]) })
+	if len(at) >= n {
+		t.Fatalf("the backlog of %d was drained before the window ended; make it longer", n)
+	}
+	in := 0
+	for _, a := range at {
+		if !a.Before(from) && a.Before(to) {
+			in++
+		}
+	}
+	rate := float64(in) / window.Seconds()
+	t.Logf("WNS at rate %d/s shared by 3 workers: %d accepted in %v = %.1f/s (%.2f of the rate)", rateR, in, window, rate, rate/rateR)
+	if rate < 0.95*rateR || rate > 1.05*rateR {
+		t.Errorf("%.1f accepted/s over the window; want within 5 %% of %d", rate, rateR)
+	}
+	f.checkLogs()
+}
+
+// waitBeats waits until every worker has had time to see n replicas: the heartbeat set has
+// held n members for two heartbeats of rateRegistry's 250 ms.
+func (f *fleet) waitBeats(n int) {
+	f.t.Helper()
+	key := stream.ReplicasKey(f.o.prefix)
+	deadline := time.Now().Add(30 * time.Second)
+	var since time.Time
+	for {
+		got := f.store.Client().ZCard(context.Background(), key).Val()
+		switch {
+		case got != int64(n):
+			since = time.Time{}
+		case since.IsZero():
+			since = time.Now()
+		case time.Since(since) > 600*time.Millisecond:
+			return
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("%s did not hold %d replicas steadily within 30s", key, n)
+		}
+		time.Sleep(50 * time.Millisecond) // polling Redis for a state
+	}
+}
