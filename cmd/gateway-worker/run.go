@@ -118,6 +118,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Int64Var(&cfg.MaxDelayed, "max-delayed", 1_000_000, "jobs a shard's delayed set holds before retries go to dead (0: no cap)")
 	fs.Int64Var(&cfg.MaxPerRecipient, "max-per-recipient", 1_000, "one recipient's jobs in the delayed set before its retries go to dead (0: no cap)")
 	var so stream.Options
+	fs.IntVar(&so.ReshardFrom, "reshard-from", 0, "while changing the shard count of a live system: the `COUNT` the prefix had before --shards; the worker also reads that count's shards and records --shards in its place (docs/operations.md)")
 	fs.DurationVar(&so.SentTTL, "sent-ttl", time.Hour, "how long an accepted job's id is remembered: a redelivered or re-enqueued copy within it is not sent again")
 	fs.DurationVar(&so.GoneTTL, "gone-ttl", 7*24*time.Hour, "how long an endpoint reported gone is remembered, so its queued retries are dropped")
 	fs.Int64Var(&so.ResultsMaxLen, "results-maxlen", 0, "cap the ledger stream at about this many records (0: no cap; the upstream trims it)")
@@ -140,6 +141,11 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := rf.check(); err != nil {
 		return fail(err)
 	}
+	if so.ReshardFrom != 0 && (so.ReshardFrom < 1 || so.ReshardFrom > stream.MaxShards || so.ReshardFrom == rf.shards) {
+		return fail(fmt.Errorf("--reshard-from must be 1 to %d and differ from --shards %d, got %d", stream.MaxShards, rf.shards, so.ReshardFrom))
+	}
+	// The worker reads the shards of both counts while the count changes.
+	readShards := max(rf.shards, so.ReshardFrom)
 	// The worker's live heap is small (jobs in flight, a few MB) and it allocates quickly, so
 	// Go's default target of 100% collects many times a second; 400% trades a few more MB for
 	// most of that CPU (BENCHMARKS.md, docs/operations.md).
@@ -185,14 +191,14 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		*consumer = cli.ConsumerName()
 	}
 	// Every lane reader and intake reader holds a blocking connection while it waits.
-	if readers := rf.shards * (1 + len(reg.Providers())); readers > maxBlockingReaders {
-		return fail(fmt.Errorf("--shards %d with %d providers needs %d blocking Redis connections per worker; at most %d: use fewer shards",
-			rf.shards, len(reg.Providers()), readers, maxBlockingReaders))
+	if readers := readShards * (1 + len(reg.Providers())); readers > maxBlockingReaders {
+		return fail(fmt.Errorf("reading %d shards (--shards, or --reshard-from when larger) with %d providers needs %d blocking Redis connections per worker; at most %d: use fewer shards",
+			readShards, len(reg.Providers()), readers, maxBlockingReaders))
 	}
 	so.Prefix, so.Shards, so.Consumer = rf.prefix, rf.shards, *consumer
 	store, err := stream.Open(rf.url, stream.OpenOptions{
 		Options: so, ClientName: "gateway-worker",
-		BlockingPoolSize: rf.shards*(1+len(reg.Providers())) + 4,
+		BlockingPoolSize: readShards*(1+len(reg.Providers())) + 4,
 	})
 	if err != nil {
 		return fail(err)
@@ -215,7 +221,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}()
 	}
 	cfg.Store, cfg.Sender, cfg.Registry, cfg.Keys, cfg.Logger = store, sender, reg, keys, logger
-	logger.Info("worker starting", "version", buildinfo.Version(), "consumer", *consumer, "shards", rf.shards, "providers", len(reg.Providers()))
+	logger.Info("worker starting", "version", buildinfo.Version(), "consumer", *consumer, "shards", rf.shards, "reshard_from", so.ReshardFrom, "providers", len(reg.Providers()))
 	if err := dispatch.Run(ctx, cfg); err != nil {
 		logger.Error("worker stopped", "err", err)
 		return 1

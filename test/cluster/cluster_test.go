@@ -59,8 +59,8 @@ providers:
 var providerIDs = []string{"fcm", "autopush", "apple", "wns", "fallback"}
 
 // TestCluster runs the whole pipeline on a Redis Cluster of 3 masters and 3 replicas with 6
-// shards and three worker processes, then (on another prefix of the same cluster) checks the
-// fleet-wide token rate.
+// shards and three worker processes, then, each on a prefix of its own on the same cluster,
+// checks the fleet-wide token rate and changes the shard count of a live system.
 func TestCluster(t *testing.T) {
 	c := redistest.StartCluster(t)
 	// The hash tag is the shard number alone, so which master serves a shard does not depend
@@ -82,6 +82,7 @@ func TestCluster(t *testing.T) {
 
 	t.Run("pipeline", func(t *testing.T) { testPipeline(t, c.URL()) })
 	t.Run("fleet rate", func(t *testing.T) { testFleetRate(t, c.URL()) })
+	t.Run("reshard", func(t *testing.T) { testReshard(t, c.URL()) })
 }
 
 // testPipeline: three workers; jobs enqueued with `gateway-worker enqueue` before and

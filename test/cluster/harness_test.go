@@ -411,9 +411,15 @@ func enqueue(ctx context.Context, p *stream.Producer, lines [][]byte, batch int,
 // waitSettled polls the audit until every id has a terminal record, or fails after within.
 func (f *fleet) waitSettled(ids []string, within time.Duration) stream.AuditReport {
 	f.t.Helper()
+	return f.waitSettledOn(f.store, ids, within)
+}
+
+// waitSettledOn is waitSettled with the audit of st.
+func (f *fleet) waitSettledOn(st *stream.Store, ids []string, within time.Duration) stream.AuditReport {
+	f.t.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		rep, err := f.store.Audit(context.Background(), ids)
+		rep, err := st.Audit(context.Background(), ids)
 		if err == nil && rep.ExactlyOne+rep.MoreThanOne == rep.Total {
 			return rep
 		}
