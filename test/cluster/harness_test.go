@@ -66,13 +66,14 @@ type fleetOptions struct {
 	shards   int    // --shards
 	registry string
 	args     []string // more flags for every worker
+	sample   int      // pushsim's Config.Sample: 0 checks every push in full
 }
 
 // fleet is worker processes of the real binary on one Redis topology, pushsim, and the test's
 // own Store on the same URL (for the audit, the producer and Redis reads). Every process's
 // output goes to a file of its own, which checkLogs reads.
 type fleet struct {
-	t        *testing.T
+	t        testing.TB
 	o        fleetOptions
 	dir      string
 	sim      *pushsim.Server
@@ -96,10 +97,10 @@ type worker struct {
 	err  error         // the exit status, once done is closed
 }
 
-func newFleet(t *testing.T, o fleetOptions) *fleet {
+func newFleet(t testing.TB, o fleetOptions) *fleet {
 	t.Helper()
 	dir := t.TempDir()
-	sim, err := pushsim.Start(pushsim.Config{Dir: dir, MaxDeliveries: 1_000_000, Lean: true})
+	sim, err := pushsim.Start(pushsim.Config{Dir: dir, MaxDeliveries: 1_000_000, Lean: true, Sample: o.sample})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,7 +352,7 @@ func (f *fleet) subscriptions(provider string, n int) []job.Subscription {
 }
 
 // jobLine is the JSON of a job.
-func jobLine(t *testing.T, id string, sub job.Subscription, extra map[string]any) []byte {
+func jobLine(t testing.TB, id string, sub job.Subscription, extra map[string]any) []byte {
 	t.Helper()
 	m := map[string]any{"id": id, "subscription": sub, "payload": "message " + id, "ttl": 3600}
 	for k, v := range extra {
