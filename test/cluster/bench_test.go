@@ -63,11 +63,11 @@ const costJobs = 20000
 // guarantee docs/operations.md describes) and once a second (everysec).
 func BenchmarkCost(b *testing.B) {
 	for _, fsync := range []string{"always", "everysec"} {
-		b.Run("single/fsync="+fsync, func(b *testing.B) {
+		b.Run("single-"+fsync, func(b *testing.B) {
 			srv := redistest.Start(b, redistest.WithConfig("appendfsync", fsync))
 			benchCost(b, srv.URL(), 1, []*redistest.Server{srv}, nil)
 		})
-		b.Run("cluster/fsync="+fsync, func(b *testing.B) {
+		b.Run("cluster-"+fsync, func(b *testing.B) {
 			c := redistest.StartCluster(b, redistest.ClusterConfig("appendfsync", fsync))
 			var masters, replicas []*redistest.Server
 			for _, a := range c.Addrs() {

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/webpush-gateway/webpush-gateway/internal/redistest"
 	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
@@ -77,6 +79,36 @@ func TestCluster(t *testing.T) {
 	}
 	if len(on) != len(c.Masters()) {
 		t.Fatalf("shards 0-%d land on %d of %d masters: %v", clusterShards-1, len(on), len(c.Masters()), on)
+	}
+	// redis-cli's even split of the slots leaves 3, 2 and 1 shards on the masters: move the
+	// shards' slots, while they are empty, until each master serves two, as docs/scaling.md
+	// says to.
+	for {
+		full, empty := c.Masters()[0], c.Masters()[0]
+		for _, m := range c.Masters() {
+			if len(on[m]) > len(on[full]) {
+				full = m
+			}
+			if len(on[m]) < len(on[empty]) {
+				empty = m
+			}
+		}
+		if len(on[full])-len(on[empty]) <= 1 {
+			break
+		}
+		shard := on[full][len(on[full])-1]
+		moveSlot(t, c, stream.KeysFor("", shard).Intake, full, empty)
+		on[full], on[empty] = on[full][:len(on[full])-1], append(on[empty], shard)
+	}
+	for m, ss := range on {
+		if len(ss) != clusterShards/len(c.Masters()) {
+			t.Fatalf("master %s serves shards %v after the moves; want %d", m, ss, clusterShards/len(c.Masters()))
+		}
+		for _, sh := range ss {
+			if got := c.MasterFor(stream.KeysFor("", sh).Intake); got != m {
+				t.Fatalf("shard %d is on %s, want %s", sh, got, m)
+			}
+		}
 	}
 	t.Logf("shards by master: %v", on)
 
@@ -251,6 +283,83 @@ func testPipeline(t *testing.T, url string) {
 		t.Error("pushsim answered no 503")
 	}
 	f.checkLogs()
+}
+
+// moveSlot moves the hash slot of key from master src to master dst with the commands of Redis
+// Cluster's resharding (CLUSTER SETSLOT IMPORTING and MIGRATING, MIGRATE of the slot's keys,
+// CLUSTER SETSLOT NODE on every master), as docs/scaling.md gives them for redis-cli, and waits
+// until every node names dst as the slot's owner.
+func moveSlot(t *testing.T, c *redistest.Cluster, key, src, dst string) {
+	t.Helper()
+	ctx := context.Background()
+	srcC, dstC := c.Node(src).Client(t), c.Node(dst).Client(t)
+	slot, err := srcC.ClusterKeySlot(ctx, key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srcID, dstID := srcC.ClusterMyID(ctx).Val(), dstC.ClusterMyID(ctx).Val()
+	for _, step := range []struct {
+		c    *redis.Client
+		args []any
+	}{
+		{dstC, []any{"CLUSTER", "SETSLOT", slot, "IMPORTING", srcID}},
+		{srcC, []any{"CLUSTER", "SETSLOT", slot, "MIGRATING", dstID}},
+	} {
+		if err := step.c.Do(ctx, step.args...).Err(); err != nil {
+			t.Fatalf("%v: %v", step.args, err)
+		}
+	}
+	host, port, _ := strings.Cut(dst, ":")
+	for {
+		keys, err := srcC.ClusterGetKeysInSlot(ctx, int(slot), 100).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(keys) == 0 {
+			break
+		}
+		args := []any{"MIGRATE", host, port, "", 0, 5000, "KEYS"}
+		for _, k := range keys {
+			args = append(args, k)
+		}
+		if err := srcC.Do(ctx, args...).Err(); err != nil {
+			t.Fatalf("MIGRATE: %v", err)
+		}
+	}
+	// The destination first, then the source, then the other masters.
+	order := []string{dst, src}
+	for _, m := range c.Masters() {
+		if m != dst && m != src {
+			order = append(order, m)
+		}
+	}
+	for _, m := range order {
+		if err := c.Node(m).Client(t).Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", dstID).Err(); err != nil {
+			t.Fatalf("CLUSTER SETSLOT %d NODE on %s: %v", slot, m, err)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		agreed := true
+		for _, a := range c.Addrs() {
+			slots, err := c.Node(a).Client(t).ClusterSlots(ctx).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range slots {
+				if int64(r.Start) <= slot && slot <= int64(r.End) && (len(r.Nodes) == 0 || r.Nodes[0].Addr != dst) {
+					agreed = false
+				}
+			}
+		}
+		if agreed {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the nodes do not agree that %s serves slot %d after 30s", dst, slot)
+		}
+		time.Sleep(50 * time.Millisecond) // polling Redis for a state
+	}
 }
 
 // rateRegistry gives WNS a fleet-wide rate of rateR requests a second (and a burst of a tenth
