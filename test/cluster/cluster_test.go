@@ -65,6 +65,7 @@ var providerIDs = []string{"fcm", "autopush", "apple", "wns", "fallback"}
 // checks the fleet-wide token rate and changes the shard count of a live system.
 func TestCluster(t *testing.T) {
 	c := redistest.StartCluster(t)
+	checkDefaultSplit(t, c)
 	// The hash tag is the shard number alone, so which master serves a shard does not depend
 	// on the prefix; shards 0 to 5 must cover every master for the test to mean anything.
 	on := map[string][]int{}

@@ -235,3 +235,58 @@ func failover(t *testing.T, topo topology) {
 	}
 	f.checkLogs()
 }
+
+// BenchmarkFailoverSoak is the long form of TestClusterFailover: b.N failovers of a 3-master
+// cluster in a row, a different master each time, each killed under load, its replica
+// promoted and the old master restarted as a replica, while a producer that waits for a
+// replica writes all along. It fails as the test does (a job lost, a terminal record missing
+// or doubled, duplicates over the bound: every worker's slots per failover), and reports the
+// time from each kill to the promotion and the duplicate sends.
+//
+//	go test -run '^$' -bench BenchmarkFailoverSoak -benchtime 5x ./test/cluster/
+func BenchmarkFailoverSoak(b *testing.B) {
+	c := redistest.StartCluster(b)
+	f := newFleet(b, fleetOptions{url: c.URL(), shards: clusterShards, registry: failoverRegistry})
+	var ws []*worker
+	for range failoverWorkers {
+		ws = append(ws, f.startWorker())
+	}
+	f.waitLog(`"msg":"dispatch: running"`, failoverWorkers, 30*time.Second)
+	f.waitReplicas(ws...)
+	if err := f.sim.SetFault(pushsim.FCM, pushsim.Fault{Kind: pushsim.Slow, Delay: failoverDelay}); err != nil {
+		b.Fatal(err)
+	}
+	fd := feed(b, f.store.Producer(stream.WaitReplicas(1, 2*time.Second)), "soak", f.subscriptions(pushsim.FCM, 50))
+	var promotion time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		f.waitDelivered(int(f.sim.Stats().Codes[pushsim.FCM]["ACCEPTED"]) + 100) // jobs flow
+		victim := c.Masters()[i%len(c.Masters())]
+		t0 := time.Now()
+		c.KillMaster(victim)
+		c.WaitPromotion(victim)
+		promotion += time.Since(t0)
+		c.Restart(victim)
+	}
+	b.StopTimer()
+	ids := fd.Stop(b, true)
+	rep := f.waitSettled(ids, 3*time.Minute)
+	if rep.ExactlyOne != len(ids) {
+		b.Fatalf("audit: %d of %d with exactly one terminal record; more than one: %v", rep.ExactlyOne, len(ids), rep.Duplicated)
+	}
+	acc := accepted(f.requests())
+	dups := 0
+	for _, id := range ids {
+		if acc[id] == 0 {
+			b.Errorf("%s never reached pushsim accepted", id)
+		}
+		dups += max(acc[id]-1, 0)
+	}
+	if bound := b.N * failoverWorkers * maxInFlight; dups > bound {
+		b.Errorf("%d duplicate sends over %d failovers; at most %d", dups, b.N, bound)
+	}
+	f.checkLogs()
+	b.ReportMetric(float64(len(ids)), "jobs")
+	b.ReportMetric(float64(dups)/float64(b.N), "dup-sends/failover")
+	b.ReportMetric(promotion.Seconds()/float64(b.N), "s-to-promotion")
+}

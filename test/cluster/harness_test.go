@@ -29,6 +29,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/stream"
@@ -51,10 +53,18 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "go build ./cmd/gateway-worker: %v\n%s", err, out)
 		os.Exit(1)
 	}
+	// The test's own clients see every failover too; what go-redis logs of it would only break
+	// up the benchmarks' output lines.
+	redis.SetLogger(quiet{})
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
+
+// quiet is a go-redis logger that drops everything.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
 
 // genericHost is the self-hosted push service the fallback lane serves.
 const genericHost = "push.example.net"
