@@ -343,13 +343,15 @@ func moveSlot(t *testing.T, c *redistest.Cluster, key, src, dst string) {
 	for {
 		agreed := true
 		for _, a := range c.Addrs() {
-			slots, err := c.Node(a).Client(t).ClusterSlots(ctx).Result()
+			shards, err := c.Node(a).Client(t).ClusterShards(ctx).Result()
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, r := range slots {
-				if int64(r.Start) <= slot && slot <= int64(r.End) && (len(r.Nodes) == 0 || r.Nodes[0].Addr != dst) {
-					agreed = false
+			for _, sh := range shards {
+				for _, r := range sh.Slots {
+					if r.Start <= slot && slot <= r.End && !servedBy(sh, dst) {
+						agreed = false
+					}
 				}
 			}
 		}
@@ -361,6 +363,16 @@ func moveSlot(t *testing.T, c *redistest.Cluster, key, src, dst string) {
 		}
 		time.Sleep(50 * time.Millisecond) // polling Redis for a state
 	}
+}
+
+// servedBy reports whether addr is the master of sh (a line of CLUSTER SHARDS).
+func servedBy(sh redis.ClusterShard, addr string) bool {
+	for _, n := range sh.Nodes {
+		if n.Role == "master" && fmt.Sprintf("%s:%d", n.IP, n.Port) == addr {
+			return true
+		}
+	}
+	return false
 }
 
 // rateRegistry gives WNS a fleet-wide rate of rateR requests a second (and a burst of a tenth
