@@ -66,7 +66,7 @@ type Config struct {
 // Sender routes each message to its provider's adapter.
 type Sender struct {
 	reg      *providers.Registry
-	adapters map[string]*Adapter // by provider id; immutable after New
+	adapters map[string]*adapter // by provider id; immutable after New
 	signer   *vapid.Signer       // immutable after New
 }
 
@@ -74,19 +74,22 @@ type Sender struct {
 // lifetime when the cache does its work.
 func (s *Sender) Signatures() uint64 { return s.signer.Signatures() }
 
+// SignaturesByKey is Signatures by VAPID key name.
+func (s *Sender) SignaturesByKey() map[string]uint64 { return s.signer.SignaturesByKey() }
+
 // New builds one adapter, with its own transport, per provider in the registry.
-func New(cfg Config) (*Sender, error) {
+func NewSender(cfg Config) (*Sender, error) {
 	if cfg.Registry == nil || cfg.Signer == nil {
 		return nil, errors.New("adapter: Config needs a Registry and a Signer")
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Sender{reg: cfg.Registry, adapters: make(map[string]*Adapter), signer: cfg.Signer}
+	s := &Sender{reg: cfg.Registry, adapters: make(map[string]*adapter), signer: cfg.Signer}
 	for _, p := range cfg.Registry.Providers() {
 		d := &dialer{connectTo: cfg.ConnectTo, allow: cfg.Allow, timeout: p.ConnectTimeout, resolver: cfg.Resolver}
 		t := newTransport(p, d, cfg.RootCAs)
-		s.adapters[p.ID] = &Adapter{
+		s.adapters[p.ID] = &adapter{
 			provider:  p,
 			signer:    cfg.Signer,
 			now:       cfg.Now,
@@ -116,12 +119,6 @@ func (s *Sender) Send(ctx context.Context, m *Message) taxonomy.Outcome {
 	return s.adapters[route.Provider.ID].Send(ctx, route, m)
 }
 
-// Adapter returns the adapter of a provider id.
-func (s *Sender) Adapter(id string) (*Adapter, bool) {
-	a, ok := s.adapters[id]
-	return a, ok
-}
-
 // Close drops every idle connection.
 func (s *Sender) Close() {
 	for _, a := range s.adapters {
@@ -129,8 +126,8 @@ func (s *Sender) Close() {
 	}
 }
 
-// Adapter sends to one provider.
-type Adapter struct {
+// adapter sends to one provider.
+type adapter struct {
 	provider  *providers.Provider // immutable after New
 	signer    *vapid.Signer
 	now       func() time.Time
@@ -139,15 +136,12 @@ type Adapter struct {
 	client    *http.Client
 }
 
-// Provider is the provider this adapter sends to.
-func (a *Adapter) Provider() *providers.Provider { return a.provider }
-
 // Send delivers m to route, which must be one of this adapter's, and returns its outcome.
 //
 // Every outcome, answered or not, is made through the Secrets of the endpoint, so its detail
 // holds no part of the endpoint's path: not what a service echoes, not what a transport error
 // quotes, not what a local refusal says.
-func (a *Adapter) Send(ctx context.Context, route providers.Route, m *Message) taxonomy.Outcome {
+func (a *adapter) Send(ctx context.Context, route providers.Route, m *Message) taxonomy.Outcome {
 	p := a.provider
 	secrets := taxonomy.SecretsOf(route.Endpoint)
 	h, out, ok := a.shape(secrets, m)
@@ -195,7 +189,7 @@ func (a *Adapter) Send(ctx context.Context, route providers.Route, m *Message) t
 }
 
 // shape builds the headers every push carries and checks what the provider would refuse.
-func (a *Adapter) shape(secrets taxonomy.Secrets, m *Message) (http.Header, taxonomy.Outcome, bool) {
+func (a *adapter) shape(secrets taxonomy.Secrets, m *Message) (http.Header, taxonomy.Outcome, bool) {
 	p := a.provider
 	if m.TTL < 0 {
 		return nil, a.local(secrets, taxonomy.InvalidTTL, fmt.Sprintf("TTL %d is negative", m.TTL)), false
@@ -231,7 +225,7 @@ func (a *Adapter) shape(secrets taxonomy.Secrets, m *Message) (http.Header, taxo
 
 // body returns the aes128gcm body: the upstream's ciphertext, or the payload encrypted to the
 // subscription's keys.
-func (a *Adapter) body(secrets taxonomy.Secrets, m *Message) ([]byte, taxonomy.Outcome, bool) {
+func (a *adapter) body(secrets taxonomy.Secrets, m *Message) ([]byte, taxonomy.Outcome, bool) {
 	if m.Ciphertext != nil {
 		if limit := maxBody(a.provider.Kind); len(m.Ciphertext) > limit {
 			return nil, a.local(secrets, taxonomy.PayloadTooLarge,
@@ -253,14 +247,14 @@ func (a *Adapter) body(secrets taxonomy.Secrets, m *Message) ([]byte, taxonomy.O
 	return body, taxonomy.Outcome{}, true
 }
 
-func (a *Adapter) local(secrets taxonomy.Secrets, code taxonomy.Code, detail string) taxonomy.Outcome {
+func (a *adapter) local(secrets taxonomy.Secrets, code taxonomy.Code, detail string) taxonomy.Outcome {
 	return secrets.Local(a.provider.ID, code, detail)
 }
 
 // transportOutcome names a failure to get an answer. The url.Error wrapper is dropped (its text
 // is the method and the URL, which says nothing more), and what is left still goes through the
 // endpoint's secrets: an error deeper down may quote the URL too.
-func (a *Adapter) transportOutcome(ctx context.Context, secrets taxonomy.Secrets, err error) taxonomy.Outcome {
+func (a *adapter) transportOutcome(ctx context.Context, secrets taxonomy.Secrets, err error) taxonomy.Outcome {
 	var blocked *BlockedError
 	if errors.As(err, &blocked) {
 		return a.local(secrets, taxonomy.Blocked, blocked.Error())

@@ -86,7 +86,7 @@ func newHarness(t testing.TB, opt harnessOptions) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sender, err := adapter.New(adapter.Config{
+	sender, err := adapter.NewSender(adapter.Config{
 		Registry: reg, Signer: signer, ConnectTo: connectTo, RootCAs: sim.CertPool(), Now: c.Now,
 		JobIDHeader: "X-Job-Id",
 	})

@@ -203,7 +203,7 @@ func senderFor(t *testing.T, cert *x509.Certificate, connectTo []string, allow [
 	if cert != nil {
 		pool.AddCert(cert)
 	}
-	s, err := adapter.New(adapter.Config{Registry: reg, Signer: signer, ConnectTo: ct, RootCAs: pool, Allow: allow})
+	s, err := adapter.NewSender(adapter.Config{Registry: reg, Signer: signer, ConnectTo: ct, RootCAs: pool, Allow: allow})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,15 +61,16 @@ func (a *admission) end(now time.Time, out *taxonomy.Outcome) {
 // is stopping, leave it where it is).
 func (l *lane) gate(stop context.Context, host string) (a admission, retryIn time.Duration, err error) {
 	cfg := l.cfg
-	if l.lim.perHost == nil {
-		done, err := l.lim.breaker.Allow()
+	hl := l.lim.hostLimits()
+	if hl == nil {
+		done, err := l.lim.breaker().Allow()
 		if err != nil { // open, or half-open with every probe out
-			return admission{}, max(l.lim.breaker.OpenFor(), putBackDelay(cfg.Rand())), err
+			return admission{}, max(l.lim.breaker().OpenFor(), putBackDelay(cfg.Rand())), err
 		}
 		return admission{done: done, bucket: l.lim.bucket}, 0, nil
 	}
 	now := cfg.Now()
-	p, wait, err := l.lim.perHost.Admit(host, now)
+	p, wait, err := hl.Admit(host, now)
 	if err == nil && wait > hostWaitMax {
 		p.Cancel(now)
 		err = errHostWait

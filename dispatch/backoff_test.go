@@ -1,10 +1,11 @@
 package dispatch
 
 import (
-	"github.com/webpush-gateway/webpush-gateway/vapid"
 	"math"
 	"testing"
 	"time"
+
+	"github.com/webpush-gateway/webpush-gateway/vapid"
 )
 
 func TestBackoffNext(t *testing.T) {

@@ -13,7 +13,9 @@ import (
 type budgetParams struct {
 	cfg    *Config // shared, read-only after Run applied the defaults
 	limits *fleetLimits
-	budget providers.Budget
+	// every is the loop's period, the registry's budget.every at start (the total and the
+	// half-life are read from the registry in force at each round).
+	every time.Duration
 }
 
 // budget shares registry.yaml's in-flight total of one replica among the providers by their
@@ -40,7 +42,7 @@ func newBudget(p budgetParams) *budget {
 // shares once before the lanes start).
 func (b *budget) start(wg *sync.WaitGroup) {
 	goCounted(wg, func() {
-		ticking(b.done, b.budget.Every, false, b.cfg.Logger, "in-flight budget", func(context.Context) error {
+		ticking(b.done, b.every, false, b.cfg, "budget", func(context.Context) error {
 			b.round(b.cfg.Now())
 			return nil
 		})
@@ -51,24 +53,32 @@ func (b *budget) start(wg *sync.WaitGroup) {
 // and sets every provider's cap. The first round has no history: it shares evenly (every
 // weight 0), within the floors and ceilings.
 func (b *budget) round(now time.Time) map[string]int {
-	weights := make(map[string]float64, len(b.limits.order))
+	cur := b.cfg.registry().Budget()
+	if cur == nil {
+		// A reload took the budget out: every provider goes back to its own max_in_flight.
+		for _, pl := range b.limits.all() {
+			pl.slots.SetCap(pl.provider().MaxInFlight)
+		}
+		return nil
+	}
+	weights := make(map[string]float64)
 	elapsed := now.Sub(b.last)
 	first := b.last.IsZero()
-	for _, pl := range b.limits.order {
+	for _, pl := range b.limits.all() {
 		n := pl.arrivals.Swap(0)
 		if !first && elapsed > 0 {
-			b.avg[pl.p.ID] = ewma(b.avg[pl.p.ID], float64(n)/elapsed.Seconds(), elapsed, b.budget.HalfLife)
+			b.avg[pl.id] = ewma(b.avg[pl.id], float64(n)/elapsed.Seconds(), elapsed, cur.HalfLife)
 		}
-		weights[pl.p.ID] = b.avg[pl.p.ID]
+		weights[pl.id] = b.avg[pl.id]
 	}
 	if first || elapsed > 0 {
 		b.last = now
 	}
-	floors, ceilings := b.cfg.Registry.InFlightBounds()
-	caps := providers.Allocate(b.budget.TotalInFlight, weights, floors, ceilings)
+	floors, ceilings := b.cfg.registry().InFlightBounds()
+	caps := providers.Allocate(cur.TotalInFlight, weights, floors, ceilings)
 	changed := false
-	for _, pl := range b.limits.order {
-		if c, ok := caps[pl.p.ID]; ok && c != pl.slots.Cap() {
+	for _, pl := range b.limits.all() {
+		if c, ok := caps[pl.id]; ok && c != pl.slots.Cap() {
 			pl.slots.SetCap(c)
 			changed = true
 		}

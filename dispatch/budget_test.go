@@ -54,12 +54,13 @@ func TestBudgetFollowsTraffic(t *testing.T) {
 	floors, _ := reg.InFlightBounds()
 	cfg := Config{Registry: reg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	lim := newFleetLimits(&cfg)
-	b := newBudget(budgetParams{cfg: &cfg, limits: lim, budget: *reg.Budget()})
+	b := newBudget(budgetParams{cfg: &cfg, limits: lim, every: reg.Budget().Every})
 	c := &clock{now: time.Unix(1_800_000_000, 0)}
 
 	caps := func() map[string]int {
 		out := map[string]int{}
-		for id, pl := range lim.byID {
+		for _, pl := range lim.all() {
+			id := pl.id
 			out[id] = pl.slots.Cap()
 		}
 		return out
@@ -105,7 +106,7 @@ func TestBudgetFollowsTraffic(t *testing.T) {
 		t.Run(r.name, func(t *testing.T) {
 			c.Step(r.after)
 			for id, n := range r.arrivals {
-				lim.byID[id].arrivals.Add(n)
+				lim.get(id).arrivals.Add(n)
 			}
 			got := b.round(c.Now())
 			if diff := cmp.Diff(got, caps()); diff != "" {
@@ -122,7 +123,8 @@ func TestBudgetFollowsTraffic(t *testing.T) {
 				t.Errorf("caps %v add up to %d, want the total 40", caps(), sum)
 			}
 			r.check(t, caps())
-			for id, pl := range lim.byID {
+			for _, pl := range lim.all() {
+				id := pl.id
 				if n := pl.arrivals.Load(); n != 0 {
 					t.Errorf("%s: %d arrivals left uncounted after the round", id, n)
 				}
@@ -139,7 +141,7 @@ func TestHeartbeatSharesRatesByLiveReplicas(t *testing.T) {
 			t.Fatal(err)
 		}
 		lim := newFleetLimits(&cfg)
-		return newHeartbeat(heartbeatParams{cfg: &cfg, limits: lim, health: newRedisHealth(1, cfg.Logger, cfg.Now()), hb: e.reg.Heartbeat()}), lim
+		return newHeartbeat(heartbeatParams{cfg: &cfg, limits: lim, health: newRedisHealth(1, cfg.Logger, cfg.Now(), nil), hb: e.reg.Heartbeat()}), lim
 	}
 	h1, lim1 := replica("w1")
 	h2, lim2 := replica("w2")
@@ -171,10 +173,10 @@ func TestHeartbeatSharesRatesByLiveReplicas(t *testing.T) {
 		if err := s.do(); err != nil {
 			t.Fatalf("%s: %v", s.name, err)
 		}
-		if got := lim1.byID["apple"].bucket.Configured(); s.wantRate1 != 0 && got != s.wantRate1 {
+		if got := lim1.get("apple").bucket.Configured(); s.wantRate1 != 0 && got != s.wantRate1 {
 			t.Errorf("%s: replica 1's apple rate %v, want %v", s.name, got, s.wantRate1)
 		}
-		if got := lim2.byID["apple"].bucket.Configured(); s.wantRate2 != 0 && got != s.wantRate2 {
+		if got := lim2.get("apple").bucket.Configured(); s.wantRate2 != 0 && got != s.wantRate2 {
 			t.Errorf("%s: replica 2's apple rate %v, want %v", s.name, got, s.wantRate2)
 		}
 	}

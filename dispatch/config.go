@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/adapter"
@@ -12,6 +13,7 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/providers"
 	"github.com/webpush-gateway/webpush-gateway/stream"
 	"github.com/webpush-gateway/webpush-gateway/taxonomy"
+	"github.com/webpush-gateway/webpush-gateway/telemetry"
 	"github.com/webpush-gateway/webpush-gateway/vapid"
 )
 
@@ -40,6 +42,7 @@ const (
 	DefaultJanitorEvery      = 60 * time.Second
 	DefaultJanitorIdle       = 10 * time.Minute
 	DefaultStartupTimeout    = 2 * time.Minute
+	DefaultStatsEvery        = 5 * time.Second
 )
 
 // NoLimit switches off a cap of Config that may be switched off (MaxDelayed, MaxPerRecipient),
@@ -94,6 +97,24 @@ type Config struct {
 	Logger *slog.Logger // default slog.Default()
 	// Version is this build's version, published with the heartbeat (for `status`).
 	Version string
+	// Metrics, when set, get every send, breaker change, record, retry, dead letter and
+	// Redis error as it happens, the providers' gauges at scrape time, and the queue gauges
+	// from the statistics loop (every StatsEvery). Nil records nothing.
+	Metrics *telemetry.Metrics
+	// Health, when set, watches the loops that tick on their own (the heartbeat, the prober,
+	// the promoter, the reclaimer, the janitor, the statistics loop: /livez) and is told
+	// whether the worker is ready (/readyz: "groups" once the consumer groups exist, the
+	// prober's Redis check, "draining" once the shutdown begins). Nil watches nothing.
+	Health *telemetry.Health
+	// Signatures, when set, reports the VAPID signatures made so far by key name, for the
+	// metrics (adapter.Sender.SignaturesByKey).
+	Signatures func() map[string]uint64
+	// StatsEvery is how often the queue gauges are read from Redis (one script per shard).
+	StatsEvery time.Duration
+	// EndpointHashKey keys the endpoint hash in the log line of every terminal outcome
+	// (telemetry.EndpointHash): the same key on every replica lets lines about one endpoint be
+	// found together without any of them holding it. Nil leaves the hash out.
+	EndpointHashKey []byte
 
 	// OnBreakerChange, when set, is told every state change of a provider's ratio breaker
 	// (for metrics and tests). It runs under the breaker's lock: it must only count or hand the
@@ -104,6 +125,34 @@ type Config struct {
 	// ledger never shows (for metrics and the demo's live table). It runs on the send's
 	// goroutine: it must only count or hand the event on, and return.
 	OnAttempt func(Attempt)
+
+	live *live // made by withDefaults
+}
+
+// live is what a registry reload changes while Run runs: the registry and the sender that goes
+// with it. withDefaults makes it; every loop reads them through registry and sender, and a
+// send in flight keeps the sender it started with.
+type live struct {
+	reg    atomic.Pointer[providers.Registry]
+	sender atomic.Pointer[senderBox]
+}
+
+type senderBox struct{ Sender }
+
+// registry is the registry in force now (Registry itself before withDefaults).
+func (c *Config) registry() *providers.Registry {
+	if c.live == nil {
+		return c.Registry
+	}
+	return c.live.reg.Load()
+}
+
+// sender is the sender in force now (Sender itself before withDefaults).
+func (c *Config) sender() Sender {
+	if c.live == nil {
+		return c.Sender
+	}
+	return c.live.sender.Load().Sender
 }
 
 // Attempt is one delivery attempt's outcome, as Config.OnAttempt is told it.
@@ -138,6 +187,9 @@ func (c Config) withDefaults() (Config, error) {
 			return c, errors.New("dispatch: Config.Keys[" + name + "] is nil")
 		}
 	}
+	c.live = &live{}
+	c.live.reg.Store(c.Registry)
+	c.live.sender.Store(&senderBox{c.Sender})
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -170,6 +222,7 @@ func (c Config) withDefaults() (Config, error) {
 	setDefault(&c.JanitorEvery, DefaultJanitorEvery)
 	setDefault(&c.JanitorIdle, DefaultJanitorIdle)
 	setDefault(&c.StartupTimeout, DefaultStartupTimeout)
+	setDefault(&c.StatsEvery, DefaultStatsEvery)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/adapter"
 	"github.com/webpush-gateway/webpush-gateway/stream"
 	"github.com/webpush-gateway/webpush-gateway/taxonomy"
+	"github.com/webpush-gateway/webpush-gateway/telemetry"
 )
 
 // laneStore is what a lane needs of Redis: its reads and the state changes of its entries.
@@ -47,7 +48,7 @@ func (l *lane) handle(ctx, stop context.Context, e stream.Entry, lj *laneJob, re
 		return
 	}
 	began := l.cfg.Now()
-	out := l.cfg.Sender.Send(ctx, l.message(lj, began))
+	out := l.cfg.sender().Send(ctx, l.message(lj, began))
 	at := l.cfg.Now()
 	if ctx.Err() != nil && out.Code != taxonomy.Accepted && out.Status == 0 {
 		// The grace period cut the attempt short before any answer came: the outcome is our
@@ -61,7 +62,7 @@ func (l *lane) handle(ctx, stop context.Context, e stream.Entry, lj *laneJob, re
 	ctx, cancel := recordContext(ctx, l.cfg.RecordGrace)
 	defer cancel()
 	adm.end(at, &out)
-	l.tell(lj, out, at)
+	l.tell(lj, out, began, at)
 	r := stream.Result{ID: lj.job.ID, Provider: l.provider, Attempt: lj.attempt, Code: string(out.Code),
 		Status: out.Status, Detail: out.Detail, Latency: at.Sub(began), At: at}
 	l.apply(ctx, e, lj, l.afterSend(lj, out, r))
@@ -111,7 +112,7 @@ func (l *lane) admit(ctx, stop context.Context, e stream.Entry, lj *laneJob, rea
 		tok.leave()
 		out := taxonomy.Local(l.provider, taxonomy.CircuitOpen, "host "+host+" is skipped after repeated transport failures")
 		now := cfg.Now()
-		l.tell(lj, out, now)
+		l.tell(lj, out, time.Time{}, now)
 		r := stream.Result{ID: lj.job.ID, Provider: l.provider, Attempt: lj.attempt, Code: string(out.Code), Detail: out.Detail, At: now}
 		l.apply(ctx, e, lj, l.afterSend(lj, out, r))
 		return admission{}, false
@@ -170,8 +171,13 @@ func (t *tokenWait) leave() {
 	}
 }
 
-// tell hands an attempt's outcome to Config.OnAttempt, when set.
-func (l *lane) tell(lj *laneJob, out taxonomy.Outcome, at time.Time) {
+// tell hands an attempt's outcome to the metrics (a send, with its duration: began is when it
+// started, zero for a delivery refused before any request, which the metrics count no send)
+// and to Config.OnAttempt, when set.
+func (l *lane) tell(lj *laneJob, out taxonomy.Outcome, began, at time.Time) {
+	if !began.IsZero() {
+		l.cfg.Metrics.Send(l.provider, string(out.Code), at.Sub(began), lj.job.ID)
+	}
 	if l.cfg.OnAttempt == nil {
 		return
 	}
@@ -204,7 +210,7 @@ func (l *lane) stillOurs(ctx, stop context.Context, e stream.Entry) bool {
 // ask runs a Redis call that a send waits for (a check), retrying failures until it succeeds,
 // ctx ends or stop ends (the lane is stopping: the entry stays pending for another replica).
 func (l *lane) ask(ctx, stop context.Context, e stream.Entry, what string, op func(context.Context) error) error {
-	return l.health.retry(ctx, stop.Done(), e.Shard, what, false, l.cfg.Now, op)
+	return l.health.retry(ctx, stop.Done(), e.Shard, telemetry.OpCheck, what, false, l.cfg.Now, op)
 }
 
 // recordContext is the context the outcome of a send is written under. It is not cancelled
@@ -245,7 +251,7 @@ func recordContext(ctx context.Context, grace time.Duration) (context.Context, c
 // stalled provider's jobs into CIRCUIT_OPEN retries and keep its half-open probes from
 // reaching it for the host cooldown.
 func (l *lane) hostKey(endpoint string) string {
-	route, err := l.cfg.Registry.Resolve(endpoint)
+	route, err := l.cfg.registry().Resolve(endpoint)
 	if err != nil || !route.Unknown {
 		return "" // intake refused unroutable endpoints; a registry reload may differ, and the adapter says so
 	}

@@ -203,8 +203,8 @@ func newUnitLane(t *testing.T, provider string) *unitLane {
 		t.Fatal(err)
 	}
 	lim := newFleetLimits(&cfg)
-	u.lane = newLane(laneParams{cfg: &cfg, store: u.store, shard: 0, provider: provider, lim: lim.byID[provider],
-		hosts: lim.hosts, health: newRedisHealth(1, cfg.Logger, cfg.Now()), abort: make(chan struct{})})
+	u.lane = newLane(laneParams{cfg: &cfg, store: u.store, shard: 0, provider: provider, lim: lim.get(provider),
+		hosts: lim.hosts, health: newRedisHealth(1, cfg.Logger, cfg.Now(), nil), abort: make(chan struct{})})
 	t.Cleanup(func() {
 		u.shutdown()
 		u.workers.wait()
@@ -312,10 +312,10 @@ func TestAfterSendDecides(t *testing.T) {
 			write{kind: writeFinish, result: stream.Result{Code: "INVALID_REQUEST", Status: 400}}},
 		{"rate limited: a retry no sooner than Retry-After", lj, out(taxonomy.RateLimited, 429, 30*time.Second),
 			write{kind: writeRetry, retry: stream.RetryRecord{Provider: "apple", Recipient: "r1", Due: now.Add(30 * time.Second), Attempt: 1,
-				MaxDelayed: 1_000_000, MaxPerRecipient: 1_000, Code: "RATE_LIMITED", At: now}}},
+				MaxDelayed: 1_000_000, MaxPerRecipient: 1_000, Code: "RATE_LIMITED", Detail: "said so", At: now}}},
 		{"provider down: a retry after half the first backoff ceiling (Rand 0.5)", lj, out(taxonomy.ProviderDown, 503, 0),
 			write{kind: writeRetry, retry: stream.RetryRecord{Provider: "apple", Recipient: "r1", Due: now.Add(2500 * time.Millisecond), Attempt: 1,
-				MaxDelayed: 1_000_000, MaxPerRecipient: 1_000, Code: "PROVIDER_DOWN", At: now}}},
+				MaxDelayed: 1_000_000, MaxPerRecipient: 1_000, Code: "PROVIDER_DOWN", Detail: "said so", At: now}}},
 		{"the last retry used: dead", last, out(taxonomy.ProviderDown, 503, 0),
 			write{kind: writeDead, dead: stream.DeadRecord{Code: "PROVIDER_DOWN", Reason: "gave up after 9 attempts: PROVIDER_DOWN 503: said so",
 				Attempt: 8, Provider: "apple", At: now}}},
@@ -365,8 +365,8 @@ func TestEntryStepsOnAFakeStore(t *testing.T) {
 		}
 		u.deliver(t, u.entry("down-1", 0, time.Second, "web.push.apple.com"), false)
 		u.deliver(t, u.entry("down-2", 0, time.Second, "web.push.apple.com"), false)
-		if u.lim.breaker.State() != limits.Open {
-			t.Fatalf("breaker %v after two failures of two; want open", u.lim.breaker.State())
+		if u.lim.breaker().State() != limits.Open {
+			t.Fatalf("breaker %v after two failures of two; want open", u.lim.breaker().State())
 		}
 		u.deliver(t, u.entry("waits", 3, time.Second, "web.push.apple.com"), false)
 		if n := u.sender.count(); n != 2 {
@@ -392,7 +392,7 @@ func TestEntryStepsOnAFakeStore(t *testing.T) {
 	})
 	t.Run("a throttled unknown host waits in the delayed set while another host is sent", func(t *testing.T) {
 		u := newUnitLane(t, "fallback")
-		u.lim.perHost.Configure(u.clock.Now(), 1, 1) // the lane's per-replica rate: 1/s
+		u.lim.hostLimits().Configure(u.clock.Now(), 1, 1) // the lane's per-replica rate: 1/s
 		u.sender.answer = func(_ context.Context, m *adapter.Message) taxonomy.Outcome {
 			if m.ID == "bad-1" {
 				return taxonomy.Outcome{Code: taxonomy.RateLimited, Status: 429, Provider: "fallback"}

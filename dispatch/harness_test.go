@@ -221,27 +221,36 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	if e.reg, err = providers.Parse("registry.yaml", data); err != nil {
 		t.Fatalf("registry: %v", err)
 	}
-	signer, err := vapid.NewSigner(vapid.SignerOptions{Subject: subject, Now: e.clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	connectTo, err := adapter.ParseConnectTo(append(append(sim.ConnectTo(), net.JoinHostPort(genericHost, "443")+"="+sim.Addr()), opts.connectTo...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.sender, err = adapter.New(adapter.Config{
-		Registry: e.reg, Signer: signer, ConnectTo: connectTo, RootCAs: sim.CertPool(), Now: e.clock.Now,
-		JobIDHeader: "X-Job-Id",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.sender.Close)
+	e.sender = e.senderFor(e.reg)
 	if e.key, err = vapid.GenerateKey("default"); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.checkLogs) // runs after every worker of the test has stopped
 	return e
+}
+
+// senderFor is a Sender for reg that reaches pushsim under every provider's host name, as the
+// env's own does.
+func (e *env) senderFor(reg *providers.Registry) *adapter.Sender {
+	e.t.Helper()
+	signer, err := vapid.NewSigner(vapid.SignerOptions{Subject: subject, Now: e.clock.Now})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	sim := e.sim
+	connectTo, err := adapter.ParseConnectTo(append(append(sim.ConnectTo(), net.JoinHostPort(genericHost, "443")+"="+sim.Addr()), e.opts.connectTo...))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	s, err := adapter.NewSender(adapter.Config{
+		Registry: reg, Signer: signer, ConnectTo: connectTo, RootCAs: sim.CertPool(), Now: e.clock.Now,
+		JobIDHeader: "X-Job-Id",
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(s.Close)
+	return s
 }
 
 // newStore is a Store for consumer on the env's Redis, with its own clients.

@@ -2,11 +2,13 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/telemetry"
 )
 
 // redisHealth is what this process knows of Redis, per shard: whether it accepts writes, and
@@ -18,7 +20,8 @@ import (
 // reclaimer.allowed). Every loop reports what its Redis calls return (observe); the prober
 // keeps the write state fresh even while nothing else writes. Safe for concurrent use.
 type redisHealth struct {
-	log *slog.Logger
+	log     *slog.Logger
+	metrics *telemetry.Metrics // nil: none
 
 	mu     sync.Mutex
 	shards []shardHealth // guarded by mu
@@ -36,26 +39,29 @@ type shardHealth struct {
 	unwritten int   // outcomes retrying their write
 }
 
-func newRedisHealth(shards int, log *slog.Logger, now time.Time) *redisHealth {
-	return &redisHealth{log: log, shards: make([]shardHealth, shards), upSince: now, changed: make(chan struct{})}
+func newRedisHealth(shards int, log *slog.Logger, now time.Time, metrics *telemetry.Metrics) *redisHealth {
+	return &redisHealth{log: log, metrics: metrics, shards: make([]shardHealth, shards), upSince: now, changed: make(chan struct{})}
 }
 
-// observe takes the result of a Redis call made for shard (-1: a call of no one shard, such as
-// the heartbeat). A write refusal closes the shard's gate until the prober finds that the shard
-// accepts writes again (probed): the scripts that record outcomes run even while Redis refuses
-// other writes, so their success proves nothing. A call that got no answer marks Redis down
-// until any call gets one.
-func (h *redisHealth) observe(shard int, err error, now time.Time) {
-	h.note(shard, err, now, false)
+// observe takes the result of a Redis call of kind op made for shard (-1: a call of no one
+// shard, such as the heartbeat); an error counts in the metrics under op. A write refusal
+// closes the shard's gate until the prober finds that the shard accepts writes again (probed):
+// the scripts that record outcomes run even while Redis refuses other writes, so their success
+// proves nothing. A call that got no answer marks Redis down until any call gets one.
+func (h *redisHealth) observe(shard int, op telemetry.RedisOp, err error, now time.Time) {
+	h.note(shard, op, err, now, false)
 }
 
 // probed takes the result of a write probe of shard: success reopens a gate that a write
 // refusal closed.
 func (h *redisHealth) probed(shard int, err error, now time.Time) {
-	h.note(shard, err, now, true)
+	h.note(shard, telemetry.OpProbe, err, now, true)
 }
 
-func (h *redisHealth) note(shard int, err error, now time.Time, probe bool) {
+func (h *redisHealth) note(shard int, op telemetry.RedisOp, err error, now time.Time, probe bool) {
+	if err != nil && !errors.Is(err, context.Canceled) {
+		h.metrics.RedisError(op)
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch {
@@ -154,30 +160,13 @@ func (h *redisHealth) upFor(now time.Time) time.Duration {
 	return now.Sub(h.upSince)
 }
 
-// status is the health of shard for logs and readiness: "" when it may take new work, else why
-// not.
-func (h *redisHealth) status(shard int) string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	sh := h.shards[shard]
-	switch {
-	case h.down:
-		return "redis unreachable"
-	case sh.refused != nil:
-		return "redis refuses writes: " + sh.refused.Error()
-	case sh.unwritten > 0:
-		return "outcomes waiting to be written"
-	}
-	return ""
-}
-
 // retry runs op, a Redis call for shard, until it succeeds, logging each failure and backing
 // off between tries (redisRetryMin doubling to redisRetryMax). It gives up only when ctx ends
 // or stop is closed (nil: never), returning the last error. For an outcome (the record of a
 // send, or of a job that ends without one), every failure keeps the shard's gate closed until
 // the write goes through: the worker takes no new work while it cannot record what it did.
 // Errors from stream never carry an endpoint or key material, so they are logged as they are.
-func (h *redisHealth) retry(ctx context.Context, stop <-chan struct{}, shard int, what string, outcome bool, now func() time.Time, op func(context.Context) error) error {
+func (h *redisHealth) retry(ctx context.Context, stop <-chan struct{}, shard int, kind telemetry.RedisOp, what string, outcome bool, now func() time.Time, op func(context.Context) error) error {
 	var p pause
 	counted := false
 	defer func() {
@@ -188,7 +177,7 @@ func (h *redisHealth) retry(ctx context.Context, stop <-chan struct{}, shard int
 	for {
 		err := op(ctx)
 		if ctx.Err() == nil {
-			h.observe(shard, err, now())
+			h.observe(shard, kind, err, now())
 		}
 		if err == nil {
 			return nil

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/providers"
+	"github.com/webpush-gateway/webpush-gateway/telemetry"
 )
 
 // leaveTimeout bounds the Leave call on shutdown: Redis may be gone, and the replica then
@@ -55,6 +56,8 @@ func (h *heartbeat) start(wg *sync.WaitGroup) {
 	goCounted(wg, func() {
 		ctx, cancel := untilClosed(h.done)
 		defer cancel()
+		beat := h.cfg.Health.Loop("heartbeat", watchdogBound(h.hb.Every))
+		defer beat.Done()
 		t := time.NewTicker(h.hb.Every)
 		defer t.Stop()
 		for {
@@ -64,7 +67,11 @@ func (h *heartbeat) start(wg *sync.WaitGroup) {
 				return
 			case <-t.C:
 			}
-			if err := h.beat(ctx); err != nil && ctx.Err() == nil {
+			beat.Tick()
+			rctx, cancelRound := roundContext(ctx, h.hb.Every)
+			err := h.beat(rctx)
+			cancelRound()
+			if err != nil && ctx.Err() == nil {
 				h.cfg.Logger.Warn("dispatch: heartbeat failed; trying again at the next period", "err", err, "every", h.hb.Every.String())
 			}
 		}
@@ -76,7 +83,7 @@ func (h *heartbeat) start(wg *sync.WaitGroup) {
 func (h *heartbeat) beat(ctx context.Context) error {
 	now := h.cfg.Now()
 	b, err := h.cfg.Store.Heartbeat(ctx, now, h.hb.StaleAfter, h.state())
-	h.health.observe(-1, err, h.cfg.Now())
+	h.health.observe(-1, telemetry.OpHeartbeat, err, h.cfg.Now())
 	if err != nil {
 		return err
 	}
@@ -99,9 +106,9 @@ type replicaState struct {
 }
 
 func (h *heartbeat) state() string {
-	st := replicaState{Version: h.cfg.Version, Breakers: make(map[string]string, len(h.limits.order))}
-	for _, pl := range h.limits.order {
-		st.Breakers[pl.p.ID] = pl.breaker.State().String()
+	st := replicaState{Version: h.cfg.Version, Breakers: map[string]string{}}
+	for _, pl := range h.limits.all() {
+		st.Breakers[pl.id] = pl.breaker().State().String()
 	}
 	b, err := json.Marshal(st)
 	if err != nil {

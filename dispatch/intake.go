@@ -11,6 +11,7 @@ import (
 	jobfmt "github.com/webpush-gateway/webpush-gateway/job" // "job" names one job in this package
 	"github.com/webpush-gateway/webpush-gateway/stream"
 	"github.com/webpush-gateway/webpush-gateway/taxonomy"
+	"github.com/webpush-gateway/webpush-gateway/telemetry"
 )
 
 // intakeParams configure the intake loop of one shard.
@@ -55,7 +56,7 @@ func (in *intake) run() {
 		// Entries that break the entry rules are dead-lettered by the read itself, in Redis.
 		entries, refused, err := cfg.Store.ReadIntake(ctx, in.shard, cfg.IntakeBatch, cfg.Block)
 		if ctx.Err() == nil {
-			in.health.observe(in.shard, err, cfg.Now())
+			in.health.observe(in.shard, telemetry.OpRead, err, cfg.Now())
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -68,6 +69,7 @@ func (in *intake) run() {
 		p.reset()
 		for _, r := range refused {
 			log.Info("dispatch: invalid job dead-lettered", "shard", in.shard, "id", logID(r.ID), "reason", r.Reason)
+			cfg.Metrics.DeadLetter(telemetry.DeadInvalidJob)
 		}
 		// A batch that was read is moved even when the stop comes meanwhile: moving is quick
 		// and sends nothing, and an entry left pending would wait a visibility timeout for a
@@ -106,7 +108,7 @@ func (in *intake) handle(ctx context.Context, e stream.Entry) error {
 		}
 		return in.dead(ctx, e, bestEffortID(raw), reason, raw)
 	}
-	route, err := cfg.Registry.Resolve(job.Subscription.Endpoint)
+	route, err := cfg.registry().Resolve(job.Subscription.Endpoint)
 	if err != nil {
 		return in.dead(ctx, e, job.ID, jobfmt.EndpointReason(err), raw)
 	}
@@ -117,7 +119,7 @@ func (in *intake) handle(ctx context.Context, e stream.Entry) error {
 	}
 	provider := route.Provider.ID
 	var v stream.LaneVerdict
-	err = in.health.retry(ctx, in.done, e.Shard, "to lane", false, cfg.Now, func(ctx context.Context) (err error) {
+	err = in.health.retry(ctx, in.done, e.Shard, telemetry.OpWrite, "to lane", false, cfg.Now, func(ctx context.Context) (err error) {
 		v, err = cfg.Store.ToLane(ctx, e, provider, job.ID, raw, job.EnqueuedAt.UnixMilli())
 		return err
 	})
@@ -128,8 +130,11 @@ func (in *intake) handle(ctx context.Context, e stream.Entry) error {
 	case v == stream.Copy:
 		cfg.Logger.Debug("dispatch: copy of a job already held or sent; acknowledged", "shard", e.Shard, "id", job.ID)
 	default:
-		if pl := in.limits.byID[provider]; pl != nil {
+		if pl := in.limits.get(provider); pl != nil {
 			pl.arrivals.Add(1)
+		}
+		if route.Unknown {
+			cfg.Metrics.UnknownAuthority() // the fallback lane took it: a host no entry lists
 		}
 	}
 	return err
@@ -141,9 +146,15 @@ func (in *intake) dead(ctx context.Context, e stream.Entry, id, reason, raw stri
 		ID: id, Code: string(taxonomy.InvalidJob), Reason: reason, Job: raw, At: in.cfg.Now(),
 	}
 	in.cfg.Logger.Info("dispatch: invalid job dead-lettered", "shard", e.Shard, "id", logID(id), "reason", reason)
-	return in.move(ctx, "to dead", e, func(ctx context.Context) (bool, error) {
-		return in.cfg.Store.ToDead(ctx, e, d)
+	var owned bool
+	err := in.move(ctx, "to dead", e, func(ctx context.Context) (ok bool, err error) {
+		owned, err = in.cfg.Store.ToDead(ctx, e, d)
+		return owned, err
 	})
+	if err == nil && owned {
+		in.cfg.Metrics.DeadLetter(telemetry.DeadInvalidJob)
+	}
+	return err
 }
 
 // move runs one state change of an intake entry, retrying Redis errors until it succeeds or
@@ -151,7 +162,7 @@ func (in *intake) dead(ctx context.Context, e stream.Entry, id, reason, raw stri
 // means another consumer owns the entry now, which is not an error: that consumer moves it.
 func (in *intake) move(ctx context.Context, what string, e stream.Entry, op func(context.Context) (bool, error)) error {
 	var owned bool
-	err := in.health.retry(ctx, in.done, e.Shard, what, false, in.cfg.Now, func(ctx context.Context) (err error) {
+	err := in.health.retry(ctx, in.done, e.Shard, telemetry.OpWrite, what, false, in.cfg.Now, func(ctx context.Context) (err error) {
 		owned, err = op(ctx)
 		return err
 	})

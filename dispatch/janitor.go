@@ -7,8 +7,8 @@ import (
 
 // janitorParams configure the consumer janitor.
 type janitorParams struct {
-	cfg       *Config // shared, read-only after Run applied the defaults
-	providers []string
+	cfg   *Config // shared, read-only after Run applied the defaults
+	lanes *laneTable
 }
 
 // janitor removes consumers that left the groups (every restarted pod is a new consumer) once
@@ -25,7 +25,7 @@ func newJanitor(p janitorParams) *janitor {
 
 // start runs the loop in a goroutine counted in wg; the first round is one period in.
 func (j *janitor) start(wg *sync.WaitGroup) {
-	goCounted(wg, func() { ticking(j.done, j.cfg.JanitorEvery, false, j.cfg.Logger, "consumer janitor", j.clean) })
+	goCounted(wg, func() { ticking(j.done, j.cfg.JanitorEvery, false, j.cfg, "janitor", j.clean) })
 }
 
 // clean asks the store to remove idle, empty consumers from every grouped stream.
@@ -33,7 +33,7 @@ func (j *janitor) clean(ctx context.Context) error {
 	cfg := j.cfg
 	for s := 0; s < cfg.Store.Shards(); s++ {
 		streams := []string{cfg.Store.IntakeStream(s)}
-		for _, p := range j.providers {
+		for _, p := range j.lanes.providers() {
 			streams = append(streams, cfg.Store.LaneStream(s, p))
 		}
 		for _, st := range streams {

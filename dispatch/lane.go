@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	jobfmt "github.com/webpush-gateway/webpush-gateway/job" // "job" names one job in this package
 	"github.com/webpush-gateway/webpush-gateway/limits"
 	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/telemetry"
 )
 
 // gatherWait is how long a lane whose slots are nearly all taken waits for a few more to come
@@ -76,7 +78,7 @@ type lane struct {
 }
 
 func newLane(p laneParams) *lane {
-	l := &lane{laneParams: p, stopper: newStopper(), offered: make(chan stream.Entry, max(1, p.lim.p.MaxInFlight)),
+	l := &lane{laneParams: p, stopper: newStopper(), offered: make(chan stream.Entry, max(1, p.lim.provider().MaxInFlight)),
 		held: make(map[string]struct{}), recheckAfter: p.cfg.VisibilityTimeout / 2}
 	l.workers = newWorkers(l.done)
 	return l
@@ -150,16 +152,21 @@ func (l *lane) run() {
 		if !l.startOffered(ctx, sendCtx) {
 			return
 		}
-		state := l.lim.breaker.State()
+		state := l.lim.breaker().State()
 		if state != last {
 			// Logged here rather than in the breaker's hook, which runs under its lock. Every
 			// lane of the provider sees the change; the first shard's lane tells it.
 			if l.shard == 0 {
-				level := slog.LevelInfo
+				level, attrs := slog.LevelInfo, []any{"provider", l.provider, "was", last.String()}
 				if state == limits.Open {
+					// Why: the failures (5xx, 429, transport errors) of at least min_samples
+					// outcomes in the window reached the failure ratio.
+					b := l.lim.provider().Breaker
 					level = slog.LevelWarn
+					attrs = append(attrs, "why", fmt.Sprintf("failures reached %g of the outcomes (at least %d) within %s",
+						b.FailureRatio, b.MinSamples, b.Window), "cooldown", b.Cooldown.String())
 				}
-				log.Log(ctx, level, "dispatch: provider breaker "+state.String(), "provider", l.provider, "was", last.String())
+				log.Log(ctx, level, "dispatch: provider breaker "+state.String(), attrs...)
 			}
 			last = state
 		}
@@ -171,7 +178,7 @@ func (l *lane) run() {
 		}
 		switch state {
 		case limits.Open:
-			sleep(ctx, min(l.lim.breaker.OpenFor(), cfg.Block))
+			sleep(ctx, min(l.lim.breaker().OpenFor(), cfg.Block))
 			continue
 		case limits.HalfOpen:
 			n = min(1, l.lim.slots.Free())
@@ -198,7 +205,7 @@ func (l *lane) run() {
 		}
 		entries, err := l.store.ReadLane(ctx, l.shard, l.provider, n, cfg.Block)
 		if ctx.Err() == nil {
-			l.health.observe(l.shard, err, cfg.Now())
+			l.health.observe(l.shard, telemetry.OpRead, err, cfg.Now())
 		}
 		if err != nil {
 			if ctx.Err() != nil {

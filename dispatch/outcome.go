@@ -3,11 +3,13 @@ package dispatch
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/stream"
 	"github.com/webpush-gateway/webpush-gateway/taxonomy"
+	"github.com/webpush-gateway/webpush-gateway/telemetry"
 )
 
 // goneMeanwhile is the ledger detail of a retry dropped because its endpoint was reported gone
@@ -122,7 +124,7 @@ func (l *lane) afterSend(lj *laneJob, out taxonomy.Outcome, r stream.Result) wri
 				ID: j.ID, Provider: l.provider, Recipient: j.Recipient, Due: due, Attempt: lj.attempt + 1,
 				Job: lj.raw, EnqueuedAtMs: lj.enqueued.UnixMilli(),
 				MaxDelayed: capArg(cfg.MaxDelayed), MaxPerRecipient: capArg(cfg.MaxPerRecipient),
-				Code: string(out.Code), At: r.At,
+				Code: string(out.Code), Detail: out.Detail, At: r.At,
 			}}
 		}
 	}
@@ -189,7 +191,7 @@ func (l *lane) apply(ctx context.Context, e stream.Entry, lj *laneJob, w write) 
 		panic(fmt.Sprintf("dispatch: write of kind %d", w.kind))
 	}
 	var owned bool
-	err := l.health.retry(ctx, nil, e.Shard, what, true, l.cfg.Now, func(ctx context.Context) (err error) {
+	err := l.health.retry(ctx, nil, e.Shard, telemetry.OpWrite, what, true, l.cfg.Now, func(ctx context.Context) (err error) {
 		owned, err = op(ctx)
 		return err
 	})
@@ -201,11 +203,19 @@ func (l *lane) apply(ctx context.Context, e stream.Entry, lj *laneJob, w write) 
 		}
 		l.cfg.Logger.Error("dispatch: outcome not recorded before shutdown; the replica that takes over the entry sends the job again",
 			"shard", e.Shard, "provider", l.provider, "id", logID(id), "code", code, "attempt", lj.attempt, "entry", e.ID, "err", err)
+		return
 	case !owned:
 		// The entry idled past the visibility timeout and another consumer claimed it; that
 		// consumer records it. Nothing was changed here.
 		l.cfg.Logger.Info("dispatch: entry reclaimed by another consumer before it was recorded",
 			"shard", e.Shard, "provider", l.provider, "entry", e.ID)
+		return
+	}
+	l.count(lj, w, verdict)
+	if w.kind == writeFinish {
+		l.logFinished(e, lj, w.result)
+	}
+	switch {
 	case w.kind == writeRetry && verdict == stream.AckedCopy:
 		l.cfg.Logger.Debug("dispatch: a copy of this job already waits to retry; acknowledged",
 			"shard", e.Shard, "provider", l.provider, "id", w.retry.ID)
@@ -213,5 +223,47 @@ func (l *lane) apply(ctx context.Context, e stream.Entry, lj *laneJob, w write) 
 		// Past a cap the script wrote the dead record itself, with the reason.
 		l.cfg.Logger.Info("dispatch: retry refused by the delayed set; dead-lettered",
 			"shard", e.Shard, "provider", l.provider, "id", w.retry.ID, "verdict", verdict.String())
+	}
+}
+
+// logFinished is the one line of a terminal outcome: at debug level for ACCEPTED, at info for
+// every other code. It carries the endpoint's keyed hash, never the endpoint.
+func (l *lane) logFinished(e stream.Entry, lj *laneJob, r stream.Result) {
+	level := slog.LevelInfo
+	if r.Code == string(taxonomy.Accepted) {
+		level = slog.LevelDebug
+	}
+	log := l.cfg.Logger
+	if !log.Enabled(context.Background(), level) {
+		return
+	}
+	attrs := []any{"shard", e.Shard, "provider", l.provider, "id", logID(r.ID), "code", r.Code, "status", r.Status,
+		"attempt", r.Attempt, "latency", r.Latency}
+	if key := l.cfg.EndpointHashKey; key != nil && lj.job != nil {
+		attrs = append(attrs, "endpoint_hash", telemetry.EndpointHash(key, lj.job.Subscription.Endpoint))
+	}
+	log.Log(context.Background(), level, "dispatch: job finished", attrs...)
+}
+
+// count tells the metrics what a write that went through did: a terminal record, a retry
+// scheduled (a put-back, with the same attempt, is none), a dead letter by its reason.
+func (l *lane) count(lj *laneJob, w write, verdict stream.RetryVerdict) {
+	m := l.cfg.Metrics
+	switch w.kind {
+	case writeFinish:
+		m.JobFinished(l.provider, w.result.Code)
+	case writeDead:
+		if w.dead.Code == string(taxonomy.InvalidJob) {
+			m.DeadLetter(telemetry.DeadInvalidJob)
+		} else {
+			m.DeadLetter(telemetry.DeadRetriesExhausted)
+		}
+	case writeRetry:
+		switch {
+		case verdict == stream.DeadGlobalCap || verdict == stream.DeadRecipientCap:
+			m.DeadLetter(telemetry.DeadCapReached)
+		case verdict == stream.Queued && w.retry.Attempt > lj.attempt:
+			m.RetryScheduled(l.provider, w.retry.Code)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"sync"
 )
 
@@ -27,18 +28,24 @@ func newProber(p proberParams) *prober {
 // start runs the loop in a goroutine counted in wg; the first round runs at once.
 func (p *prober) start(wg *sync.WaitGroup) {
 	goCounted(wg, func() {
-		ticking(p.done, p.cfg.ProbeEvery, true, p.cfg.Logger, "write probe", p.probe)
+		ticking(p.done, p.cfg.ProbeEvery, true, p.cfg, "prober", p.probe)
 	})
 }
 
 // probe asks every shard once. Its findings go to redisHealth, which logs them; it never fails.
+// It is also the background Redis check of /readyz: ready while every shard answers.
 func (p *prober) probe(ctx context.Context) error {
+	var failed error
 	for s := 0; s < p.cfg.Store.Shards(); s++ {
 		err := p.cfg.Store.ProbeWrite(ctx, s)
-		if ctx.Err() != nil {
-			return nil
+		if errors.Is(ctx.Err(), context.Canceled) {
+			return nil // stopping; a round that ran out of time is a failed check
 		}
 		p.health.probed(s, err, p.cfg.Now())
+		if err != nil && failed == nil {
+			failed = err
+		}
 	}
+	p.cfg.Health.RedisChecked(p.cfg.Now(), failed)
 	return nil
 }

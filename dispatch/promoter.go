@@ -33,7 +33,7 @@ func newPromoter(p promoterParams) *promoter {
 // start runs the loop in a goroutine counted in wg; the first round runs at once.
 func (pr *promoter) start(wg *sync.WaitGroup) {
 	goCounted(wg, func() {
-		ticking(pr.done, pr.cfg.PromoteEvery, true, pr.cfg.Logger, "promoting due retries", pr.promote)
+		ticking(pr.done, pr.cfg.PromoteEvery, true, pr.cfg, "promoter", pr.promote)
 	})
 }
 

@@ -4,12 +4,15 @@ import (
 	"context"
 	"log/slog"
 	"math"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/limits"
 	"github.com/webpush-gateway/webpush-gateway/providers"
 	"github.com/webpush-gateway/webpush-gateway/taxonomy"
+	"github.com/webpush-gateway/webpush-gateway/telemetry"
 )
 
 // readAhead bounds how far ahead of the token bucket a provider's lanes read: at most about
@@ -24,22 +27,27 @@ const readAhead = time.Second
 const recoverEvery = time.Second
 
 // providerLimits are one provider's admission controls in this process, shared by its lanes on
-// every shard. The pointers are immutable after newFleetLimits; the limits are safe for
-// concurrent use.
+// every shard. A registry reload reconfigures them in place (reconfigure): the slots and the
+// bucket keep what is in flight and in the bucket, a changed breaker section gets a new breaker.
+// The limits are safe for concurrent use.
 type providerLimits struct {
-	p *providers.Provider
+	id string // immutable
+	// cfg is the provider's registry entry now.
+	cfg atomic.Pointer[providers.Provider]
 	// slots is the in-flight budget of this replica: the cap (max_in_flight, or the share the
 	// budget loop gives), the retries' share and the per-recipient cap.
 	slots *limits.Slots
 	// bucket is this replica's share of the fleet-wide rate; the heartbeat loop reconfigures it
 	// when the number of live replicas changes, RATE_LIMITED answers throttle it.
 	bucket *limits.Bucket
-	// breaker is the provider's ratio breaker: while it is open the lanes do not read.
-	breaker *limits.Breaker
+	// brk is the provider's ratio breaker: while it is open the lanes do not read.
+	brk atomic.Pointer[limits.Breaker]
 	// perHost, in the fallback lane only, gives each client-supplied host a ratio breaker and
-	// a 429 throttle of its own instead of breaker and the bucket's throttling (see
-	// lane.admit); nil elsewhere.
-	perHost *limits.HostLimits
+	// a 429 throttle of its own instead of the breaker and the bucket's throttling (see
+	// lane.gate); nil elsewhere.
+	perHost atomic.Pointer[limits.HostLimits]
+	// onChange is handed every change of the breaker (Config.OnBreakerChange, metrics).
+	onChange func(name string, from, to limits.State)
 
 	// paused is set while an operator has paused the provider (`gateway-worker pause`): its
 	// lanes read nothing, as with an open breaker; the heartbeat loop sets it.
@@ -56,53 +64,157 @@ type providerLimits struct {
 	recovered atomic.Int64
 }
 
+func (pl *providerLimits) provider() *providers.Provider  { return pl.cfg.Load() }
+func (pl *providerLimits) breaker() *limits.Breaker       { return pl.brk.Load() }
+func (pl *providerLimits) hostLimits() *limits.HostLimits { return pl.perHost.Load() }
+
 // fleetLimits are the limits of every provider, plus the host breaker that every unknown host
 // shares.
 type fleetLimits struct {
-	byID  map[string]*providerLimits // immutable after newFleetLimits
-	order []*providerLimits          // registry order
-	hosts *limits.HostBreaker
+	cfg   *Config
+	hosts *limits.HostBreaker // immutable after newFleetLimits
+
+	mu    sync.RWMutex
+	byID  map[string]*providerLimits // guarded by mu; a reload may add providers, never remove one
+	order []*providerLimits          // guarded by mu; registry order
+	// shared is the live-replica count of the last share, for a reload's re-share.
+	shared int // guarded by mu
 }
 
 // newFleetLimits builds the limits of every provider of the registry. Buckets start at the
 // whole fleet's rate (one live replica) until the first heartbeat says how many share it.
 func newFleetLimits(cfg *Config) *fleetLimits {
-	reg := cfg.Registry
+	reg := cfg.registry()
 	hb := reg.HostBreaker()
 	f := &fleetLimits{
+		cfg:  cfg,
 		byID: make(map[string]*providerLimits),
 		hosts: limits.NewHostBreaker(limits.HostBreakerConfig{
 			Failures: hb.Failures, Cooldown: hb.Cooldown, MaxHosts: hb.MaxHosts,
 		}),
 	}
-	onChange := func(name string, from, to limits.State) {
-		// Runs under gobreaker's lock: hand the change on and return.
-		if cfg.OnBreakerChange != nil {
-			cfg.OnBreakerChange(name, from, to)
-		}
-	}
 	for _, p := range reg.Providers() {
-		perRecipient := p.PerRecipientInFlight
-		if perRecipient == 0 {
-			perRecipient = limits.NoLimit // the registry spells "no cap" 0, which limits reads as its default
-		}
-		pl := &providerLimits{
-			p: p,
-			slots: limits.NewSlots(limits.SlotsConfig{
-				Cap: p.MaxInFlight, RetryShare: p.RetryShare, PerRecipient: perRecipient,
-			}),
-			bucket:  limits.NewBucket(p.Rate, max(1, p.Burst)),
-			breaker: limits.NewBreaker(p.ID, breakerConfig(p.Breaker), onChange),
-		}
-		if p.ID == reg.Fallback().ID {
-			pl.perHost = limits.NewHostLimits(limits.HostLimitsConfig{
-				Breaker: breakerConfig(p.Breaker), Rate: p.Rate, Burst: max(1, p.Burst), MaxHosts: hb.MaxHosts,
-			})
-		}
-		f.byID[p.ID] = pl
-		f.order = append(f.order, pl)
+		f.add(p, p.ID == reg.Fallback().ID)
 	}
 	return f
+}
+
+// add makes the limits of a provider this process does not have yet; fallback says it is the
+// lane of client-supplied hosts.
+func (f *fleetLimits) add(p *providers.Provider, fallback bool) *providerLimits {
+	cfg := f.cfg
+	pl := &providerLimits{
+		id:     p.ID,
+		slots:  limits.NewSlots(slotsConfig(p)),
+		bucket: limits.NewBucket(p.Rate, max(1, p.Burst)),
+		onChange: func(name string, from, to limits.State) {
+			// Runs under gobreaker's lock: hand the change on and return.
+			cfg.Metrics.BreakerTransition(name, breakerState(to).String())
+			if cfg.OnBreakerChange != nil {
+				cfg.OnBreakerChange(name, from, to)
+			}
+		},
+	}
+	pl.cfg.Store(p)
+	pl.brk.Store(limits.NewBreaker(p.ID, breakerConfig(p.Breaker), pl.onChange))
+	if fallback {
+		pl.perHost.Store(newHostLimits(p, cfg.registry().HostBreaker()))
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.byID[p.ID] = pl
+	f.order = append(f.order, pl)
+	return pl
+}
+
+// gauges are every provider's in-flight requests and cap, token rate, breaker state and pause,
+// read at scrape time (Metrics.SetProviderSource): in-memory state, never Redis.
+func (f *fleetLimits) gauges() []telemetry.ProviderGauge {
+	all := f.all()
+	out := make([]telemetry.ProviderGauge, 0, len(all))
+	for _, pl := range all {
+		out = append(out, telemetry.ProviderGauge{
+			Provider: pl.id, InFlight: pl.slots.InFlight(), InFlightLimit: pl.slots.Cap(),
+			RatePerSecond: pl.bucket.Rate(), Breaker: breakerState(pl.breaker().State()), Paused: pl.paused.Load(),
+		})
+	}
+	return out
+}
+
+// breakerState is a limits.State as the metrics spell it.
+func breakerState(s limits.State) telemetry.BreakerState {
+	switch s {
+	case limits.HalfOpen:
+		return telemetry.BreakerHalfOpen
+	case limits.Open:
+		return telemetry.BreakerOpen
+	}
+	return telemetry.BreakerClosed
+}
+
+// get is the limits of provider id, nil when this process has none.
+func (f *fleetLimits) get(id string) *providerLimits {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.byID[id]
+}
+
+// all is every provider's limits, in registry order (a copy).
+func (f *fleetLimits) all() []*providerLimits {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return append([]*providerLimits(nil), f.order...)
+}
+
+// reconfigure applies a reloaded registry entry p: the slots' cap (unless the budget loop owns
+// the caps), retries' share and per-recipient cap; a new breaker when the breaker section
+// changed (a breaker's counts belong to its settings); the rate and burst at the next share.
+// It reports what changed, for the reload's log line.
+func (pl *providerLimits) reconfigure(p *providers.Provider, budgeted bool, hb providers.HostBreakerConfig) []string {
+	old := pl.provider()
+	var changed []string
+	sc := slotsConfig(p)
+	if budgeted {
+		sc.Cap = pl.slots.Cap()
+	}
+	if old.MaxInFlight != p.MaxInFlight || old.RetryShare != p.RetryShare || old.PerRecipientInFlight != p.PerRecipientInFlight {
+		changed = append(changed, "slots")
+	}
+	pl.slots.Reconfigure(sc)
+	if old.Rate != p.Rate || old.Burst != p.Burst {
+		changed = append(changed, "rate")
+	}
+	if old.Breaker != p.Breaker {
+		changed = append(changed, "breaker")
+		pl.brk.Store(limits.NewBreaker(p.ID, breakerConfig(p.Breaker), pl.onChange))
+		if pl.hostLimits() != nil {
+			pl.perHost.Store(newHostLimits(p, hb))
+		}
+	}
+	if old.Timeout != p.Timeout || old.ConnectTimeout != p.ConnectTimeout || old.TLSTimeout != p.TLSTimeout ||
+		old.ResponseHeaderTimeout != p.ResponseHeaderTimeout {
+		changed = append(changed, "timeouts")
+	}
+	if !slices.Equal(old.Hosts, p.Hosts) {
+		changed = append(changed, "hosts")
+	}
+	pl.cfg.Store(p)
+	return changed
+}
+
+// slotsConfig is a registry entry's in-flight settings as package limits takes them.
+func slotsConfig(p *providers.Provider) limits.SlotsConfig {
+	perRecipient := p.PerRecipientInFlight
+	if perRecipient == 0 {
+		perRecipient = limits.NoLimit // the registry spells "no cap" 0, which limits reads as its default
+	}
+	return limits.SlotsConfig{Cap: p.MaxInFlight, RetryShare: p.RetryShare, PerRecipient: perRecipient}
+}
+
+func newHostLimits(p *providers.Provider, hb providers.HostBreakerConfig) *limits.HostLimits {
+	return limits.NewHostLimits(limits.HostLimitsConfig{
+		Breaker: breakerConfig(p.Breaker), Rate: p.Rate, Burst: max(1, p.Burst), MaxHosts: hb.MaxHosts,
+	})
 }
 
 // pause marks the providers ids as paused and every other one as not, logging each change.
@@ -111,12 +223,12 @@ func (f *fleetLimits) pause(ids []string, log *slog.Logger) {
 	for _, id := range ids {
 		paused[id] = true
 	}
-	for _, pl := range f.order {
-		if was := pl.paused.Swap(paused[pl.p.ID]); was != paused[pl.p.ID] {
+	for _, pl := range f.all() {
+		if was := pl.paused.Swap(paused[pl.id]); was != paused[pl.id] {
 			if was {
-				log.Info("dispatch: provider resumed by an operator; its lanes read again", "provider", pl.p.ID)
+				log.Info("dispatch: provider resumed by an operator; its lanes read again", "provider", pl.id)
 			} else {
-				log.Warn("dispatch: provider paused by an operator; its lanes read nothing until it is resumed", "provider", pl.p.ID)
+				log.Warn("dispatch: provider paused by an operator; its lanes read nothing until it is resumed", "provider", pl.id)
 			}
 		}
 	}
@@ -130,15 +242,26 @@ func breakerConfig(b providers.BreakerConfig) limits.BreakerConfig {
 	}
 }
 
+// live is the number of replicas the buckets were last shared by (1 before the first share).
+func (f *fleetLimits) live() int {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return max(f.shared, 1)
+}
+
 // share gives every bucket this replica's part of its provider's fleet-wide rate and burst
 // when live replicas share them (at least one token of burst, or no request could ever go).
 func (f *fleetLimits) share(now time.Time, live int) {
 	live = max(live, 1)
-	for _, pl := range f.order {
-		rate, burst := pl.p.Rate/float64(live), max(1, pl.p.Burst/live)
+	f.mu.Lock()
+	f.shared = live
+	f.mu.Unlock()
+	for _, pl := range f.all() {
+		p := pl.provider()
+		rate, burst := p.Rate/float64(live), max(1, p.Burst/live)
 		pl.bucket.Configure(now, rate, burst)
-		if pl.perHost != nil {
-			pl.perHost.Configure(now, rate, burst)
+		if hl := pl.hostLimits(); hl != nil {
+			hl.Configure(now, rate, burst)
 		}
 	}
 }

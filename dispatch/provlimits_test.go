@@ -43,11 +43,13 @@ func TestOutcomesForTheBreakers(t *testing.T) {
 }
 
 func newTestLimits(capacity int, rate float64) *providerLimits {
-	return &providerLimits{
-		p:      &providers.Provider{ID: "fcm", Rate: rate, Burst: 1, MaxInFlight: capacity},
+	pl := &providerLimits{
+		id:     "fcm",
 		slots:  limits.NewSlots(limits.SlotsConfig{Cap: capacity}),
 		bucket: limits.NewBucket(rate, 1),
 	}
+	pl.cfg.Store(&providers.Provider{ID: "fcm", Rate: rate, Burst: 1, MaxInFlight: capacity})
+	return pl
 }
 
 func TestReadableBoundsReadsBySlotsAndTokens(t *testing.T) {

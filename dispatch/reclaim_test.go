@@ -121,6 +121,7 @@ type laneSet struct {
 	health    *redisHealth
 	heartbeat *heartbeat
 	byShard   []map[string]*lane
+	table     *laneTable
 	ids       []string
 }
 
@@ -138,14 +139,22 @@ func (e *env) newLaneSet(cfg Config) *laneSet {
 		e.t.Fatal(err)
 	}
 	ls.limits = newFleetLimits(ls.cfg)
-	ls.health = newRedisHealth(cfg.Store.Shards(), cfg.Logger, cfg.Now())
+	ls.health = newRedisHealth(cfg.Store.Shards(), cfg.Logger, cfg.Now(), nil)
 	ls.heartbeat = newHeartbeat(heartbeatParams{cfg: ls.cfg, limits: ls.limits, health: ls.health, hb: cfg.Registry.Heartbeat()})
 	for s := 0; s < cfg.Store.Shards(); s++ {
 		ls.byShard = append(ls.byShard, map[string]*lane{})
 		for _, id := range ls.ids {
 			ls.byShard[s][id] = newLane(laneParams{cfg: ls.cfg, store: cfg.Store, shard: s, provider: id,
-				lim: ls.limits.byID[id], hosts: ls.limits.hosts, health: ls.health, abort: make(chan struct{})})
+				lim: ls.limits.get(id), hosts: ls.limits.hosts, health: ls.health, abort: make(chan struct{})})
 		}
+	}
+	ls.table = newLaneTable(cfg.Store.Shards())
+	for _, id := range ls.ids {
+		var byShard []*lane
+		for s := range ls.byShard {
+			byShard = append(byShard, ls.byShard[s][id])
+		}
+		ls.table.add(id, byShard)
 	}
 	return ls
 }
@@ -235,7 +244,7 @@ func (ls *laneSet) reclaimer() *reclaimer {
 	for s := range ls.byShard {
 		intakes = append(intakes, newIntake(intakeParams{cfg: ls.cfg, shard: s, limits: ls.limits, health: ls.health}))
 	}
-	return newReclaimer(reclaimerParams{cfg: ls.cfg, intakes: intakes, lanes: ls.byShard, providers: ls.ids,
+	return newReclaimer(reclaimerParams{cfg: ls.cfg, intakes: intakes, lanes: ls.table,
 		health: ls.health, heartbeat: ls.heartbeat, hb: ls.cfg.Registry.Heartbeat()})
 }
 
@@ -277,7 +286,7 @@ func TestReclaimSpendsAProviderRoomOnceOverShards(t *testing.T) {
 	}
 	waitFor(t, "entries reclaimed", func() bool { round(); return offered() > 0 })
 	round() // the lanes have not started what they were offered: no room is left
-	if n, free := offered(), ls.limits.byID["fcm"].slots.Free(); n != free {
+	if n, free := offered(), ls.limits.get("fcm").slots.Free(); n != free {
 		t.Errorf("%d entries offered to fcm's lanes over 2 shards, want its %d free slots", n, free)
 	}
 	claimed := 0

@@ -8,6 +8,7 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/limits"
 	"github.com/webpush-gateway/webpush-gateway/providers"
 	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/telemetry"
 )
 
 // reclaimRounds bounds the intake reclaim calls per shard per tick; the next tick continues.
@@ -15,10 +16,9 @@ const reclaimRounds = 10
 
 // reclaimerParams configure the reclaimer.
 type reclaimerParams struct {
-	cfg       *Config            // shared, read-only after Run applied the defaults
-	intakes   []*intake          // by shard
-	lanes     []map[string]*lane // by shard, then provider id
-	providers []string           // provider ids, in registry order
+	cfg       *Config   // shared, read-only after Run applied the defaults
+	intakes   []*intake // by shard
+	lanes     *laneTable
 	health    *redisHealth
 	heartbeat *heartbeat
 	hb        providers.HeartbeatConfig
@@ -55,7 +55,7 @@ func newReclaimer(p reclaimerParams) *reclaimer {
 
 // start runs the loop in a goroutine counted in wg; the first round is one period in.
 func (r *reclaimer) start(wg *sync.WaitGroup) {
-	goCounted(wg, func() { ticking(r.done, r.cfg.ReclaimEvery, false, r.cfg.Logger, "reclaim", r.reclaim) })
+	goCounted(wg, func() { ticking(r.done, r.cfg.ReclaimEvery, false, r.cfg, "reclaimer", r.reclaim) })
 }
 
 // allowed reports whether this round may reclaim, and which consumers' entries to spare: none
@@ -103,14 +103,14 @@ func (r *reclaimer) reclaim(ctx context.Context) error {
 	// room is short, each shard's idle entries get their turn.
 	first := r.turn % shards
 	r.turn++
-	for _, p := range r.providers {
+	for _, p := range r.lanes.providers() {
 		room := r.room(p)
 		for i := 0; i < shards && room > 0; i++ {
 			s := (first + i) % shards
 			if !r.health.open(s) {
 				continue
 			}
-			l := r.lanes[s][p]
+			l := r.lanes.of(s, p)
 			n := min(room, cap(l.offered)-len(l.offered))
 			if n == 0 {
 				continue // this lane's reader has not yet started what it was offered
@@ -139,13 +139,13 @@ func (r *reclaimer) reclaim(ctx context.Context) error {
 // started, each of which will take one. None while its breaker is open (the entries would only
 // be put back) or an operator paused it.
 func (r *reclaimer) room(p string) int {
-	lim := r.lanes[0][p].lim
-	if lim.breaker.State() == limits.Open || lim.paused.Load() {
+	lim := r.lanes.of(0, p).lim
+	if lim.breaker().State() == limits.Open || lim.paused.Load() {
 		return 0
 	}
 	free := lim.readable()
-	for s := range r.lanes {
-		free -= len(r.lanes[s][p].offered)
+	for s := range r.lanes.shards() {
+		free -= len(r.lanes.of(s, p).offered)
 	}
 	return max(0, free)
 }
@@ -153,12 +153,21 @@ func (r *reclaimer) room(p string) int {
 func (r *reclaimer) claim(ctx context.Context, shard int, stream string, count int, alive []string) ([]stream.Entry, error) {
 	cfg := r.cfg
 	claimed, dead, err := cfg.Store.Reclaim(ctx, shard, stream, cfg.VisibilityTimeout, count, cfg.MaxDeliveries, alive...)
-	r.health.observe(shard, err, cfg.Now())
+	r.health.observe(shard, telemetry.OpReclaim, err, cfg.Now())
 	if err != nil {
 		return nil, err
 	}
-	if dead > 0 {
-		cfg.Logger.Warn("dispatch: entries delivered too many times dead-lettered", "stream", stream, "count", dead)
+	if dead.TooManyDeliveries > 0 {
+		cfg.Logger.Warn("dispatch: entries delivered too many times dead-lettered", "stream", stream, "count", dead.TooManyDeliveries)
+	}
+	if dead.Invalid > 0 {
+		cfg.Logger.Info("dispatch: reclaimed intake entries that break the entry rules dead-lettered", "stream", stream, "count", dead.Invalid)
+	}
+	for range dead.TooManyDeliveries {
+		cfg.Metrics.DeadLetter(telemetry.DeadTooManyDeliveries)
+	}
+	for range dead.Invalid {
+		cfg.Metrics.DeadLetter(telemetry.DeadInvalidJob)
 	}
 	if len(claimed) > 0 {
 		cfg.Logger.Info("dispatch: entries reclaimed", "stream", stream, "count", len(claimed))

@@ -2,12 +2,22 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 )
 
-// Run is the worker: it creates the consumer groups, starts every loop, and on ctx's
-// cancellation shuts them down in this order:
+// Run is the worker: New and Worker.Run, for callers that reload nothing.
+func Run(ctx context.Context, cfg Config) error {
+	w, err := New(cfg)
+	if err != nil {
+		return err
+	}
+	return w.Run(ctx)
+}
+
+// Run creates the consumer groups, starts every loop, applies the registry reloads it is given
+// (Reload) while it runs, and on ctx's cancellation shuts the loops down in this order:
 //
 //  1. The readers stop: intake loops, lane readers and the reclaimer (a claim is a read too,
 //     and what it claims would have to be sent). A blocking read returns within Block.
@@ -36,17 +46,13 @@ import (
 //
 // At start it also warns about orphan lanes: lanes that hold jobs for a provider the registry
 // no longer lists, which nothing reads (see warnOrphanLanes).
-func Run(ctx context.Context, cfg Config) error {
-	cfg, err := cfg.withDefaults()
-	if err != nil {
-		return err
+func (w *Worker) Run(ctx context.Context) error {
+	if !w.running.CompareAndSwap(false, true) {
+		return errors.New("dispatch: Worker.Run called twice")
 	}
+	cfg := &w.cfg
 	log := cfg.Logger
-	provs := cfg.Registry.Providers()
-	ids := make([]string, len(provs))
-	for i, p := range provs {
-		ids[i] = p.ID
-	}
+	ids := cfg.registry().IDs()
 	// Redis may still be starting (a pod and its Redis come up together): keep trying, for
 	// up to StartupTimeout in all.
 	start, cancelStart := context.WithTimeout(ctx, cfg.StartupTimeout)
@@ -60,74 +66,73 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 
-	lim := newFleetLimits(&cfg)
-	health := newRedisHealth(cfg.Store.Shards(), log, cfg.Now())
+	cfg.Health.SetReady("groups", true, "")
+	w.limits = newFleetLimits(cfg)
+	w.health = newRedisHealth(cfg.Store.Shards(), log, cfg.Now(), cfg.Metrics)
+	cfg.Metrics.SetProviderSource(w.limits.gauges)
 	// The first heartbeat and budget round run before any lane reads, so no replica sends at
 	// the whole fleet's rate, nor with the wrong caps, while it learns its share.
-	hb := newHeartbeat(heartbeatParams{cfg: &cfg, limits: lim, health: health, hb: cfg.Registry.Heartbeat()})
+	hb := newHeartbeat(heartbeatParams{cfg: cfg, limits: w.limits, health: w.health, hb: cfg.registry().Heartbeat()})
 	if err := startup(start, cfg.StartupTimeout, log, "heartbeat", hb.beat); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
 		return err
 	}
-	warnOrphanLanes(start, &cfg)
+	warnOrphanLanes(start, cfg)
 	cancelStart()
 	var bud *budget
-	if b := cfg.Registry.Budget(); b != nil {
-		bud = newBudget(budgetParams{cfg: &cfg, limits: lim, budget: *b})
+	if b := cfg.registry().Budget(); b != nil {
+		bud = newBudget(budgetParams{cfg: cfg, limits: w.limits, every: b.Every})
 		bud.round(cfg.Now())
 	}
 
 	// abort is closed when Grace ends: it cancels whatever sends are still in flight.
-	abort := make(chan struct{})
+	w.abort = make(chan struct{})
 	var (
 		readers sync.WaitGroup // intake loops and the reclaimer
-		lanes   sync.WaitGroup // lane readers, each of which waits for its own sends
 		fleet   sync.WaitGroup // promoter, janitor, heartbeat and budget
 	)
 	shards := cfg.Store.Shards()
-	var (
-		intakes  []*intake
-		laneList []*lane
-		byShard  = make([]map[string]*lane, shards)
-	)
+	var intakes []*intake
 	for s := 0; s < shards; s++ {
-		intakes = append(intakes, newIntake(intakeParams{cfg: &cfg, shard: s, limits: lim, health: health}))
-		byShard[s] = make(map[string]*lane, len(provs))
+		intakes = append(intakes, newIntake(intakeParams{cfg: cfg, shard: s, limits: w.limits, health: w.health}))
 	}
-	for _, p := range provs {
-		// The provider's limits are per process, shared by its lanes on every shard: the slots
-		// are what this replica's memory and sockets carry, the bucket its share of the rate.
-		for s := 0; s < shards; s++ {
-			l := newLane(laneParams{cfg: &cfg, store: cfg.Store, shard: s, provider: p.ID, lim: lim.byID[p.ID], hosts: lim.hosts, health: health, abort: abort})
-			byShard[s][p.ID] = l
-			laneList = append(laneList, l)
-		}
+	w.lanes = newLaneTable(shards)
+	for _, id := range ids {
+		w.startLanes(w.limits.get(id))
 	}
-	rec := newReclaimer(reclaimerParams{cfg: &cfg, intakes: intakes, lanes: byShard, providers: ids,
-		health: health, heartbeat: hb, hb: cfg.Registry.Heartbeat()})
-	prom := newPromoter(promoterParams{cfg: &cfg})
-	jan := newJanitor(janitorParams{cfg: &cfg, providers: ids})
-	probe := newProber(proberParams{cfg: &cfg, health: health})
+	rec := newReclaimer(reclaimerParams{cfg: cfg, intakes: intakes, lanes: w.lanes,
+		health: w.health, heartbeat: hb, hb: cfg.registry().Heartbeat()})
+	prom := newPromoter(promoterParams{cfg: cfg})
+	jan := newJanitor(janitorParams{cfg: cfg, lanes: w.lanes})
+	probe := newProber(proberParams{cfg: cfg, health: w.health})
+	st := newStats(statsParams{cfg: cfg, lanes: w.lanes, heartbeat: hb, health: w.health})
 
 	for _, in := range intakes {
 		in.start(&readers)
-	}
-	for _, l := range laneList {
-		l.start(&lanes)
 	}
 	rec.start(&readers)
 	prom.start(&fleet)
 	jan.start(&fleet)
 	probe.start(&fleet)
+	st.start(&fleet)
 	hb.start(&fleet)
 	if bud != nil {
 		bud.start(&fleet)
 	}
 	log.Info("dispatch: running", "shards", shards, "providers", len(ids))
 
-	<-ctx.Done()
+	for running := true; running; {
+		select {
+		case <-ctx.Done():
+			running = false
+		case r := <-w.reloads:
+			r.done <- w.apply(ctx, r)
+		}
+	}
+	w.stopping.Store(true)
+	cfg.Health.Draining()
 	// The grace period counts from the cancellation: sends keep running while readers stop.
 	grace := time.NewTimer(cfg.Grace)
 	defer grace.Stop()
@@ -137,21 +142,21 @@ func Run(ctx context.Context, cfg Config) error {
 		in.shutdown()
 	}
 	rec.shutdown()
-	for _, l := range laneList {
+	for _, l := range w.allLanes() {
 		l.shutdown()
 	}
 	readers.Wait()
 	// 2. Let in-flight sends finish within Grace, then cancel the rest.
 	sendsDone := make(chan struct{})
 	go func() { // owned by Run, which receives from sendsDone on both paths below
-		lanes.Wait()
+		w.laneGroup.Wait()
 		close(sendsDone)
 	}()
 	select {
 	case <-sendsDone:
 	case <-grace.C:
 		log.Warn("dispatch: grace period over; cancelling sends still in flight", "grace", cfg.Grace)
-		close(abort)
+		close(w.abort)
 		<-sendsDone
 	}
 	// 3. Stop the fleet-wide loops. The heartbeat leaves the live set as it stops, after the
@@ -159,6 +164,7 @@ func Run(ctx context.Context, cfg Config) error {
 	prom.shutdown()
 	jan.shutdown()
 	probe.shutdown()
+	st.shutdown()
 	hb.shutdown()
 	if bud != nil {
 		bud.shutdown()

@@ -53,7 +53,7 @@ func warnOrphanLanes(ctx context.Context, cfg *Config) {
 	ctx, cancel := context.WithTimeout(ctx, orphanScanLimit)
 	defer cancel()
 	known := map[string]bool{}
-	for _, p := range cfg.Registry.Providers() {
+	for _, p := range cfg.registry().Providers() {
 		known[p.ID] = true
 	}
 	log := cfg.Logger

@@ -38,15 +38,16 @@ const (
 // retries, and a cap per recipient. Its cap can change while slots are held (budget
 // reallocation). Safe for concurrent use.
 type Slots struct {
-	share        float64 // immutable after NewSlots
-	perRecipient int     // immutable after NewSlots; < 0: no cap
-
-	mu          sync.Mutex
-	cap         int            // guarded by mu
-	retryCap    int            // guarded by mu; ceil(cap*share), at least 1
-	inFlight    int            // guarded by mu
-	retries     int            // guarded by mu; of inFlight, the retries
-	byRecipient map[string]int // guarded by mu; only recipients with deliveries in flight
+	mu           sync.Mutex
+	share        float64 // guarded by mu
+	perRecipient int     // guarded by mu; < 0: no cap
+	cap          int     // guarded by mu
+	retryCap     int     // guarded by mu; ceil(cap*share), at least 1
+	inFlight     int     // guarded by mu
+	retries      int     // guarded by mu; of inFlight, the retries
+	// byRecipient counts the deliveries in flight of every recipient that has some, capped or
+	// not, so that Reconfigure may change the cap while they are out.
+	byRecipient map[string]int // guarded by mu
 	// freed is closed (and cleared) when a slot becomes free, to wake Wait. It is nil while
 	// nobody waits, so Release allocates nothing on the hot path.
 	freed chan struct{} // guarded by mu
@@ -90,9 +91,9 @@ func (s *Slots) TryAcquire(retry bool, recipient string) error {
 	if retry && s.retries >= s.retryCap {
 		return ErrRetryShare
 	}
-	if recipient != "" && s.perRecipient > 0 {
+	if recipient != "" {
 		n := s.byRecipient[recipient]
-		if n >= s.perRecipient {
+		if s.perRecipient > 0 && n >= s.perRecipient {
 			return ErrRecipientBusy
 		}
 		s.byRecipient[recipient] = n + 1
@@ -112,7 +113,7 @@ func (s *Slots) Release(retry bool, recipient string) {
 	if s.inFlight == 0 || (retry && s.retries == 0) {
 		panic("limits: Slots.Release without TryAcquire")
 	}
-	if recipient != "" && s.perRecipient > 0 {
+	if recipient != "" {
 		switch n := s.byRecipient[recipient]; n {
 		case 0:
 			panic("limits: Slots.Release for a recipient with nothing in flight")
@@ -143,6 +144,23 @@ func (s *Slots) SetCap(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.setCapLocked(n)
+	s.wakeLocked()
+}
+
+// Reconfigure applies c (a registry reload) to slots that may be in use: the cap as SetCap
+// does, the retries' share and the per-recipient cap for the next acquisitions. Deliveries in
+// flight keep their slots.
+func (s *Slots) Reconfigure(c SlotsConfig) {
+	if c.RetryShare <= 0 || c.RetryShare > 1 {
+		c.RetryShare = DefaultRetryShare
+	}
+	if c.PerRecipient == 0 {
+		c.PerRecipient = DefaultPerRecipient
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.share, s.perRecipient = c.RetryShare, c.PerRecipient
+	s.setCapLocked(c.Cap)
 	s.wakeLocked()
 }
 

@@ -301,3 +301,32 @@ func TestSlotsHammer(t *testing.T) {
 	}
 	t.Logf("%d acquisitions, peak %d in flight", acquired.Load(), peak.Load())
 }
+
+// TestSlotsReconfigureWhileInUse: a reload changes the cap, the retries' share and the
+// per-recipient cap of slots in use; what is in flight keeps its slots and releases cleanly,
+// whatever the per-recipient cap was when it was taken.
+func TestSlotsReconfigureWhileInUse(t *testing.T) {
+	s := limits.NewSlots(limits.SlotsConfig{Cap: 4, RetryShare: 0.5, PerRecipient: limits.NoLimit})
+	for range 3 {
+		if err := s.TryAcquire(false, "alice"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Reconfigure(limits.SlotsConfig{Cap: 8, RetryShare: 0.25, PerRecipient: 2})
+	if err := s.TryAcquire(false, "alice"); !errors.Is(err, limits.ErrRecipientBusy) {
+		t.Errorf("alice, with 3 in flight and a new cap of 2: %v, want limits.ErrRecipientBusy", err)
+	}
+	if s.Cap() != 8 || s.RetryCap() != 2 || s.Free() != 5 {
+		t.Errorf("cap %d, retry cap %d, free %d; want 8, 2, 5", s.Cap(), s.RetryCap(), s.Free())
+	}
+	for range 3 {
+		s.Release(false, "alice") // taken under no cap, released under a cap: no panic
+	}
+	if err := s.TryAcquire(false, "alice"); err != nil {
+		t.Errorf("alice with nothing in flight: %v", err)
+	}
+	s.Reconfigure(limits.SlotsConfig{Cap: 1})
+	if s.Free() != 0 || s.RetryCap() != 1 {
+		t.Errorf("after lowering the cap under what is in flight: free %d, retry cap %d", s.Free(), s.RetryCap())
+	}
+}

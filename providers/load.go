@@ -23,9 +23,19 @@ const MaxFileSize = 1 << 20
 
 var idPattern = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
 
-// Load reads and parses a registry file. Problems in the file come back as a List; a file that
+// Load reads and parses a registry file. Problems in the file come back as Errors; a file that
 // cannot be read comes back as the os error, wrapped.
 func Load(path string) (*Registry, error) {
+	data, err := readFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(path, data)
+}
+
+// readFile reads at most one byte more than MaxFileSize, so Parse can refuse a larger file
+// without this reading all of it.
+func readFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("providers: read registry: %w", err)
@@ -35,11 +45,11 @@ func Load(path string) (*Registry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("providers: read registry: %w", err)
 	}
-	return Parse(path, data)
+	return data, nil
 }
 
 // Parse checks a registry file's content and builds the Registry; filename only labels errors.
-// Every problem found is returned at once, as a List in line order.
+// Every problem found is returned at once, as Errors in line order.
 func Parse(filename string, data []byte) (*Registry, error) {
 	d := &decoder{file: filename}
 	var reg *Registry
@@ -56,7 +66,7 @@ func Parse(filename string, data []byte) (*Registry, error) {
 // decoder collects problems while walking one file's node tree.
 type decoder struct {
 	file string
-	errs List
+	errs Errors
 }
 
 func (d *decoder) add(line int, field, problem string) {

@@ -128,9 +128,9 @@ func TestLoadErrors(t *testing.T) {
 	if !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("Load(missing) error = %v, want os.ErrNotExist", err)
 	}
-	var list providers.List
+	var list providers.Errors
 	if errors.As(err, &list) {
-		t.Errorf("Load(missing) error is a List (%v); an unreadable file is not a registry problem", list)
+		t.Errorf("Load(missing) error is a Errors (%v); an unreadable file is not a registry problem", list)
 	}
 }
 

@@ -32,13 +32,21 @@ type AuditReport struct {
 // streams: an operator's tool, not a hot path. With ResultsMaxLen or DeadMaxLen set, records
 // older than the cap are gone and their ids report as missing.
 func (s *Store) Audit(ctx context.Context, ids []string) (AuditReport, error) {
+	rep, _, err := s.AuditByCode(ctx, ids)
+	return rep, err
+}
+
+// AuditByCode is Audit that also counts the terminal records of ids by outcome code (the
+// ledger's and the dead stream's codes), in the same reads.
+func (s *Store) AuditByCode(ctx context.Context, ids []string) (AuditReport, map[string]int, error) {
 	rep := AuditReport{Total: len(ids), NoneWhere: map[string]int{}}
+	byCode := map[string]int{}
 	if err := checkShards(ctx, s.c, s.o.Prefix, s.o.Shards, false); err != nil {
-		return rep, err
+		return rep, byCode, err
 	}
 	shards, err := s.auditShards(ctx)
 	if err != nil {
-		return rep, err
+		return rep, byCode, err
 	}
 	want := make(map[string]int, len(ids))
 	for _, id := range ids {
@@ -51,11 +59,13 @@ func (s *Store) Audit(ctx context.Context, ids []string) (AuditReport, error) {
 				if id, ok := f["id"].(string); ok {
 					if _, ok := want[id]; ok {
 						want[id]++
+						code, _ := f["code"].(string)
+						byCode[code]++
 					}
 				}
 			})
 			if err != nil {
-				return rep, err
+				return rep, byCode, err
 			}
 		}
 	}
@@ -74,11 +84,11 @@ func (s *Store) Audit(ctx context.Context, ids []string) (AuditReport, error) {
 	rep.None = len(missing)
 	rep.Missing = missing
 	if len(missing) == 0 {
-		return rep, nil
+		return rep, byCode, nil
 	}
 	where, err := s.locate(ctx, shards, missing)
 	if err != nil {
-		return rep, err
+		return rep, byCode, err
 	}
 	for _, id := range missing {
 		w := where[id]
@@ -87,7 +97,7 @@ func (s *Store) Audit(ctx context.Context, ids []string) (AuditReport, error) {
 		}
 		rep.NoneWhere[w]++
 	}
-	return rep, nil
+	return rep, byCode, nil
 }
 
 // locate finds where each of ids is waiting on shards: delayed, a lane, the intake, or pending.

@@ -217,8 +217,8 @@ func TestReclaimChecksIntakeEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, dead, err := w.Reclaim(env.ctx, 0, k.Intake, 0, 10, 5)
-	if err != nil || len(got) != 0 || dead != 1 {
-		t.Fatalf("Reclaim = %d claimed, %d dead, %v; want 0, 1", len(got), dead, err)
+	if err != nil || len(got) != 0 || dead != (Dead{Invalid: 1}) {
+		t.Fatalf("Reclaim = %d claimed, %+v dead, %v; want 0, 1 invalid", len(got), dead, err)
 	}
 	rec := fieldsOf(env.entries(t, k.Dead)[0])
 	if rec["reason"] != fmt.Sprintf("entry is %d bytes; at most %d", len(big), job.MaxEntryBytes) || len(rec["job"]) != job.MaxEntryBytes {
@@ -227,8 +227,8 @@ func TestReclaimChecksIntakeEntries(t *testing.T) {
 
 	e := env.laneEntry(t, ghost, "fcm", "too-many")
 	env.age(t, e.Stream, "ghost", e.ID, time.Hour, 5)
-	if _, dead, err := w.Reclaim(env.ctx, 0, e.Stream, time.Minute, 10, 5); err != nil || dead != 1 {
-		t.Fatalf("Reclaim = %d dead, %v; want 1", dead, err)
+	if _, dead, err := w.Reclaim(env.ctx, 0, e.Stream, time.Minute, 10, 5); err != nil || dead != (Dead{TooManyDeliveries: 1}) {
+		t.Fatalf("Reclaim = %+v dead, %v; want 1 for too many deliveries", dead, err)
 	}
 	recs := env.entries(t, k.Dead)
 	rec = fieldsOf(recs[len(recs)-1])

@@ -35,13 +35,22 @@ var (
 // entry rules are dead-lettered as ReadIntake does, so claimed entries are bounded in size.
 // Dead records carry at most job.MaxEntryBytes of a job. Claimed entries are handled like fresh
 // ones.
-func (s *Store) Reclaim(ctx context.Context, shard int, stream string, minIdle time.Duration, count int, maxDeliveries int64, alive ...string) (claimed []Entry, dead int, err error) {
+func (s *Store) Reclaim(ctx context.Context, shard int, stream string, minIdle time.Duration, count int, maxDeliveries int64, alive ...string) (claimed []Entry, dead Dead, err error) {
 	return s.reclaim(ctx, shard, stream, minIdle, count, maxDeliveries, s.o.Now(), alive)
 }
 
-func (s *Store) reclaim(ctx context.Context, shard int, stream string, minIdle time.Duration, count int, maxDeliveries int64, now time.Time, alive []string) ([]Entry, int, error) {
+// Dead counts the entries a Reclaim dead-lettered, by why.
+type Dead struct {
+	TooManyDeliveries int // delivered more than the limit without finishing (CodeTooManyDeliveries)
+	Invalid           int // intake entries that broke the entry rules (INVALID_JOB)
+}
+
+// Total is every entry dead-lettered.
+func (d Dead) Total() int { return d.TooManyDeliveries + d.Invalid }
+
+func (s *Store) reclaim(ctx context.Context, shard int, stream string, minIdle time.Duration, count int, maxDeliveries int64, now time.Time, alive []string) ([]Entry, Dead, error) {
 	if count <= 0 {
-		return nil, 0, nil
+		return nil, Dead{}, nil
 	}
 	if maxDeliveries < 0 {
 		maxDeliveries = 0
@@ -61,19 +70,21 @@ func (s *Store) reclaim(ctx context.Context, shard int, stream string, minIdle t
 	v, err := reclaimScript.Run(ctx, s.c, []string{stream, k.Dead, k.Jobs}, args...).Slice()
 	if err != nil {
 		if strings.Contains(err.Error(), "NOGROUP") {
-			return nil, 0, nil // no group yet: nothing was ever read, nothing to claim
+			return nil, Dead{}, nil // no group yet: nothing was ever read, nothing to claim
 		}
-		return nil, 0, fmt.Errorf("stream: reclaim %s: %w", stream, err)
+		return nil, Dead{}, fmt.Errorf("stream: reclaim %s: %w", stream, err)
 	}
-	if len(v) == 0 {
-		return nil, 0, fmt.Errorf("stream: reclaim %s: empty reply", stream)
+	if len(v) < 2 {
+		return nil, Dead{}, fmt.Errorf("stream: reclaim %s: short reply", stream)
 	}
-	dead, _ := v[0].(int64)
+	tooMany, _ := v[0].(int64)
+	invalid, _ := v[1].(int64)
+	dead := Dead{TooManyDeliveries: int(tooMany), Invalid: int(invalid)}
 	var out []Entry
-	for _, x := range v[1:] {
+	for _, x := range v[2:] {
 		pair, ok := x.([]any)
 		if !ok || len(pair) != 2 {
-			return nil, 0, fmt.Errorf("stream: reclaim %s: unexpected reply %T", stream, x)
+			return nil, Dead{}, fmt.Errorf("stream: reclaim %s: unexpected reply %T", stream, x)
 		}
 		id, _ := pair[0].(string)
 		flat, _ := pair[1].([]any)
@@ -85,5 +96,5 @@ func (s *Store) reclaim(ctx context.Context, shard int, stream string, minIdle t
 		}
 		out = append(out, Entry{Stream: stream, ID: id, Fields: f, Shard: shard})
 	}
-	return out, int(dead), nil
+	return out, dead, nil
 }

@@ -20,8 +20,9 @@
 --          theirs however long they idle (a slow send, or a replica that was cut off from
 --          Redis and is writing its outcomes now). This consumer's own idle entries are
 --          claimed: they are ones it lost track of.
--- Returns {dead, claimed1, claimed2, ...}: the number of entries dead-lettered, then each
--- claimed entry as {id, {field, value, ...}}.
+-- Returns {too_many, invalid, claimed1, claimed2, ...}: the number of entries dead-lettered
+-- for too many deliveries and for breaking the entry rules, then each claimed entry as
+-- {id, {field, value, ...}}.
 local want = tonumber(ARGV[4])
 local max_bytes = tonumber(ARGV[10])
 local alive = {}
@@ -47,7 +48,7 @@ for _ = 1, 16 do
   start = '(' .. p[#p][1]
 end
 if #ids == 0 then
-  return {0}
+  return {0, 0}
 end
 local claimArgs = {'XCLAIM', KEYS[1], ARGV[1], ARGV[2], tonumber(ARGV[3])}
 for _, id in ipairs(ids) do
@@ -55,8 +56,8 @@ for _, id in ipairs(ids) do
 end
 local claimed = redis.call(unpack(claimArgs))
 local maxDeliveries = tonumber(ARGV[5])
-local out = {0}
-local dead = 0
+local out = {0, 0}
+local tooMany, invalid = 0, 0
 for _, e in ipairs(claimed) do
   if type(e) == 'table' and e[1] and type(e[2]) == 'table' then
     local id, fields = e[1], e[2]
@@ -73,7 +74,7 @@ for _, e in ipairs(claimed) do
         KEYS[1], id, '', '0', ARGV[6], raw, max_bytes))
       redis.call('XACK', KEYS[1], ARGV[1], id)
       redis.call('XDEL', KEYS[1], id)
-      dead = dead + 1
+      invalid = invalid + 1
     elseif maxDeliveries > 0 and (counts[id] or 0) > maxDeliveries then
       local jobId = ''
       if f.job and #f.job <= max_bytes then
@@ -90,11 +91,11 @@ for _, e in ipairs(claimed) do
       if ARGV[9] ~= '1' and jobId ~= '' then
         redis.call('HDEL', KEYS[3], jobId)
       end
-      dead = dead + 1
+      tooMany = tooMany + 1
     else
       table.insert(out, {id, fields})
     end
   end
 end
-out[1] = dead
+out[1], out[2] = tooMany, invalid
 return out

@@ -29,8 +29,8 @@ func TestReclaim(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Reclaim: %v", err)
 	}
-	if dead != 1 {
-		t.Errorf("dead = %d, want 1", dead)
+	if dead != (Dead{TooManyDeliveries: 1}) {
+		t.Errorf("dead = %+v, want 1 for too many deliveries", dead)
 	}
 	var ids []string
 	for _, c := range claimed {
@@ -75,8 +75,8 @@ func TestReclaim(t *testing.T) {
 	}
 	// Nothing idle is left to claim.
 	claimed, dead, err = w2.Reclaim(env.ctx, 0, lane, 5*time.Minute, 100, 5)
-	if err != nil || len(claimed) != 0 || dead != 0 {
-		t.Errorf("second Reclaim = %d claimed, %d dead, %v; want none", len(claimed), dead, err)
+	if err != nil || len(claimed) != 0 || dead.Total() != 0 {
+		t.Errorf("second Reclaim = %d claimed, %+v dead, %v; want none", len(claimed), dead, err)
 	}
 }
 
@@ -90,8 +90,8 @@ func TestReclaimIntakeNoLimit(t *testing.T) {
 		env.age(t, e.Stream, "w1", e.ID, time.Hour, 50)
 	}
 	claimed, dead, err := w2.Reclaim(env.ctx, 0, w1.IntakeStream(0), time.Minute, 100, 0)
-	if err != nil || dead != 0 || len(claimed) != 2 {
-		t.Fatalf("Reclaim without a limit = %d claimed, %d dead, %v; want 2, 0", len(claimed), dead, err)
+	if err != nil || dead.Total() != 0 || len(claimed) != 2 {
+		t.Fatalf("Reclaim without a limit = %d claimed, %+v dead, %v; want 2, 0", len(claimed), dead, err)
 	}
 	if claimed[1].Fields["job"] != "{not json" {
 		t.Errorf("claimed fields = %v", claimed[1].Fields)
@@ -99,8 +99,8 @@ func TestReclaimIntakeNoLimit(t *testing.T) {
 	// With a limit, an intake entry that is not JSON is dead-lettered without an id.
 	env.age(t, claimed[1].Stream, "w2", claimed[1].ID, time.Hour, 50)
 	_, dead, err = w1.Reclaim(env.ctx, 0, w1.IntakeStream(0), time.Minute, 100, 5)
-	if err != nil || dead != 1 {
-		t.Fatalf("Reclaim = %d dead, %v; want 1", dead, err)
+	if err != nil || dead != (Dead{TooManyDeliveries: 1}) {
+		t.Fatalf("Reclaim = %+v dead, %v; want 1", dead, err)
 	}
 	f := fieldsOf(env.entries(t, w1.Keys(0).Dead)[0])
 	if f["id"] != "" || f["job"] != "{not json" || f["provider"] != "" || f["reason"] != "delivered 50 times without finishing" {
@@ -122,8 +122,8 @@ func TestReclaimLooksPastBusyEntries(t *testing.T) {
 	idle := env.laneEntry(t, w1, "fcm", "idle")
 	env.age(t, lane, "w1", idle.ID, 10*time.Minute, 1)
 	claimed, dead, err := w2.Reclaim(env.ctx, 0, lane, 5*time.Minute, 1, 5)
-	if err != nil || dead != 0 {
-		t.Fatalf("Reclaim: %v, %d dead", err, dead)
+	if err != nil || dead.Total() != 0 {
+		t.Fatalf("Reclaim: %v, %+v dead", err, dead)
 	}
 	if len(claimed) != 1 || claimed[0].ID != idle.ID {
 		t.Fatalf("claimed %+v, want the one idle entry %s behind 25 busy ones", claimed, idle.ID)

@@ -61,6 +61,7 @@ type Signer struct {
 	entries    atomic.Int64
 	evictMu    sync.Mutex // serialises evictions; never held while signing
 	signatures atomic.Uint64
+	byKey      sync.Map // key name -> *atomic.Uint64: the signatures made with each key
 }
 
 // defaultMaxEntries bounds the cache. At a few hundred bytes an entry this is
@@ -135,6 +136,17 @@ func refreshMargin(lifetime time.Duration) time.Duration {
 // Signatures is the number of JWTs signed so far.
 func (s *Signer) Signatures() uint64 { return s.signatures.Load() }
 
+// SignaturesByKey is the number of JWTs signed so far with each key, by key name (only keys that
+// signed at least one).
+func (s *Signer) SignaturesByKey() map[string]uint64 {
+	out := map[string]uint64{}
+	s.byKey.Range(func(k, v any) bool {
+		out[k.(string)] = v.(*atomic.Uint64).Load()
+		return true
+	})
+	return out
+}
+
 // Header returns "vapid t=<jwt>, k=<public key>" for key and audience (an
 // origin as returned by Audience). lifetime 0 means the signer's default;
 // otherwise it must be in (0, MaxLifetime]. The token is cached: see Signer.
@@ -208,6 +220,8 @@ func (s *Signer) fill(ck cacheKey, e *entry, key *Key, lifetime time.Duration, n
 		return "", err
 	}
 	s.signatures.Add(1)
+	n, _ := s.byKey.LoadOrStore(key.name, new(atomic.Uint64))
+	n.(*atomic.Uint64).Add(1)
 	e.exp = exp
 	e.refreshAt = exp.Add(-refreshMargin(lifetime))
 	e.header = "vapid t=" + token + ", k=" + key.public

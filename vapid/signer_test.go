@@ -346,6 +346,13 @@ func TestCacheKeys(t *testing.T) {
 		{name: "same name and key parsed twice shares the entry", uses: []use{{k1, audA}, {k1Copy, audA}}, wantSigs: 1},
 		{name: "two keys times two audiences", uses: []use{{k1, audA}, {k1, audB}, {k2, audA}, {k2, audB}, {k2, audB}}, wantSigs: 4},
 	}
+	byKey := map[string]map[string]uint64{
+		"two audiences sign twice":                        {"k1": 2},
+		"two keys sign twice":                             {"k1": 1, "k2": 1},
+		"same key under another name signs again":         {"k1": 1, "k1-renamed": 1},
+		"same name and key parsed twice shares the entry": {"k1": 1},
+		"two keys times two audiences":                    {"k1": 2, "k2": 2},
+	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newTestSigner(t, vapid.SignerOptions{Now: func() time.Time { return t0 }})
@@ -364,6 +371,9 @@ func TestCacheKeys(t *testing.T) {
 			}
 			if got := s.Signatures(); got != tc.wantSigs {
 				t.Errorf("Signatures = %d, want %d", got, tc.wantSigs)
+			}
+			if d := cmp.Diff(byKey[tc.name], s.SignaturesByKey()); d != "" {
+				t.Errorf("SignaturesByKey (-want +got):\n%s", d)
 			}
 		})
 	}

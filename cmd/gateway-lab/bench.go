@@ -11,9 +11,22 @@ import (
 )
 
 func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := cli.NewFlagSet("gateway-lab bench", stderr)
+	fs := cli.NewFlagSet("gateway-lab bench", stderr, cli.Help{
+		Usage: "[--redis URL] [--messages N] [--payload-size BYTES] [--concurrency N] [--mix WEIGHTS] [--only NAMES] [--profile] [--short]",
+		Summary: "Deliver the same messages through the gateway worker, a plain Redis-stream consumer around webpush-go, one around Node's web-push, " +
+			"and the RFC 8291 encryption alone, one after the other on this machine, and compare throughput, latency, CPU and Redis cost.",
+		Details: "It writes bench-report.json and bench-report.md to --out; BENCHMARKS.md has a run and its reading.",
+		Examples: []string{
+			"gateway-lab bench",
+			"gateway-lab bench --short --only gateway,webpush-go",
+			"gateway-lab bench --messages 50000 --mix fcm=50,autopush=50 --profile",
+		},
+		Exit: "1 a contender failed",
+	})
 	var o bench.Options
+	fs.Group("Redis")
 	fs.StringVar(&o.RedisURL, "redis", "", "Redis `URL` to use (default: start a throwaway redis-server on a free port); a server others use adds their commands and CPU to the Redis figures")
+	fs.Group("Workload")
 	fs.IntVar(&o.Messages, "messages", 20_000, "messages each contender delivers from a backlog (throughput, CPU, bytes)")
 	fs.IntVar(&o.PayloadSize, "payload-size", 256, "plaintext `BYTES` per message (at most 3993)")
 	fs.StringVar(&o.Mix, "mix", "fcm=72,autopush=19,apple=6,wns=3,unknown=1", "provider `WEIGHTS` of the subscriptions; unknown is self-hosted hosts in the fallback lane")
@@ -21,27 +34,26 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.IntVar(&o.LatencyMessages, "latency-messages", 2000, "messages of the paced phase that measures enqueue-to-answer latency")
 	fs.IntVar(&o.LatencyRate, "latency-rate", 500, "messages per second in the paced latency phase")
 	fs.IntVar(&o.Sample, "sample", 50, "pushsim verifies the JWT signature and decrypts the body of one push in `N`")
-	fs.StringVar(&o.Only, "only", "", "comma-separated contenders to run (default all): "+strings.Join(bench.Contenders(), ","))
+	fs.Group("Contenders")
+	fs.StringVar(&o.Only, "only", "", "comma-separated contender `NAMES` to run (default all): "+strings.Join(bench.Contenders(), ","))
+	fs.Group("Report")
 	fs.StringVar(&o.Out, "out", ".", "`DIR` for bench-report.json and bench-report.md (and bench-gateway.pprof with --profile)")
 	fs.BoolVar(&o.Profile, "profile", false, "write a CPU profile of the gateway worker to DIR/bench-gateway.pprof")
 	fs.StringVar(&o.WorkerBinary, "worker-binary", "", "gateway-worker `BINARY` the gateway contender runs (default: the one beside this binary, else on PATH)")
 	fs.StringVar(&o.NodeDir, "node-dir", "", "`DIR` where npm installs web-push and redis for the Node contender (default: the user cache directory)")
 	fs.BoolVar(&o.Short, "short", false, fmt.Sprintf("a quick run for CI: %d messages, %d in the latency phase", bench.ShortMessages, bench.ShortLatencyMessages))
-	if err := cli.ParseFlags(fs, args); err != nil {
-		return cli.ExitUsage(err)
-	}
-	if err := cli.NoArgs(fs); err != nil {
-		return 2
+	if code, ok := fs.Parse(args); !ok {
+		return code
 	}
 	o.Args = args
 	if err := o.Check(); err != nil {
-		return cli.UsageError(fs, err)
+		return fs.Fail(err)
 	}
 	if err := bench.Run(ctx, o, stdout); err != nil {
 		fmt.Fprintln(stderr, "gateway-lab bench:", err)
-		return 1
+		return cli.ExitNo
 	}
-	return 0
+	return cli.ExitOK
 }
 
 // cmdBenchWebpushGo is the bench's webpush-go contender, which bench runs in a process of its
@@ -49,7 +61,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 func cmdBenchWebpushGo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) != 1 {
 		fmt.Fprintln(stderr, "usage: gateway-lab bench-webpush-go CONFIG.json (run by gateway-lab bench)")
-		return 2
+		return cli.ExitUsage
 	}
 	if err := bench.WebpushGoContender(ctx, args[0], stdout); err != nil {
 		fmt.Fprintln(stderr, "bench-webpush-go:", err)

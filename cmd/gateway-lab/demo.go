@@ -12,26 +12,38 @@ import (
 )
 
 func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := cli.NewFlagSet("gateway-lab demo", stderr)
+	fs := cli.NewFlagSet("gateway-lab demo", stderr, cli.Help{
+		Usage: "[--redis URL] [--duration 1m] [--rate 200] [--fault PROVIDER=stall|503:RATIO|429:SECONDS|none] [--report FILE]",
+		Summary: "Run the real pipeline on this machine for a minute (a Redis, the push service simulators over TLS and HTTP/2, jobs in the market mix, the worker), " +
+			"redraw a per-provider table every second, inject a fault halfway, and write an HTML and PNG report.",
+		Details: "Without --redis it starts a throwaway redis-server on a free port. With --redis URL it writes under a prefix of its own, " +
+			"which it prints with the command that removes its keys afterwards.",
+		Examples: []string{
+			"gateway-lab demo",
+			"gateway-lab demo --duration 2m --rate 500 --fault fcm=503:0.4",
+			"gateway-lab demo --redis redis://127.0.0.1:6379/0 --fault none",
+		},
+		Exit: "1 the demo could not run (Redis, the simulators or the worker failed)",
+	})
 	var o demo.Options
+	fs.Group("Redis")
+	fs.StringVar(&o.RedisURL, "redis", "", "Redis `URL` to use (default: a throwaway redis-server on a free port)")
+	fs.Group("Traffic")
 	fault := fs.String("fault", "autopush=stall", "fault to inject halfway: `PROVIDER=stall|503:RATIO|429:SECONDS`, or none")
-	fs.StringVar(&o.RedisURL, "redis", "", "Redis `URL` to use (default: a throwaway redis-server when one is on PATH, else an in-process Redis)")
 	fs.DurationVar(&o.Duration, "duration", time.Minute, "how long jobs are enqueued; the fault comes halfway")
-	fs.IntVar(&o.Rate, "rate", 200, "jobs enqueued per second, spread over the provider mix")
-	fs.StringVar(&o.Report, "report", "demo-report.html", "`FILE` for the HTML report; the chart also goes to the same name with .png")
+	fs.IntVar(&o.Rate, "rate", 200, "jobs enqueued per second (`N`), spread over the provider mix")
 	fs.StringVar(&o.Payload, "payload", "Hello from webpush-gateway", "message `TEXT`")
-	if err := cli.ParseFlags(fs, args); err != nil {
-		return cli.ExitUsage(err)
-	}
-	if err := cli.NoArgs(fs); err != nil {
-		return 2
+	fs.Group("Report")
+	fs.StringVar(&o.Report, "report", "demo-report.html", "`FILE` for the HTML report; the chart also goes to the same name with .png")
+	if code, ok := fs.Parse(args); !ok {
+		return code
 	}
 	var err error
 	if o.Fault, err = demo.ParseFault(*fault); err != nil {
-		return cli.UsageError(fs, err)
+		return fs.Fail(err)
 	}
 	if err := o.Check(); err != nil {
-		return cli.UsageError(fs, err)
+		return fs.Fail(err)
 	}
 	if f, ok := stdout.(*os.File); ok {
 		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
@@ -40,7 +52,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if err := demo.Run(ctx, o, stdout); err != nil {
 		fmt.Fprintln(stderr, "gateway-lab demo:", err)
-		return 1
+		return cli.ExitNo
 	}
-	return 0
+	return cli.ExitOK
 }

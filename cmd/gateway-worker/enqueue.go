@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -17,41 +18,42 @@ import (
 const enqueueBatch = 500
 
 func cmdEnqueue(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := cli.NewFlagSet("gateway-worker enqueue", stderr)
+	fs := cli.NewFlagSet("gateway-worker enqueue", stderr, cli.Help{
+		Usage: "--redis URL [--shards N] [--prefix PREFIX] [FILE|-]",
+		Summary: "Put jobs on the intake streams, pipelined into the right shards: one job (a JSON object with an \"id\") per line " +
+			"of FILE or of standard input (docs/job-format.md).",
+		Details: "A line without a string id cannot be sharded: it is refused with its line number, and the others are enqueued. " +
+			"Whatever else is wrong with a job is the worker's to dead-letter with a reason.",
+		Examples: []string{
+			"gateway-worker enqueue --redis redis://127.0.0.1:6379/0 jobs.jsonl",
+			"producer | gateway-worker enqueue --redis redis://127.0.0.1:6379/0 --shards 4 -",
+		},
+		Args: "FILE", MaxArgs: 1,
+		Exit: "1 some lines were refused (listed); 3 Redis could not be written (the line to run again from is printed)",
+	})
 	var rf redisFlags
 	rf.register(fs)
+	fs.Group("Replication")
 	waitReplicas := fs.Int("wait-replicas", 0, "after each batch, wait until this many replicas of every master written to have it (Redis WAIT): a failover then loses no job reported enqueued (0: no wait; see docs/operations.md)")
 	waitTimeout := fs.Duration("wait-timeout", stream.DefaultWaitTimeout, "how long each master may take to reach --wait-replicas; a batch not replicated in time stops the command, which says where to run again from")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: gateway-worker enqueue --redis URL [--shards N] [--prefix P] [FILE|-]\n\nOne job (JSON object with an \"id\") per line; see docs/job-format.md.")
-		fs.PrintDefaults()
-	}
-	if err := cli.ParseFlags(fs, args); err != nil {
-		return cli.ExitUsage(err)
+	if code, ok := fs.Parse(args); !ok {
+		return code
 	}
 	if err := rf.check(); err != nil {
-		fmt.Fprintln(stderr, "gateway-worker enqueue:", err)
-		return 2
+		return fs.Fail(err)
 	}
 	if *waitReplicas < 0 {
-		fmt.Fprintf(stderr, "gateway-worker enqueue: --wait-replicas must be 0 or more, got %d\n", *waitReplicas)
-		return 2
+		return fs.Fail(fmt.Errorf("--wait-replicas must be 0 or more, got %d", *waitReplicas))
 	}
 	if *waitTimeout <= 0 {
-		fmt.Fprintf(stderr, "gateway-worker enqueue: --wait-timeout must be positive, got %v\n", *waitTimeout)
-		return 2
+		return fs.Fail(fmt.Errorf("--wait-timeout must be positive, got %v", *waitTimeout))
 	}
 	in := io.Reader(os.Stdin)
 	name := "standard input"
-	if fs.NArg() > 1 {
-		fs.Usage()
-		return 2
-	}
 	if fs.NArg() == 1 && fs.Arg(0) != "-" {
 		f, err := os.Open(fs.Arg(0))
 		if err != nil {
-			fmt.Fprintln(stderr, "gateway-worker enqueue:", err)
-			return 2
+			return fs.Fail(err)
 		}
 		defer f.Close()
 		in, name = f, fs.Arg(0)
@@ -60,8 +62,7 @@ func cmdEnqueue(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		Options: stream.Options{Prefix: rf.prefix, Shards: rf.shards}, ClientName: "gateway-enqueue",
 	})
 	if err != nil {
-		fmt.Fprintln(stderr, "gateway-worker enqueue:", err)
-		return 2
+		return fs.Fail(fmt.Errorf("--redis: %w", err))
 	}
 	defer st.Close()
 	res, err := enqueueLines(ctx, st.Producer(stream.WaitReplicas(*waitReplicas, *waitTimeout)), in, newProgress(stderr))
@@ -79,12 +80,15 @@ func cmdEnqueue(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		} else {
 			fmt.Fprintf(stderr, "gateway-worker enqueue: stopped after %d jobs: %v\n", res.written, err)
 		}
-		return 1
+		if errors.Is(err, stream.ErrShardCount) {
+			return cli.ExitUsage
+		}
+		return cli.ExitUnavailable
 	}
 	if len(res.refused) > 0 {
-		return 1
+		return cli.ExitNo
 	}
-	return 0
+	return cli.ExitOK
 }
 
 type refusedLine struct {

@@ -259,7 +259,7 @@ func TestSendAndRunJudgeSubscriptionsAlike(t *testing.T) {
 	var stdout, stderr lockedBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- runMain(ctx, []string{"run", "--redis", srv.URL(), "--vapid-key", "testdata/vapid.pem",
+		done <- runMain(ctx, []string{"run", "--http", "", "--redis", srv.URL(), "--vapid-key", "testdata/vapid.pem",
 			"--subject", "mailto:ops@example.com", "--block", "100ms", "--grace", "1s"}, &stdout, &stderr)
 	}()
 	c := srv.Client(t)

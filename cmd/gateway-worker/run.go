@@ -3,11 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
 	"strings"
@@ -17,32 +17,11 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/dispatch"
 	"github.com/webpush-gateway/webpush-gateway/internal/buildinfo"
 	"github.com/webpush-gateway/webpush-gateway/internal/cli"
+	"github.com/webpush-gateway/webpush-gateway/providers"
 	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/telemetry"
 	"github.com/webpush-gateway/webpush-gateway/vapid"
 )
-
-// redisFlags are the flags every command that talks to Redis shares.
-type redisFlags struct {
-	url    string
-	prefix string
-	shards int
-}
-
-func (r *redisFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&r.url, "redis", "", "Redis `URL`: redis://, rediss://, redis+sentinel://h:p,h:p/master, redis+cluster://h:p,h:p")
-	fs.StringVar(&r.prefix, "prefix", stream.DefaultPrefix, "key `PREFIX` of every key")
-	fs.IntVar(&r.shards, "shards", 1, "number of shards; producers and workers must agree")
-}
-
-func (r *redisFlags) check() error {
-	if r.url == "" {
-		return fmt.Errorf("--redis is required")
-	}
-	if r.shards < 1 || r.shards > stream.MaxShards {
-		return fmt.Errorf("--shards must be 1 to %d, got %d", stream.MaxShards, r.shards)
-	}
-	return nil
-}
 
 // loadVAPIDKeys loads --vapid-key [NAME=]FILE values (FILE may be the key itself); a bare
 // FILE is the key named "default".
@@ -92,52 +71,68 @@ func keyName(s string) bool {
 const maxBlockingReaders = 4096
 
 func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := cli.NewFlagSet("gateway-worker run", stderr)
+	fs := cli.NewFlagSet("gateway-worker run", stderr, cli.Help{
+		Usage:   "--redis URL --vapid-key [NAME=]FILE --subject URL [flags]",
+		Summary: "The worker: take jobs from the Redis streams of --prefix, send each to its push service, and record every outcome. Run as many replicas as you need; SIGTERM drains the sends in flight within --grace.",
+		Examples: []string{
+			"gateway-worker run --redis redis://127.0.0.1:6379/0 --vapid-key vapid.pem --subject mailto:ops@example.com",
+			"gateway-worker run --redis redis+cluster://h1:6379,h2:6379 --shards 4 --vapid-key /secrets/vapid.pem \\",
+			"    --vapid-key legacy=/secrets/old.pem --subject mailto:ops@example.com --registry /etc/gateway/registry.yaml",
+		},
+		Exit: "1 the worker stopped on an error (Redis could not be set up within --startup-timeout, or refused)",
+	})
 	var (
-		rf        redisFlags
-		tf        cli.Transport
-		keySpecs  cli.ListFlag
-		consumer  = fs.String("consumer", "", "consumer `NAME` in the group (default: $POD_NAME or the host name, plus a random suffix)")
-		jobHeader = fs.String("job-id-header", "", "send each job's id in this request `HEADER` (for simulators; off in production)")
-		logLevel  = fs.String("log-level", "info", "debug, info, warn or error")
-		statsFile = fs.String("stats-file", "", "when the worker stops, write what it did as JSON to `FILE`: Redis round trips and commands it sent, VAPID signatures it made")
-		profile   = fs.String("cpu-profile", "", "write a CPU profile (go tool pprof) of the whole run to `FILE`")
-		gcPercent = fs.Int("gogc", cli.DefaultGOGC, "garbage collection target `PERCENT`, as Go's GOGC (which wins when set); see docs/operations.md")
-		cfg       dispatch.Config
+		rf       redisFlags
+		tf       cli.Transport
+		keySpecs cli.ListFlag
+		cfg      dispatch.Config
+		so       stream.Options
 	)
 	rf.register(fs)
-	tf.Register(fs)
-	fs.Var(&keySpecs, "vapid-key", "VAPID private key as [NAME=]`FILE` (PEM, or the raw base64url key; FILE may also be the key itself; NAME is at most 32 characters); repeat for every key name jobs may give in vapid_key")
-	fs.DurationVar(&cfg.Grace, "grace", 25*time.Second, "how long in-flight sends may finish after SIGTERM")
-	fs.DurationVar(&cfg.RecordGrace, "record-grace", 10*time.Second, "how much longer than --grace the outcomes of answered sends may wait for Redis before shutdown gives them up (each logged)")
-	fs.DurationVar(&cfg.VisibilityTimeout, "visibility-timeout", 60*time.Second, "idle time after which another worker reclaims an entry")
-	fs.Int64Var(&cfg.MaxDeliveries, "max-deliveries", 5, "deliveries of one entry before it goes to dead")
-	fs.DurationVar(&cfg.Backoff.Base, "retry-base", 5*time.Second, "first retry delay, doubling each attempt")
-	fs.DurationVar(&cfg.Backoff.Cap, "retry-cap", 10*time.Minute, "longest retry delay")
-	fs.IntVar(&cfg.Backoff.MaxRetries, "max-retries", 8, "retries after the first attempt (0: none)")
-	fs.Int64Var(&cfg.MaxDelayed, "max-delayed", 1_000_000, "jobs a shard's delayed set holds before retries go to dead (0: no cap)")
-	fs.Int64Var(&cfg.MaxPerRecipient, "max-per-recipient", 1_000, "one recipient's jobs in the delayed set before its retries go to dead (0: no cap)")
-	var so stream.Options
 	fs.IntVar(&so.ReshardFrom, "reshard-from", 0, "while changing the shard count of a live system: the `COUNT` the prefix had before --shards; the worker also reads that count's shards and records --shards in its place (docs/operations.md)")
-	fs.DurationVar(&so.SentTTL, "sent-ttl", time.Hour, "how long an accepted job's id is remembered: a redelivered or re-enqueued copy within it is not sent again")
-	fs.DurationVar(&so.GoneTTL, "gone-ttl", 7*24*time.Hour, "how long an endpoint reported gone is remembered, so its queued retries are dropped")
+	tf.Register(fs) // Delivery, then VAPID
+	fs.Var(&keySpecs, "vapid-key", "VAPID private key as [NAME=]`FILE` (PEM, or the raw base64url key; FILE may also be the key itself; NAME is at most 32 characters); repeat for every key name jobs may give in vapid_key")
+	fs.Require("vapid-key", "subject")
+	fs.Group("Delivery")
+	jobHeader := fs.String("job-id-header", "", "send each job's id in this request `HEADER` (for simulators; off in production)")
+	fs.Group("Retries and limits")
+	fs.DurationVar(&cfg.Backoff.Base, "retry-base", dispatch.DefaultRetryBase, "first retry delay, doubling each attempt")
+	fs.DurationVar(&cfg.Backoff.Cap, "retry-cap", dispatch.DefaultRetryCap, "longest retry delay")
+	fs.IntVar(&cfg.Backoff.MaxRetries, "max-retries", dispatch.DefaultMaxRetries, "retries after the first attempt (0: none)")
+	fs.Int64Var(&cfg.MaxDelayed, "max-delayed", dispatch.DefaultMaxDelayed, "jobs a shard's delayed set holds before retries go to dead (0: no cap)")
+	fs.Int64Var(&cfg.MaxPerRecipient, "max-per-recipient", dispatch.DefaultMaxPerRecipient, "one recipient's jobs in the delayed set before its retries go to dead (0: no cap)")
+	fs.DurationVar(&cfg.VisibilityTimeout, "visibility-timeout", dispatch.DefaultVisibilityTimeout, "idle time after which another worker reclaims an entry")
+	fs.Int64Var(&cfg.MaxDeliveries, "max-deliveries", dispatch.DefaultMaxDeliveries, "deliveries of one entry before it goes to dead")
+	fs.Group("Records")
+	fs.DurationVar(&so.SentTTL, "sent-ttl", stream.DefaultSentTTL, "how long an accepted job's id is remembered: a redelivered or re-enqueued copy within it is not sent again")
+	fs.DurationVar(&so.GoneTTL, "gone-ttl", stream.DefaultGoneTTL, "how long an endpoint reported gone is remembered, so its queued retries are dropped")
 	fs.Int64Var(&so.ResultsMaxLen, "results-maxlen", 0, "cap the ledger stream at about this many records (0: no cap; the upstream trims it)")
 	fs.Int64Var(&so.GoneMaxLen, "gone-maxlen", 0, "cap the gone stream (0: no cap)")
 	fs.Int64Var(&so.DeadMaxLen, "dead-maxlen", 0, "cap the dead stream (0: no cap)")
-	fs.DurationVar(&cfg.Block, "block", time.Second, "longest blocking read (bounds how long shutdown waits for a reader)")
-	fs.DurationVar(&cfg.ReclaimEvery, "reclaim-every", 5*time.Second, "how often entries of dead workers are reclaimed")
-	fs.DurationVar(&cfg.PromoteEvery, "promote-every", 250*time.Millisecond, "how often due retries return to their lanes")
-	fs.DurationVar(&cfg.StartupTimeout, "startup-timeout", 2*time.Minute, "give up (exit 1) when Redis cannot be set up within this time; refused credentials exit at once")
-	if err := cli.ParseFlags(fs, args); err != nil {
-		return cli.ExitUsage(err)
+	fs.Group("Timing and shutdown")
+	fs.DurationVar(&cfg.Grace, "grace", dispatch.DefaultGrace, "how long in-flight sends may finish after SIGTERM")
+	fs.DurationVar(&cfg.RecordGrace, "record-grace", dispatch.DefaultRecordGrace, "how much longer than --grace the outcomes of answered sends may wait for Redis before shutdown gives them up (each logged)")
+	fs.DurationVar(&cfg.Block, "block", dispatch.DefaultBlock, "longest blocking read (bounds how long shutdown waits for a reader)")
+	fs.DurationVar(&cfg.ReclaimEvery, "reclaim-every", dispatch.DefaultReclaimEvery, "how often entries of dead workers are reclaimed")
+	fs.DurationVar(&cfg.PromoteEvery, "promote-every", dispatch.DefaultPromoteEvery, "how often due retries return to their lanes")
+	fs.DurationVar(&cfg.StartupTimeout, "startup-timeout", dispatch.DefaultStartupTimeout, "give up (exit 1) when Redis cannot be set up within this time; refused credentials exit at once")
+	fs.Group("Live registry")
+	registryEvery := fs.Duration("registry-check-every", providers.DefaultWatchEvery, "how often the --registry file is read for changes, applied once it reads the same twice (0: only on SIGHUP)")
+	fs.Group("Observability")
+	httpAddr := fs.String("http", telemetry.DefaultAddr, "serve /metrics, /livez and /readyz on `ADDR` (\"\": no listener)")
+	pprofOn := fs.Bool("pprof", false, "also serve Go's profiles under /debug/pprof/ on --http")
+	redisFresh := fs.Duration("redis-check-fresh", telemetry.DefaultRedisFreshness, "how long a successful background Redis check keeps /readyz ready")
+	fs.DurationVar(&cfg.StatsEvery, "stats-every", dispatch.DefaultStatsEvery, "how often the queue gauges are read from Redis (one script per shard)")
+	consumer := fs.String("consumer", "", "consumer `NAME` in the group (default: $POD_NAME or the host name, plus a random suffix)")
+	logFormat := fs.String("log-format", telemetry.LogJSON, "`FORMAT` of the log lines on stderr: json or text")
+	logLevel := fs.String("log-level", "info", "`LEVEL`: debug, info, warn or error")
+	statsFile := fs.String("stats-file", "", "when the worker stops, write what it did as JSON to `FILE`: Redis round trips and commands it sent, VAPID signatures it made")
+	profile := fs.String("cpu-profile", "", "write a CPU profile (go tool pprof) of the whole run to `FILE`")
+	gcPercent := fs.Int("gogc", cli.DefaultGOGC, "garbage collection target `PERCENT`, as Go's GOGC (which wins when set); see docs/operations.md")
+	if code, ok := fs.Parse(args); !ok {
+		return code
 	}
-	if err := cli.NoArgs(fs); err != nil {
-		return 2
-	}
-	fail := func(err error) int {
-		fmt.Fprintln(stderr, "gateway-worker run:", err)
-		return 2
-	}
+	fail := fs.Fail
 	if err := rf.check(); err != nil {
 		return fail(err)
 	}
@@ -165,28 +160,40 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if cfg.Backoff.MaxRetries == 0 {
 		cfg.Backoff.MaxRetries = -1
 	}
-	if len(keySpecs) == 0 || tf.Subject == "" {
-		return fail(fmt.Errorf("--vapid-key and --subject are required"))
-	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		return fail(fmt.Errorf("--log-level: %w", err))
 	}
-	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	logger, err := telemetry.NewLogger(stderr, *logFormat, level)
+	if err != nil {
+		return fail(fmt.Errorf("--log-format: %w", err))
+	}
+	for name, d := range map[string]time.Duration{"--registry-check-every": *registryEvery, "--redis-check-fresh": *redisFresh, "--stats-every": cfg.StatsEvery} {
+		if d < 0 {
+			return fail(fmt.Errorf("%s must not be negative, got %s", name, d))
+		}
+	}
 	keys, err := loadVAPIDKeys(keySpecs)
 	if err != nil {
-		return fail(err)
+		return fail(fmt.Errorf("--vapid-key: %w", err))
 	}
-	reg, err := cli.LoadRegistry(tf.Registry)
+	var watcher *providers.Watcher
+	var reg *providers.Registry
+	if tf.Registry == "" {
+		reg, err = cli.LoadRegistry("")
+	} else {
+		watcher = providers.NewWatcher(tf.Registry)
+		reg, err = watcher.Load()
+	}
 	if err != nil {
-		return fail(err)
+		return fail(fmt.Errorf("--registry: %w", err))
 	}
 	tf.JobIDHeader = *jobHeader
 	sender, err := tf.Sender(reg)
 	if err != nil {
 		return fail(err)
 	}
-	defer sender.Close()
+	defer func() { sender.Close() }() // the sender in force when run returns
 	if *consumer == "" {
 		*consumer = cli.ConsumerName()
 	}
@@ -201,7 +208,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		BlockingPoolSize: readShards*(1+len(reg.Providers())) + 4,
 	})
 	if err != nil {
-		return fail(err)
+		return fail(fmt.Errorf("--redis: %w", err))
 	}
 	defer store.Close()
 	calls := &stream.CallCounter{}
@@ -220,9 +227,40 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			}
 		}()
 	}
+	obs, err := newObserve(*httpAddr, *pprofOn, *redisFresh, reg, keys, logger)
+	if err != nil {
+		return fail(fmt.Errorf("--http: %w", err))
+	}
+	hashKey, err := endpointHashKey(keys)
+	if err != nil {
+		return fail(fmt.Errorf("--vapid-key: %w", err))
+	}
 	cfg.Store, cfg.Sender, cfg.Registry, cfg.Keys, cfg.Logger = store, sender, reg, keys, logger
-	logger.Info("worker starting", "version", buildinfo.Version(), "consumer", *consumer, "shards", rf.shards, "reshard_from", so.ReshardFrom, "providers", len(reg.Providers()))
-	if err := dispatch.Run(ctx, cfg); err != nil {
+	cfg.Metrics, cfg.Health, cfg.Signatures, cfg.EndpointHashKey = obs.metrics, obs.health, sender.SignaturesByKey, hashKey
+	cfg.Version = buildinfo.Version()
+	worker, err := dispatch.New(cfg)
+	if err != nil {
+		return fail(err)
+	}
+	logger.Info("worker starting", "version", buildinfo.Version(), "go", runtime.Version(), "consumer", *consumer,
+		"shards", rf.shards, "reshard_from", so.ReshardFrom, "providers", len(reg.Providers()), "registry", registryName(tf.Registry))
+	obs.metrics.RegistryReload(true, time.Now())
+	stopHTTP := obs.serve(logger)
+	defer stopHTTP()
+
+	rl := &reloader{watcher: watcher, worker: worker, build: tf.Sender, metrics: obs.metrics, health: obs.health,
+		log: logger, sender: sender, reg: reg}
+	reloadCtx, stopReloads := context.WithCancel(ctx)
+	reloads := make(chan struct{})
+	go func() {
+		defer close(reloads)
+		rl.run(reloadCtx, *registryEvery)
+	}()
+	err = worker.Run(ctx)
+	stopReloads()
+	<-reloads
+	sender = rl.sender
+	if err != nil {
 		logger.Error("worker stopped", "err", err)
 		return 1
 	}

@@ -165,7 +165,7 @@ func TestRawKeyWorksAndStaysOutOfLogs(t *testing.T) {
 		var stdout, stderr lockedBuffer // written by the worker's goroutines while the test reads
 		done := make(chan int, 1)
 		go func() {
-			done <- runMain(ctx, []string{"run", "--redis", srv.URL(), "--subject", "mailto:ops@example.com",
+			done <- runMain(ctx, []string{"run", "--http", "", "--redis", srv.URL(), "--subject", "mailto:ops@example.com",
 				"--log-level", "debug", "--grace", "1s", "--vapid-key", raw, "--vapid-key", "legacy=" + pemText}, &stdout, &stderr)
 		}()
 		deadline := time.Now().Add(30 * time.Second)

@@ -53,7 +53,7 @@ func TestRunLogsItsVersionFirst(t *testing.T) {
 	var stdout bytes.Buffer
 	done := make(chan int, 1)
 	go func() {
-		code := runMain(ctx, []string{"run", "--redis", srv.URL(), "--vapid-key", key, "--subject", "mailto:ops@example.com",
+		code := runMain(ctx, []string{"run", "--http", "", "--redis", srv.URL(), "--vapid-key", key, "--subject", "mailto:ops@example.com",
 			"--block", "50ms", "--grace", "1s"}, &stdout, logW)
 		logW.Close()
 		done <- code

@@ -20,8 +20,12 @@ type Command struct {
 }
 
 // Main runs the command of cmds that args[0] names with the rest of args. With no arguments
-// it prints program's usage and returns 2; with -h, --help or help it prints it and returns 0.
+// it prints program's usage and returns 2; with -h, --help or help it prints it and returns 0;
+// `help COMMAND [SUBCOMMAND]` is `COMMAND [SUBCOMMAND] -h`.
 func Main(ctx context.Context, program string, cmds []Command, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 1 && args[0] == "help" {
+		args = append(append([]string{}, args[1:]...), "-h")
+	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		Usage(stderr, program, cmds)
 		if len(args) == 0 {
@@ -36,20 +40,29 @@ func Main(ctx context.Context, program string, cmds []Command, args []string, st
 	}
 	fmt.Fprintf(stderr, "%s: unknown command %q\n\n", program, args[0])
 	Usage(stderr, program, cmds)
-	return 2
+	return ExitUsage
 }
 
-// Usage lists the commands people run, and says where every flag can come from.
+// Usage lists the commands people run, says where every flag can come from, and what the exit
+// codes mean.
 func Usage(w io.Writer, program string, cmds []Command) {
 	fmt.Fprintf(w, "usage: %s <command> [flags]\n\ncommands:\n", program)
+	width := 0
+	for _, c := range cmds {
+		if !c.Hidden {
+			width = max(width, len(c.Name))
+		}
+	}
 	for _, c := range cmds {
 		if c.Hidden {
 			continue
 		}
-		fmt.Fprintf(w, "  %-9s %s\n", c.Name, c.Summary)
+		fmt.Fprintf(w, "  %-*s  %s\n", width, c.Name, c.Summary)
 	}
 	fmt.Fprintln(w, "\nEvery flag can also be set as GATEWAY_<FLAG> (e.g. GATEWAY_CA_FILE); a flag on the command line wins.")
-	fmt.Fprintf(w, "Run '%s <command> -h' for a command's flags.\n", program)
+	fmt.Fprintln(w, "exit status: 0 done; 1 the answer is no (each command says what that means); 2 a flag or argument refused;")
+	fmt.Fprintln(w, "3 a service it needs (Redis) could not be reached.")
+	fmt.Fprintf(w, "Run '%s <command> -h' (or '%s help <command>') for a command's flags and examples.\n", program, program)
 }
 
 // Process runs main as this process's command: with the process's arguments (after the

@@ -41,17 +41,7 @@ providers:
 // fcmJobs are n jobs to FCM subscriptions, ids "<prefix>-NNN".
 func (c *cluster) fcmJobs(prefix string, n int) ([][]byte, []string) {
 	c.t.Helper()
-	lines := make([][]byte, n)
-	ids := make([]string, n)
-	for i := range n {
-		sub, err := c.sim.Subscribe(pushsim.FCM, "", c.subscribeKey)
-		if err != nil {
-			c.t.Fatal(err)
-		}
-		ids[i] = fmt.Sprintf("%s-%03d", prefix, i)
-		lines[i] = mustJSON(c.t, map[string]any{"id": ids[i], "subscription": sub, "payload": "m " + ids[i], "ttl": 3600})
-	}
-	return lines, ids
+	return c.jobsTo(pushsim.FCM, "", prefix, n)
 }
 
 // pushes counts the requests pushsim answered per job id.

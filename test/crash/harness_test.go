@@ -57,6 +57,7 @@ type cluster struct {
 	sim      *pushsim.Server
 	bin      string
 	args     []string
+	regFile  string // the registry file every worker is started with
 	producer *stream.Producer
 	store    *stream.Store
 	// subscribeKey is the application server key every subscription is bound to.
@@ -120,12 +121,12 @@ func newCluster(t *testing.T, opts ...clusterOptions) *cluster {
 	args := []string{"run", "--redis", r.URL(), "--registry", regFile, "--vapid-key", keyFile,
 		"--subject", "mailto:ops@webpush-gateway.example.com", "--ca-file", sim.CAFile(),
 		"--job-id-header", "X-Job-Id", "--visibility-timeout", o.visibility.String(), "--reclaim-every", "250ms",
-		"--grace", "2s", "--block", "200ms", "--log-level", "info"}
+		"--grace", "2s", "--block", "200ms", "--log-level", "info", "--http", "127.0.0.1:0"}
 	args = append(args, o.args...)
 	for _, ct := range append(sim.ConnectTo(), net.JoinHostPort(genericHost, "443")+"="+sim.Addr()) {
 		args = append(args, "--connect-to", ct)
 	}
-	c := &cluster{t: t, redis: r, sim: sim, bin: bin, args: args}
+	c := &cluster{t: t, redis: r, sim: sim, bin: bin, args: args, regFile: regFile}
 	c.producer = stream.NewProducer(r.Client(t), "", 1)
 	c.store = stream.New(r.Client(t), r.Client(t), stream.Options{Consumer: "audit"})
 	t.Cleanup(c.stopAll)

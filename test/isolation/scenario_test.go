@@ -172,7 +172,7 @@ func startRun(tb testing.TB, sc scenario) *run {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	sender, err := adapter.New(adapter.Config{Registry: reg, Signer: signer, ConnectTo: ct, RootCAs: sim.CertPool()})
+	sender, err := adapter.NewSender(adapter.Config{Registry: reg, Signer: signer, ConnectTo: ct, RootCAs: sim.CertPool()})
 	if err != nil {
 		tb.Fatal(err)
 	}

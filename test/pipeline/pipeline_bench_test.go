@@ -91,7 +91,7 @@ func startPipeline(tb testing.TB) *pipeline {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	sender, err := adapter.New(adapter.Config{Registry: reg, Signer: signer, ConnectTo: ct, RootCAs: sim.CertPool()})
+	sender, err := adapter.NewSender(adapter.Config{Registry: reg, Signer: signer, ConnectTo: ct, RootCAs: sim.CertPool()})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -1,0 +1,91 @@
+package dispatch
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/webpush-gateway/webpush-gateway/internal/metricstest"
+	"github.com/webpush-gateway/webpush-gateway/pushsim"
+	"github.com/webpush-gateway/webpush-gateway/telemetry"
+)
+
+// TestMetricsFollowTheRun: after a known run the counters agree with the ledger (accepted
+// sends equal ACCEPTED records), a provider whose breaker opened reads 2, dead letters are
+// counted by reason, the fallback lane's jobs count as unknown authorities, and the queue
+// gauges come from the statistics loop.
+func TestMetricsFollowTheRun(t *testing.T) {
+	e := newEnv(t, envOptions{wallClock: true, registry: testRegistry(map[string]string{"apple": "breaker: {cooldown: 30s}"})})
+	reg := telemetry.NewRegistry()
+	m, err := telemetry.NewMetrics(reg, telemetry.MetricsOptions{Providers: e.reg.IDs(), Keys: []string{"default"}, Version: "test", GoVersion: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fcm := e.subscribe(pushsim.FCM, e.key)
+	apple := e.subscribe(pushsim.Apple, e.key)
+	unknown := e.subscribeAt(pushsim.Generic, genericHost, e.key)
+	setFault(t, e, pushsim.Apple, pushsim.Fault{Kind: pushsim.Fail, Status: 503})
+	cfg := e.config(e.store)
+	cfg.Metrics, cfg.StatsEvery = m, 50*time.Millisecond
+	cfg.Signatures = e.sender.SignaturesByKey
+	for i := range 20 {
+		e.enqueue(job("fcm-"+strconv.Itoa(i), fcm, "x"))
+		e.enqueue(job("apple-"+strconv.Itoa(i), apple, "x"))
+	}
+	e.enqueue(job("self-hosted", unknown, "x"), job("bad", fcm, "x", "ttl", -1))
+	e.start(cfg)
+	waitFor(t, "apple's breaker open", func() bool {
+		v, ok := metricstest.Gather(t, reg).Lookup(telemetry.BreakerStateMetric, "provider", "apple")
+		return ok && v == 2
+	})
+	for i := range 20 {
+		e.waitRecord("results", "fcm-"+strconv.Itoa(i))
+	}
+	e.waitRecord("results", "self-hosted")
+	e.waitRecord("dead", "bad")
+
+	accepted := 0
+	for _, r := range e.all("results") {
+		if r["code"] == "ACCEPTED" && r["provider"] == "fcm" {
+			accepted++
+		}
+	}
+	if got := metricstest.Gather(t, reg).Value(t, telemetry.SendsTotal, "provider", "fcm", "code", "ACCEPTED"); int(got) != accepted || accepted != 20 {
+		t.Errorf("sends_total{fcm,ACCEPTED} = %v, ledger ACCEPTED for fcm = %d; want both 20", got, accepted)
+	}
+	if got := metricstest.Gather(t, reg).Value(t, telemetry.JobsFinishedTotal, "provider", "fcm", "code", "ACCEPTED"); got != 20 {
+		t.Errorf("jobs_finished_total{fcm,ACCEPTED} = %v, want 20", got)
+	}
+	if got := metricstest.Gather(t, reg).Value(t, telemetry.SendsTotal, "provider", "apple", "code", "PROVIDER_DOWN"); got < 1 {
+		t.Errorf("sends_total{apple,PROVIDER_DOWN} = %v, want some", got)
+	}
+	if got := metricstest.Gather(t, reg).Value(t, telemetry.RetriesScheduledTotal, "provider", "apple", "code", "PROVIDER_DOWN"); got < 1 {
+		t.Errorf("retries_scheduled_total{apple,PROVIDER_DOWN} = %v, want some", got)
+	}
+	if got := metricstest.Gather(t, reg).Value(t, telemetry.BreakerTransitions, "provider", "apple", "to", "open"); got != 1 {
+		t.Errorf("breaker_transitions_total{apple,open} = %v, want 1", got)
+	}
+	if got := metricstest.Gather(t, reg).Value(t, telemetry.DeadLettersTotal, "reason", string(telemetry.DeadInvalidJob)); got != 1 {
+		t.Errorf("dead_letters_total{invalid_job} = %v, want 1", got)
+	}
+	if got := metricstest.Gather(t, reg).Value(t, telemetry.UnknownAuthorityTotal); got != 1 {
+		t.Errorf("unknown_authority_total = %v, want 1", got)
+	}
+	waitFor(t, "the queue gauges", func() bool {
+		n, err := testutil.GatherAndCount(reg, telemetry.QueueEntries)
+		return err == nil && n > 0
+	})
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP webpush_replicas Live replicas of the worker, as the heartbeat counts them. The same on every replica: aggregate with max.
+# TYPE webpush_replicas gauge
+webpush_replicas 1
+`), telemetry.Replicas); err != nil {
+		t.Error(err)
+	}
+	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
+		t.Errorf("lint: %v %v", problems, err)
+	}
+}

@@ -1,0 +1,67 @@
+package dispatch
+
+import (
+	"context"
+	"sync"
+
+	"github.com/webpush-gateway/webpush-gateway/telemetry"
+)
+
+// statsParams configure the statistics loop.
+type statsParams struct {
+	cfg       *Config // shared, read-only after Run applied the defaults
+	lanes     *laneTable
+	heartbeat *heartbeat
+	health    *redisHealth
+}
+
+// stats reads the queue gauges from Redis every StatsEvery (stream's QueueStats: one script of
+// a constant number of commands per key, whatever the backlog) and hands them to the metrics,
+// with the live replicas and the VAPID signatures. A scrape never reaches Redis: it reads what
+// this loop last wrote, and webpush_queue_stats_refreshed_timestamp_seconds says when that was.
+type stats struct {
+	statsParams
+	stopper
+}
+
+func newStats(p statsParams) *stats {
+	return &stats{statsParams: p, stopper: newStopper()}
+}
+
+// start runs the loop in a goroutine counted in wg; the first round runs at once.
+func (st *stats) start(wg *sync.WaitGroup) {
+	goCounted(wg, func() { ticking(st.done, st.cfg.StatsEvery, true, st.cfg, "stats", st.round) })
+}
+
+// round reads every shard. A shard that cannot be read leaves the gauges as they were (their
+// refreshed timestamp then ages, which an alert watches) and fails the round.
+func (st *stats) round(ctx context.Context) error {
+	cfg := st.cfg
+	if v := st.heartbeat.alive(); v != nil {
+		cfg.Metrics.SetReplicas(len(v.names))
+	}
+	if cfg.Signatures != nil {
+		for key, n := range cfg.Signatures() {
+			cfg.Metrics.VAPIDSignatures(key, n)
+		}
+	}
+	now := cfg.Now()
+	providers := st.lanes.providers()
+	var all []telemetry.QueueStat
+	for s := 0; s < cfg.Store.Shards(); s++ {
+		qs, err := cfg.Store.QueueStats(ctx, s, providers, now)
+		st.health.observe(s, telemetry.OpStats, err, cfg.Now())
+		if err != nil {
+			return err
+		}
+		for _, q := range qs {
+			t := telemetry.QueueStat{Shard: s, Stream: q.Stream, Entries: q.Entries, Lag: max(q.Lag, 0), HasPending: !q.OldestPending.IsZero()}
+			if t.HasPending {
+				t.OldestPendingAge = max(now.Sub(q.OldestPending), 0)
+			}
+			all = append(all, t)
+		}
+	}
+	cfg.Metrics.SetQueueStats(all, now)
+	return nil
+}

@@ -1,0 +1,97 @@
+package providers
+
+import (
+	"context"
+	"crypto/sha256"
+	"time"
+)
+
+// DefaultWatchEvery is how often a Watcher reads the file when Run is given no period.
+const DefaultWatchEvery = time.Second
+
+// A Watcher keeps a running worker's table in step with its registry file. It reads the file
+// by path on every tick and compares the content, instead of asking the kernel for change
+// events: a Kubernetes ConfigMap volume replaces the file by swapping a "..data" symlink in the
+// directory, which per-file events miss and per-directory events report in several pieces,
+// while a read through the path always sees the content a fresh process would load. Reading a
+// file of a few KiB once a second costs nothing next to a worker's sends.
+//
+// A changed content is loaded only once it reads the same on two ticks in a row (the debounce:
+// an editor or a copy may write the file in more than one step), and a content is reported
+// once, good or bad, so a broken edit is logged once and not every second. Kick loads at once,
+// even unchanged content (SIGHUP is an operator asking).
+type Watcher struct {
+	path    string
+	applied [sha256.Size]byte // content of the last load reported, good or bad
+	failed  string            // the read error last reported, so an unreadable file is told once
+	pending *[sha256.Size]byte
+}
+
+// NewWatcher returns a Watcher of the file at path. Call Load once for the starting table.
+func NewWatcher(path string) *Watcher { return &Watcher{path: path} }
+
+// Path is the file watched.
+func (w *Watcher) Path() string { return w.path }
+
+// Load reads and parses the file now, as Load does, and takes its content as the one applied.
+func (w *Watcher) Load() (*Registry, error) {
+	data, err := readFile(w.path)
+	if err != nil {
+		return nil, err
+	}
+	w.applied, w.failed, w.pending = sha256.Sum256(data), "", nil
+	return Parse(w.path, data)
+}
+
+// Run reads the file every period (DefaultWatchEvery when period is not positive) until ctx
+// ends, and calls changed with the new table, or with the errors that kept it from loading,
+// whenever the settled content differs from the one last reported or kick fires. changed runs
+// on Run's goroutine; while it runs, the file is not read.
+func (w *Watcher) Run(ctx context.Context, period time.Duration, kick <-chan struct{}, changed func(*Registry, error)) {
+	if period <= 0 {
+		period = DefaultWatchEvery
+	}
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-kick:
+			reg, err := w.Load()
+			changed(reg, err)
+		case <-t.C:
+			if reg, err, ok := w.poll(); ok {
+				changed(reg, err)
+			}
+		}
+	}
+}
+
+// poll is one tick: ok says whether there is something to report.
+func (w *Watcher) poll() (*Registry, error, bool) {
+	data, err := readFile(w.path)
+	if err != nil {
+		// Whatever content appears next is loaded, even the one applied before: the caller
+		// was told the file failed and must hear that it is good again.
+		w.pending, w.applied = nil, [sha256.Size]byte{}
+		if err.Error() == w.failed {
+			return nil, nil, false
+		}
+		w.failed = err.Error()
+		return nil, err, true
+	}
+	w.failed = ""
+	sum := sha256.Sum256(data)
+	switch {
+	case sum == w.applied:
+		w.pending = nil
+		return nil, nil, false
+	case w.pending == nil || *w.pending != sum:
+		w.pending = &sum
+		return nil, nil, false
+	}
+	w.applied, w.pending = sum, nil
+	reg, err := Parse(w.path, data)
+	return reg, err, true
+}
