@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -211,6 +212,7 @@ func testPipeline(t *testing.T, url string) {
 	if left := f.pendingOf(name, providerIDs); left != 0 {
 		t.Errorf("the killed worker %s still has %d entries pending; the others should have reclaimed them", name, left)
 	}
+	f.checkStatus(3)
 
 	// Where each job ended.
 	codes := map[string]string{}
@@ -284,6 +286,86 @@ func testPipeline(t *testing.T, url string) {
 		t.Error("pushsim answered no 503")
 	}
 	f.checkLogs()
+}
+
+// checkStatus runs `gateway-worker status --json` with the fleet's registry (for the live
+// replicas' staleness) and requires every shard's intake and lanes listed, nothing left unread
+// or pending in them, replicas live replicas with a breaker state for every provider, and
+// Redis's memory of every master.
+func (f *fleet) checkStatus(replicas int) {
+	f.t.Helper()
+	code, out := f.run("status", "--json", "--registry", f.regFile)
+	if code != 0 {
+		f.t.Fatalf("gateway-worker status: exit %d\n%s", code, out)
+	}
+	var st struct {
+		Shards int `json:"shards"`
+		Queues []struct {
+			Shard   int    `json:"shard"`
+			Stream  string `json:"stream"`
+			Lag     *int64 `json:"lag"`
+			Pending *int64 `json:"pending"`
+		} `json:"queues"`
+		Replicas []struct {
+			Breakers map[string]string `json:"breakers"`
+		} `json:"replicas"`
+		Memory []struct {
+			Node string `json:"node"`
+			Role string `json:"role"`
+		} `json:"memory"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		f.t.Fatalf("gateway-worker status --json: %v\n%s", err, out)
+	}
+	if st.Shards != f.o.shards {
+		f.t.Errorf("status reports %d shards, want %d", st.Shards, f.o.shards)
+	}
+	seen := map[string]bool{}
+	for _, q := range st.Queues {
+		seen[fmt.Sprintf("%d/%s", q.Shard, q.Stream)] = true
+		if (q.Lag != nil && *q.Lag > 0) || (q.Pending != nil && *q.Pending > 0) {
+			f.t.Errorf("status: shard %d %s has lag %v and pending %v once every job is settled", q.Shard, q.Stream, deref(q.Lag), deref(q.Pending))
+		}
+	}
+	for s := range f.o.shards {
+		for _, name := range append([]string{"intake"}, lanesOf(providerIDs)...) {
+			if !seen[fmt.Sprintf("%d/%s", s, name)] {
+				f.t.Errorf("status lists no %s of shard %d", name, s)
+			}
+		}
+	}
+	if len(st.Replicas) != replicas {
+		f.t.Errorf("status lists %d live replicas, want %d", len(st.Replicas), replicas)
+	}
+	for _, r := range st.Replicas {
+		if len(r.Breakers) != len(providerIDs) {
+			f.t.Errorf("a replica publishes breakers %v, want one per provider", r.Breakers)
+		}
+	}
+	masters := 0
+	for _, m := range st.Memory {
+		if m.Role == "master" {
+			masters++
+		}
+	}
+	if masters == 0 {
+		f.t.Errorf("status shows the memory of no master: %+v", st.Memory)
+	}
+}
+
+func lanesOf(providers []string) []string {
+	out := make([]string, len(providers))
+	for i, p := range providers {
+		out[i] = "lane:" + p
+	}
+	return out
+}
+
+func deref(p *int64) any {
+	if p == nil {
+		return nil
+	}
+	return *p
 }
 
 // moveSlot moves the hash slot of key from master src to master dst with the commands of Redis
