@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -80,35 +79,37 @@ func (s *Store) leftoverShards(ctx context.Context, from int) ([]int, error) {
 
 // checkLeftovers refuses, with ErrShardCount, a Store that does not read a shard that still
 // holds jobs (in its intake, a lane or its delayed set): a shard a larger shard count left,
-// which only a worker started with ReshardFrom reads.
+// which only a worker started with ReshardFrom reads. When such shards exist, their lanes are
+// found with one SCAN of the keyspace.
 func (s *Store) checkLeftovers(ctx context.Context) error {
 	left, err := s.leftoverShards(ctx, s.Shards())
+	if err != nil || len(left) == 0 {
+		return err
+	}
+	lanes, err := s.scanKeys(ctx, globEscape(s.o.Prefix)+":{*}:lane:*")
 	if err != nil {
 		return err
 	}
 	var busy []string
 	for _, shard := range left {
-		lanes, err := s.lanes(ctx, shard)
-		if err != nil {
-			return err
-		}
-		stats, err := s.QueueStats(ctx, shard, lanes, time.Now())
-		if err != nil {
-			return err
-		}
-		var intake, lane, delayed int64
-		for _, q := range stats {
-			switch {
-			case q.Stream == "intake":
-				intake = q.Entries
-			case q.Stream == "delayed":
-				delayed = q.Entries
-			case strings.HasPrefix(q.Stream, "lane:"):
-				lane += q.Entries
+		k := s.Keys(shard)
+		pipe := s.c.Pipeline()
+		intake, delayed := pipe.XLen(ctx, k.Intake), pipe.ZCard(ctx, k.Delayed)
+		var laneLens []*redis.IntCmd
+		for _, l := range lanes {
+			if strings.HasPrefix(l, k.LanePrefix) {
+				laneLens = append(laneLens, pipe.XLen(ctx, l))
 			}
 		}
-		if intake+lane+delayed > 0 {
-			busy = append(busy, fmt.Sprintf("shard %d (%d intake entries, %d lane entries, %d retries waiting)", shard, intake, lane, delayed))
+		if _, err := pipe.Exec(ctx); err != nil {
+			return fmt.Errorf("stream: measure shard %d: %w", shard, err)
+		}
+		var lane int64
+		for _, c := range laneLens {
+			lane += c.Val()
+		}
+		if n := intake.Val() + lane + delayed.Val(); n > 0 {
+			busy = append(busy, fmt.Sprintf("shard %d (%d intake entries, %d lane entries, %d retries waiting)", shard, intake.Val(), lane, delayed.Val()))
 		}
 	}
 	if len(busy) == 0 {

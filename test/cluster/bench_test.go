@@ -28,25 +28,13 @@ import (
 
 // benchRegistry leaves rates and slots out of the way: the figures are per job, and what
 // limits throughput here is the machine, which the workers, pushsim and Redis share.
-const benchRegistry = `
-version: 1
+const benchRegistry = `version: 1
 defaults:
   max_in_flight: 32
   rate: 100000
   burst: 10000
   timeout: 10s
-providers:
-  - id: fcm
-    hosts: [fcm.googleapis.com]
-  - id: autopush
-    hosts: [push.services.mozilla.com]
-  - id: apple
-    hosts: [web.push.apple.com]
-  - id: wns
-    hosts: [notify.windows.com]
-  - id: fallback
-    kind: generic
-`
+` + everyProvider
 
 // dispatchDefaultBlock is run's default --block, which the benchmarks keep: the tests' shorter
 // one makes idle readers ask Redis five times as often.
@@ -91,9 +79,7 @@ func BenchmarkCost(b *testing.B) {
 func benchCost(b *testing.B, url string, shards int, masters, replicas []*redistest.Server) {
 	f := newFleet(b, fleetOptions{url: url, shards: shards, registry: benchRegistry, sample: 50,
 		args: []string{"--block", dispatchDefaultBlock}})
-	ws := []*worker{f.startWorker(), f.startWorker(), f.startWorker()}
-	f.waitLog(`"msg":"dispatch: running"`, len(ws), 30*time.Second)
-	f.waitReplicas(ws...)
+	ws := f.startFleet(3)
 	// The market mix of `gateway-lab bench`: FCM 72, Autopush 19, Apple 6, WNS 3, self-hosted 1.
 	var subs []job.Subscription
 	for p, n := range map[string]int{pushsim.FCM: 72, pushsim.Autopush: 19, pushsim.Apple: 6, pushsim.WNS: 3, pushsim.Generic: 1} {

@@ -26,26 +26,19 @@ const clusterShards = 6
 // SIGKILLed worker may cause are at most this many per provider.
 const maxInFlight = 8
 
-// pipelineRegistry: every provider of pushsim, with room to send fast, a ratio breaker that a
-// 30 % share of 503s does not open, and heartbeats fast enough for a killed worker to count as
-// gone within 2 s.
-const pipelineRegistry = `
-version: 1
-defaults:
-  max_in_flight: 8
-  rate: 10000
-  burst: 1000
-  timeout: 5s
+// The pieces the tests' registries share: the timeouts (under defaults:), heartbeats fast
+// enough for a killed worker to count as gone within 2 s, and every provider pushsim serves.
+const (
+	testTimeouts = `  timeout: 5s
   connect_timeout: 2s
   tls_timeout: 2s
   response_header_timeout: 4s
-  breaker:
-    failure_ratio: 0.9
-    min_samples: 50
-heartbeat:
+`
+	fastHeartbeat = `heartbeat:
   every: 250ms
   stale_after: 2s
-providers:
+`
+	everyProvider = `providers:
   - id: fcm
     hosts: [fcm.googleapis.com]
   - id: autopush
@@ -57,6 +50,19 @@ providers:
   - id: fallback
     kind: generic
 `
+)
+
+// pipelineRegistry: every provider, with room to send fast and a ratio breaker that a 30 %
+// share of 503s does not open.
+const pipelineRegistry = `version: 1
+defaults:
+  max_in_flight: 8
+  rate: 10000
+  burst: 1000
+  breaker:
+    failure_ratio: 0.9
+    min_samples: 50
+` + testTimeouts + fastHeartbeat + everyProvider
 
 // providerIDs are the lanes of pipelineRegistry.
 var providerIDs = []string{"fcm", "autopush", "apple", "wns", "fallback"}
@@ -128,12 +134,7 @@ func TestCluster(t *testing.T) {
 func testPipeline(t *testing.T, url string) {
 	f := newFleet(t, fleetOptions{url: url, prefix: "pipe", shards: clusterShards, registry: pipelineRegistry})
 	ctx := context.Background()
-	var ws []*worker
-	for range 3 {
-		ws = append(ws, f.startWorker())
-	}
-	f.waitLog(`"msg":"dispatch: running"`, 3, 30*time.Second)
-	f.waitReplicas(ws...)
+	ws := f.startFleet(3)
 	if err := f.sim.SetFault(pushsim.FCM, pushsim.Fault{Kind: pushsim.Fail, Ratio: 0.3, RetryAfter: time.Second}); err != nil {
 		t.Fatal(err)
 	}
@@ -461,18 +462,10 @@ func servedBy(sh redis.ClusterShard, addr string) bool {
 // of it), far below what this machine sends, so the token buckets decide the rate.
 const (
 	rateR        = 150
-	rateRegistry = `
-version: 1
+	rateRegistry = `version: 1
 defaults:
   max_in_flight: 16
-  timeout: 5s
-  connect_timeout: 2s
-  tls_timeout: 2s
-  response_header_timeout: 4s
-heartbeat:
-  every: 250ms
-  stale_after: 2s
-providers:
+` + testTimeouts + fastHeartbeat + `providers:
   - id: wns
     hosts: [notify.windows.com]
     rate: 150
@@ -486,9 +479,7 @@ providers:
 // the accepted sends per second at pushsim are within 5 % of rateR.
 func testFleetRate(t *testing.T, url string) {
 	f := newFleet(t, fleetOptions{url: url, prefix: "rate", shards: clusterShards, registry: rateRegistry})
-	ws := []*worker{f.startWorker(), f.startWorker(), f.startWorker()}
-	f.waitLog(`"msg":"dispatch: running"`, 3, 30*time.Second)
-	f.waitReplicas(ws...)
+	f.startFleet(3)
 	// Every replica has seen the other two at least once before the backlog arrives.
 	f.waitBeats(3)
 

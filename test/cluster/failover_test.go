@@ -48,20 +48,12 @@ import (
 
 // failoverRegistry sends everything to FCM, which answers after failoverDelay, so that each
 // worker has its max_in_flight requests in flight most of the time.
-const failoverRegistry = `
-version: 1
+const failoverRegistry = `version: 1
 defaults:
   max_in_flight: 8
   rate: 10000
   burst: 1000
-  timeout: 5s
-  connect_timeout: 2s
-  tls_timeout: 2s
-  response_header_timeout: 4s
-heartbeat:
-  every: 250ms
-  stale_after: 2s
-providers:
+` + testTimeouts + fastHeartbeat + `providers:
   - id: fcm
     hosts: [fcm.googleapis.com]
   - id: fallback
@@ -155,12 +147,7 @@ func TestSentinelFailover(t *testing.T) {
 func failover(t *testing.T, topo topology) {
 	f := newFleet(t, fleetOptions{url: topo.url, shards: topo.shards, registry: failoverRegistry})
 	ctx := context.Background()
-	var ws []*worker
-	for range failoverWorkers {
-		ws = append(ws, f.startWorker())
-	}
-	f.waitLog(`"msg":"dispatch: running"`, failoverWorkers, 30*time.Second)
-	f.waitReplicas(ws...)
+	f.startFleet(failoverWorkers)
 	if err := f.sim.SetFault(pushsim.FCM, pushsim.Fault{Kind: pushsim.Slow, Delay: failoverDelay}); err != nil {
 		t.Fatal(err)
 	}
@@ -247,12 +234,7 @@ func failover(t *testing.T, topo topology) {
 func BenchmarkFailoverSoak(b *testing.B) {
 	c := redistest.StartCluster(b)
 	f := newFleet(b, fleetOptions{url: c.URL(), shards: clusterShards, registry: failoverRegistry})
-	var ws []*worker
-	for range failoverWorkers {
-		ws = append(ws, f.startWorker())
-	}
-	f.waitLog(`"msg":"dispatch: running"`, failoverWorkers, 30*time.Second)
-	f.waitReplicas(ws...)
+	f.startFleet(failoverWorkers)
 	if err := f.sim.SetFault(pushsim.FCM, pushsim.Fault{Kind: pushsim.Slow, Delay: failoverDelay}); err != nil {
 		b.Fatal(err)
 	}

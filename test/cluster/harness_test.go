@@ -175,6 +175,19 @@ func (f *fleet) startWorker(extra ...string) *worker {
 	return w
 }
 
+// startFleet starts n workers on a fleet that has none yet and waits until each runs and
+// the heartbeat set lists exactly them.
+func (f *fleet) startFleet(n int) []*worker {
+	f.t.Helper()
+	ws := make([]*worker, n)
+	for i := range ws {
+		ws[i] = f.startWorker()
+	}
+	f.waitLog(`"msg":"dispatch: running"`, n, 30*time.Second)
+	f.waitReplicas(ws...)
+	return ws
+}
+
 // command is a gateway-worker command whose output goes to a new file in the fleet's logs.
 func (f *fleet) command(args ...string) (*exec.Cmd, string) {
 	f.t.Helper()
