@@ -33,11 +33,20 @@ func cmdEnqueue(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	})
 	var rf redisFlags
 	rf.register(fs)
+	fs.Group("Replication")
+	waitReplicas := fs.Int("wait-replicas", 0, "after each batch, wait until this many replicas of every master written to have it (Redis WAIT): a failover then loses no job reported enqueued (0: no wait; see docs/operations.md)")
+	waitTimeout := fs.Duration("wait-timeout", stream.DefaultWaitTimeout, "how long each master may take to reach --wait-replicas; a batch not replicated in time stops the command, which says where to run again from")
 	if code, ok := fs.Parse(args); !ok {
 		return code
 	}
 	if err := rf.check(); err != nil {
 		return fs.Fail(err)
+	}
+	if *waitReplicas < 0 {
+		return fs.Fail(fmt.Errorf("--wait-replicas must be 0 or more, got %d", *waitReplicas))
+	}
+	if *waitTimeout <= 0 {
+		return fs.Fail(fmt.Errorf("--wait-timeout must be positive, got %v", *waitTimeout))
 	}
 	in := io.Reader(os.Stdin)
 	name := "standard input"
@@ -56,7 +65,7 @@ func cmdEnqueue(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return fs.Fail(fmt.Errorf("--redis: %w", err))
 	}
 	defer st.Close()
-	res, err := enqueueLines(ctx, st.Producer(), in, newProgress(stderr))
+	res, err := enqueueLines(ctx, st.Producer(stream.WaitReplicas(*waitReplicas, *waitTimeout)), in, newProgress(stderr))
 	for _, r := range res.refused {
 		fmt.Fprintf(stderr, "%s:%d: not enqueued: %s\n", name, r.line, r.reason)
 	}

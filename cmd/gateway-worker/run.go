@@ -91,6 +91,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		so       stream.Options
 	)
 	rf.register(fs)
+	fs.IntVar(&so.ReshardFrom, "reshard-from", 0, "while changing the shard count of a live system: the `COUNT` the prefix had before --shards; the worker also reads that count's shards and records --shards in its place (docs/operations.md)")
 	tf.Register(fs) // Delivery, then VAPID
 	fs.Var(&keySpecs, "vapid-key", "VAPID private key as [NAME=]`FILE` (PEM, or the raw base64url key; FILE may also be the key itself; NAME is at most 32 characters); repeat for every key name jobs may give in vapid_key")
 	fs.Require("vapid-key", "subject")
@@ -142,6 +143,11 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := rf.check(); err != nil {
 		return fail(err)
 	}
+	if so.ReshardFrom != 0 && (so.ReshardFrom < 1 || so.ReshardFrom > stream.MaxShards || so.ReshardFrom == rf.shards) {
+		return fail(fmt.Errorf("--reshard-from must be 1 to %d and differ from --shards %d, got %d", stream.MaxShards, rf.shards, so.ReshardFrom))
+	}
+	// The worker reads the shards of both counts while the count changes.
+	readShards := max(rf.shards, so.ReshardFrom)
 	// The worker's live heap is small (jobs in flight, a few MB) and it allocates quickly, so
 	// Go's default target of 100% collects many times a second; 400% trades a few more MB for
 	// most of that CPU (BENCHMARKS.md, docs/operations.md).
@@ -197,14 +203,14 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		*consumer = cli.ConsumerName()
 	}
 	// Every lane reader and intake reader holds a blocking connection while it waits.
-	if readers := rf.shards * (1 + len(reg.Providers())); readers > maxBlockingReaders {
-		return fail(fmt.Errorf("--shards %d with %d providers needs %d blocking Redis connections per worker; at most %d: use fewer shards",
-			rf.shards, len(reg.Providers()), readers, maxBlockingReaders))
+	if readers := readShards * (1 + len(reg.Providers())); readers > maxBlockingReaders {
+		return fail(fmt.Errorf("reading %d shards (--shards, or --reshard-from when larger) with %d providers needs %d blocking Redis connections per worker; at most %d: use fewer shards",
+			readShards, len(reg.Providers()), readers, maxBlockingReaders))
 	}
 	so.Prefix, so.Shards, so.Consumer = rf.prefix, rf.shards, *consumer
 	store, err := stream.Open(rf.url, stream.OpenOptions{
 		Options: so, ClientName: "gateway-worker",
-		BlockingPoolSize: rf.shards*(1+len(reg.Providers())) + 4,
+		BlockingPoolSize: readShards*(1+len(reg.Providers())) + 4,
 	})
 	if err != nil {
 		return fail(fmt.Errorf("--redis: %w", err))
@@ -242,7 +248,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(err)
 	}
 	logger.Info("worker starting", "version", buildinfo.Version(), "go", runtime.Version(), "consumer", *consumer,
-		"shards", rf.shards, "providers", len(reg.Providers()), "registry", registryName(tf.Registry))
+		"shards", rf.shards, "reshard_from", so.ReshardFrom, "providers", len(reg.Providers()), "registry", registryName(tf.Registry))
 	obs.metrics.RegistryReload(true, time.Now())
 	stopHTTP := obs.serve(logger)
 	defer stopHTTP()
