@@ -31,9 +31,10 @@ func loadVAPIDKeys(specs []string) (map[string]*vapid.Key, error) {
 	keys := make(map[string]*vapid.Key, len(specs))
 	for _, spec := range specs {
 		name, file, ok := strings.Cut(spec, "=")
-		if !ok || !keyName(name) || file == "" || file[0] == '=' {
-			// No NAME= in front: the whole value is the file or the key, whose base64 may end
-			// in '=' and whose PEM has spaces. Errors print the name, so it must not be a key.
+		if !ok || !keyName(name) || file == "" || file[0] == '=' || isFile(spec) {
+			// No NAME= in front: the whole value is the file (whose path may hold a '=') or the
+			// key, whose base64 may end in '=' and whose PEM has spaces. Errors print the name,
+			// so it must not be a key.
 			name, file = "default", spec
 		}
 		if _, dup := keys[name]; dup {
@@ -46,6 +47,12 @@ func loadVAPIDKeys(specs []string) (map[string]*vapid.Key, error) {
 		keys[name] = k
 	}
 	return keys, nil
+}
+
+// isFile reports whether path names a regular file.
+func isFile(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular()
 }
 
 // maxKeyName bounds the NAME of --vapid-key NAME=FILE. A raw key is 43 characters or more, so
