@@ -27,19 +27,7 @@ type auditJSON struct {
 	Duplicated  []string       `json:"duplicated"`
 }
 
-func cmdAudit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := cli.NewFlagSet("gateway-worker audit", stderr, cli.Help{
-		Usage: "--redis URL --ids FILE [--json]",
-		Summary: "Check that every job of a list reached exactly one terminal record (a ledger or a dead record), " +
-			"count the records by outcome code, and say where each job without one is: intake, a lane, pending with a consumer, delayed, or nowhere (lost).",
-		Details: "It reads the whole ledger and dead stream of every shard: an operator's check, not a hot path. " +
-			"Records trimmed by --results-maxlen or --dead-maxlen count as missing.",
-		Examples: []string{
-			"gateway-worker audit --redis redis://127.0.0.1:6379/0 --ids jobs.jsonl",
-			"gateway-worker audit --redis redis://127.0.0.1:6379/0 --ids ids.txt --json",
-		},
-		Exit: "1 some jobs have no terminal record yet, or more than one; 3 Redis could not be read",
-	})
+func cmdAudit(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stderr io.Writer) int {
 	var rf redisFlags
 	rf.registerReader(fs)
 	fs.Group("Jobs")

@@ -15,20 +15,7 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/stream"
 )
 
-func cmdPause(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := cli.NewFlagSet("gateway-worker pause", stderr, cli.Help{
-		Usage: "--redis URL [--reason TEXT] PROVIDER",
-		Summary: "Pause a provider: at their next heartbeat (within the registry's heartbeat.every) every worker's lanes of it stop reading, " +
-			"and the reclaimer claims none of its entries; its jobs wait in Redis, spending no attempt, until `gateway-worker resume PROVIDER`.",
-		Details: "The pause is kept in Redis (<prefix>:{hb}:paused), so it holds for workers started later too. " +
-			"Sends already in flight finish. `gateway-worker status` lists the pauses.",
-		Examples: []string{
-			"gateway-worker pause --redis redis://127.0.0.1:6379/0 --reason 'autopush incident 42' autopush",
-			"gateway-worker resume --redis redis://127.0.0.1:6379/0 autopush",
-		},
-		Args: "PROVIDER (a provider id of the registry)", MinArgs: 1, MaxArgs: 1,
-		Exit: "3 Redis could not be written",
-	})
+func cmdPause(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stderr io.Writer) int {
 	var rf redisFlags
 	rf.registerReader(fs)
 	fs.Group("Pause")
@@ -70,14 +57,7 @@ func cmdPause(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	return cli.ExitOK
 }
 
-func cmdResume(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := cli.NewFlagSet("gateway-worker resume", stderr, cli.Help{
-		Usage:    "--redis URL PROVIDER",
-		Summary:  "End a provider's pause: every worker's lanes of it read again at their next heartbeat.",
-		Examples: []string{"gateway-worker resume --redis redis://127.0.0.1:6379/0 autopush"},
-		Args:     "PROVIDER", MinArgs: 1, MaxArgs: 1,
-		Exit: "3 Redis could not be written",
-	})
+func cmdResume(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stderr io.Writer) int {
 	var rf redisFlags
 	rf.registerReader(fs)
 	if code, ok := fs.Parse(args); !ok {
