@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -52,10 +51,7 @@ func cmdAudit(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stder
 	defer st.Close()
 	rep, byCode, err := st.AuditByCode(ctx, ids)
 	if err != nil {
-		if errors.Is(err, stream.ErrShardCount) {
-			return failure(stderr, fs.Name(), cli.ExitUsage, err)
-		}
-		return unavailable(stderr, fs.Name(), err)
+		return redisFailure(stderr, fs.Name(), err)
 	}
 	if *asJSON {
 		out := auditJSON{
@@ -68,8 +64,8 @@ func cmdAudit(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stder
 		if out.Duplicated == nil {
 			out.Duplicated = []string{}
 		}
-		if err := json.NewEncoder(stdout).Encode(out); err != nil {
-			return failure(stderr, fs.Name(), cli.ExitNo, err)
+		if code := printJSON(fs, stdout, stderr, out); code != cli.ExitOK {
+			return code
 		}
 	} else {
 		printAudit(stdout, rep, byCode)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -224,10 +223,7 @@ func cmdDeadLs(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stde
 		for _, r := range recs {
 			out.Records = append(out.Records, deadJSON(r, false))
 		}
-		if err := json.NewEncoder(stdout).Encode(out); err != nil {
-			return failure(stderr, fs.Name(), cli.ExitNo, err)
-		}
-		return cli.ExitOK
+		return printJSON(fs, stdout, stderr, out)
 	}
 	if len(recs) == 0 {
 		fmt.Fprintln(stdout, "no dead record matches")
@@ -307,10 +303,7 @@ func cmdDeadShow(ctx context.Context, fs *cli.FlagSet, args []string, stdout, st
 	}
 	d := found[0]
 	if *asJSON {
-		if err := json.NewEncoder(stdout).Encode(deadJSON(d, true)); err != nil {
-			return failure(stderr, fs.Name(), cli.ExitNo, err)
-		}
-		return cli.ExitOK
+		return printJSON(fs, stdout, stderr, deadJSON(d, true))
 	}
 	fmt.Fprintf(stdout, "entry     %s of %s\n", entryRef(d, st.Shards()), st.Keys(d.Shard).Dead)
 	fmt.Fprintf(stdout, "id        %s\n", printable(d.ID))

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -58,10 +57,7 @@ func cmdEnqueue(ctx context.Context, fs *cli.FlagSet, args []string, stdout, std
 		} else {
 			fmt.Fprintf(stderr, "gateway-worker enqueue: stopped after %d jobs: %v\n", res.written, err)
 		}
-		if errors.Is(err, stream.ErrShardCount) {
-			return cli.ExitUsage
-		}
-		return cli.ExitUnavailable
+		return redisExitCode(err)
 	}
 	if len(res.refused) > 0 {
 		return cli.ExitNo

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -85,8 +84,7 @@ type deadBriefJSON struct {
 func cmdInspect(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stderr io.Writer) int {
 	var rf redisFlags
 	rf.registerReader(fs)
-	fs.Group("Fleet")
-	registry := fs.String("registry", "", "provider table `FILE` whose heartbeat.stale_after says whether a pending entry's consumer is alive (default: the built-in registry.yaml)")
+	rf.registerRegistry(fs, "Fleet", "whose heartbeat.stale_after says whether a pending entry's consumer is alive")
 	fs.Group("Search")
 	scanLimit := fs.Int("scan-limit", defaultScanLimit, "read at most `N` entries of each stream (0: all)")
 	fs.Group("Output")
@@ -101,11 +99,7 @@ func cmdInspect(ctx context.Context, fs *cli.FlagSet, args []string, stdout, std
 	if id == "" {
 		return fs.Fail(fmt.Errorf("JOB_ID is empty"))
 	}
-	reg, err := cli.LoadRegistry(*registry)
-	if err != nil {
-		return fs.Fail(fmt.Errorf("--registry: %w", err))
-	}
-	st, code := rf.openReader(ctx, fs, "gateway-inspect", stderr)
+	st, reg, code := rf.openWithRegistry(ctx, fs, "gateway-inspect", stderr)
 	if st == nil {
 		return code
 	}
@@ -125,8 +119,8 @@ func cmdInspect(ctx context.Context, fs *cli.FlagSet, args []string, stdout, std
 	}
 	out := inspectJSON(rep, rf.prefix, *scanLimit, alive)
 	if *asJSON {
-		if err := json.NewEncoder(stdout).Encode(out); err != nil {
-			return failure(stderr, fs.Name(), cli.ExitNo, err)
+		if code := printJSON(fs, stdout, stderr, out); code != cli.ExitOK {
+			return code
 		}
 	} else {
 		printInspect(stdout, out, now)

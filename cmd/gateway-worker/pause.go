@@ -20,8 +20,7 @@ func cmdPause(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stder
 	rf.registerReader(fs)
 	fs.Group("Pause")
 	reason := fs.String("reason", "", "why, for whoever reads `status` (`TEXT`)")
-	fs.Group("Delivery")
-	registry := fs.String("registry", "", "provider table `FILE` the provider should be in; a warning says when it is not (default: the built-in registry.yaml)")
+	rf.registerRegistry(fs, "Delivery", "the provider should be in; a warning says when it is not")
 	if code, ok := fs.Parse(args); !ok {
 		return code
 	}
@@ -29,11 +28,7 @@ func cmdPause(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stder
 	if err := checkProviderID(provider); err != nil {
 		return fs.Fail(err)
 	}
-	reg, err := cli.LoadRegistry(*registry)
-	if err != nil {
-		return fs.Fail(fmt.Errorf("--registry: %w", err))
-	}
-	st, code := rf.openReader(ctx, fs, "gateway-pause", stderr)
+	st, reg, code := rf.openWithRegistry(ctx, fs, "gateway-pause", stderr)
 	if st == nil {
 		return code
 	}
@@ -45,7 +40,7 @@ func cmdPause(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stder
 		}
 		if !hasLane(lanes, provider) {
 			fmt.Fprintf(stderr, "%s: warning: %q is not in %s and no lane of it exists under prefix %s (a typo?); paused anyway: workers whose registry lists it will honour it\n",
-				fs.Name(), provider, registryName(*registry), rf.prefix)
+				fs.Name(), provider, registryName(rf.registry), rf.prefix)
 		}
 	}
 	p := stream.Pause{Provider: provider, Reason: *reason, By: operator(), At: time.Now().UTC()}

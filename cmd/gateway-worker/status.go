@@ -69,18 +69,13 @@ type nodeMemory struct {
 func cmdStatus(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stderr io.Writer) int {
 	var rf redisFlags
 	rf.registerReader(fs)
-	fs.Group("Fleet")
-	registry := fs.String("registry", "", "provider table `FILE` whose heartbeat.stale_after says which replicas are live (default: the built-in registry.yaml)")
+	rf.registerRegistry(fs, "Fleet", "whose heartbeat.stale_after says which replicas are live")
 	fs.Group("Output")
 	asJSON := fs.Bool("json", false, "print one JSON object (snake_case keys) instead of tables")
 	if code, ok := fs.Parse(args); !ok {
 		return code
 	}
-	reg, err := cli.LoadRegistry(*registry)
-	if err != nil {
-		return fs.Fail(fmt.Errorf("--registry: %w", err))
-	}
-	st, code := rf.openReader(ctx, fs, "gateway-status", stderr)
+	st, reg, code := rf.openWithRegistry(ctx, fs, "gateway-status", stderr)
 	if st == nil {
 		return code
 	}
@@ -90,10 +85,7 @@ func cmdStatus(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stde
 		return unavailable(stderr, fs.Name(), err)
 	}
 	if *asJSON {
-		if err := json.NewEncoder(stdout).Encode(rep); err != nil {
-			return failure(stderr, fs.Name(), cli.ExitNo, err)
-		}
-		return cli.ExitOK
+		return printJSON(fs, stdout, stderr, rep)
 	}
 	printStatus(stdout, rep)
 	return cli.ExitOK
