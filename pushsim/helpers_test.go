@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/ece"
+	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
 	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 )
@@ -81,15 +81,8 @@ type appServer struct {
 
 func newAppServer(t testing.TB) appServer {
 	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := k.PublicKey.Bytes()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return appServer{key: k, pub: base64.RawURLEncoding.EncodeToString(raw)}
+	k := testkit.NewKey(t)
+	return appServer{key: k.Private, pub: k.PublicKey()}
 }
 
 // jwt signs claims as a compact ES256 JWS: the test's own few lines, shared with nothing.

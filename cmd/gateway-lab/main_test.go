@@ -1,20 +1,15 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
 )
 
 // run calls the command line in-process and returns its exit code and outputs.
-func run(t *testing.T, args ...string) (int, string, string) {
-	t.Helper()
-	var stdout, stderr bytes.Buffer
-	code := runMain(context.Background(), args, &stdout, &stderr)
-	return code, stdout.String(), stderr.String()
-}
+func run(t *testing.T, args ...string) (int, string, string) { return testkit.Run(t, runMain, args...) }
 
 func TestUsageListsDemoAndBenchOnly(t *testing.T) {
 	code, _, stderr := run(t, "help")

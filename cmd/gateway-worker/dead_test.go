@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/webpush-gateway/webpush-gateway/internal/redistest"
+	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
 	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/stream"
@@ -276,7 +277,7 @@ func TestDeadReplayMovesEachRecordOnce(t *testing.T) {
 	t.Setenv("GATEWAY_CONNECT_TO", strings.Join(d.sim.ConnectTo(), ","))
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var wout, werr lockedBuffer
+	var wout, werr testkit.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- runMain(wctx, []string{"run", "--http", "", "--redis", d.srv.URL(), "--shards", "2", "--vapid-key", d.key,

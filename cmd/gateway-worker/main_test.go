@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,17 +13,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/webpush-gateway/webpush-gateway/internal/redistest"
+	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/stream"
 )
 
 // run calls the command line in-process and returns its exit code and outputs.
-func run(t *testing.T, args ...string) (int, string, string) {
-	t.Helper()
-	var stdout, stderr bytes.Buffer
-	code := runMain(context.Background(), args, &stdout, &stderr)
-	return code, stdout.String(), stderr.String()
-}
+func run(t *testing.T, args ...string) (int, string, string) { return testkit.Run(t, runMain, args...) }
 
 func TestKeygen(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "vapid.pem")
@@ -256,7 +251,7 @@ func TestSendAndRunJudgeSubscriptionsAlike(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stdout, stderr lockedBuffer
+	var stdout, stderr testkit.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- runMain(ctx, []string{"run", "--http", "", "--redis", srv.URL(), "--vapid-key", "testdata/vapid.pem",

@@ -15,6 +15,7 @@ import (
 
 	"github.com/webpush-gateway/webpush-gateway/adapter"
 	"github.com/webpush-gateway/webpush-gateway/internal/cli"
+	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
 	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/taxonomy"
@@ -47,12 +48,7 @@ func TestServesWhatItPrints(t *testing.T) {
 		outW.Close()
 		done <- code
 	}()
-	var lines []string
-	select {
-	case lines = <-printed:
-	case <-time.After(10 * time.Second):
-		t.Fatal("pushsim printed nothing within 10 s")
-	}
+	lines := testkit.Receive(t, printed, 10*time.Second, "pushsim's first lines")
 	if len(lines) < 5 {
 		code := <-done
 		t.Fatalf("pushsim exited %d after printing %q: %s", code, lines, stderr.String())
