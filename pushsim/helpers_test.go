@@ -49,6 +49,21 @@ func start(t testing.TB, cfg pushsim.Config) *pushsim.Server {
 	return s
 }
 
+// setup is what most tests begin with: a simulator (as start runs it), a client that reaches it
+// over HTTP/2, and an application server to sign pushes.
+func setup(t testing.TB, cfg pushsim.Config) (*pushsim.Server, *http.Client, appServer) {
+	t.Helper()
+	s := start(t, cfg)
+	return s, client(t, s, clientOptions{}), newAppServer(t)
+}
+
+// protocols are the two a client may speak to the simulator: what a fault does must reach the
+// client whichever it speaks.
+var protocols = []struct {
+	name  string
+	http1 bool
+}{{"HTTP/2", false}, {"HTTP/1.1", true}}
+
 type clientOptions struct {
 	http1   bool          // offer only http/1.1 in ALPN
 	timeout time.Duration // 0: none
