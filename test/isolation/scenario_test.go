@@ -103,15 +103,10 @@ type run struct {
 	ids []string // every job enqueued; guarded by mu
 }
 
-// registryYAML is the registry of the run: the product's limits with the scenario's rates,
-// and breaker and timeout settings short enough for a test (a 1 s request timeout, a 2 s
-// breaker window and a 1 s cooldown).
-func (sc scenario) registryYAML() string {
-	var b strings.Builder
-	b.WriteString(`version: 1
-defaults:
-  max_in_flight: 32
-  timeout: 1s
+// testTimings are the registry's defaults and heartbeat in every scenario: timeout, breaker
+// and heartbeat settings short enough for a test (a 1 s request timeout, a 2 s breaker window
+// and a 1 s cooldown), to follow a "defaults:" line.
+const testTimings = `  timeout: 1s
   connect_timeout: 500ms
   tls_timeout: 500ms
   response_header_timeout: 800ms
@@ -124,8 +119,13 @@ defaults:
 heartbeat:
   every: 500ms
   stale_after: 2s
-providers:
-`)
+`
+
+// registryYAML is the registry of the run: the product's limits with the scenario's rates, and
+// the testTimings.
+func (sc scenario) registryYAML() string {
+	var b strings.Builder
+	b.WriteString("version: 1\ndefaults:\n  max_in_flight: 32\n" + testTimings + "providers:\n")
 	hosts := map[string]string{
 		"fcm": "fcm.googleapis.com", "autopush": "updates.push.services.mozilla.com",
 		"apple": "web.push.apple.com", "wns": "notify.windows.com",
