@@ -46,7 +46,6 @@ func BenchmarkBreakerAllowDoneParallel(b *testing.B) {
 
 // A full table of hosts, a quarter of them skipped: Allow is a map lookup under a mutex.
 func BenchmarkHostBreakerAllow(b *testing.B) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	h := limits.NewHostBreaker(limits.HostBreakerConfig{})
 	hosts := hostNames(4096)
 	for i := range hosts {
@@ -68,7 +67,6 @@ func BenchmarkHostBreakerAllow(b *testing.B) {
 
 // Transport failures on ever new hosts: every Record evicts the least recently failing.
 func BenchmarkHostBreakerRecordEvict(b *testing.B) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	h := limits.NewHostBreaker(limits.HostBreakerConfig{MaxHosts: 4096})
 	hosts := hostNames(8192)
 	i := 0
@@ -105,7 +103,6 @@ func BenchmarkSlotsTryAcquireReleaseParallel(b *testing.B) {
 // table of 4096 tracked hosts: for a host never tracked (every healthy one), for a tracked host
 // (closed, failures in its window) and for a throttled one (its own token reserved).
 func BenchmarkHostLimitsAdmitDone(b *testing.B) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	full := func() *limits.HostLimits {
 		h := limits.NewHostLimits(limits.HostLimitsConfig{Rate: 100, Burst: 20, MaxHosts: 4096})
 		for i, host := range hostNames(4096) {
@@ -135,7 +132,7 @@ func BenchmarkHostLimitsAdmitDone(b *testing.B) {
 }
 
 func BenchmarkHostLimitsAdmitDoneParallel(b *testing.B) {
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := t0
 	h := limits.NewHostLimits(limits.HostLimitsConfig{})
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
@@ -152,7 +149,7 @@ func BenchmarkHostLimitsAdmitDoneParallel(b *testing.B) {
 // Failures on ever new hosts: every Done starts tracking one and forgets the least recently
 // failing; its bytes are what a tracked host costs.
 func BenchmarkHostLimitsTrackEvict(b *testing.B) {
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := t0
 	h := limits.NewHostLimits(limits.HostLimitsConfig{MaxHosts: 4096})
 	hosts := hostNames(8192)
 	i := 0
