@@ -253,21 +253,28 @@ func TestParseValid(t *testing.T) {
 	}
 }
 
-// The self-hosted Autopush example in docs/registry.md must stay a valid entry.
-func TestDocExample(t *testing.T) {
+// registryDocYAML is the first yaml block of docs/registry.md after the line heading.
+func registryDocYAML(t *testing.T, heading string) string {
+	t.Helper()
 	md, err := os.ReadFile("../docs/registry.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rest, ok := strings.Cut(string(md), "## Adding a self-hosted Autopush server")
+	_, rest, ok := strings.Cut(string(md), heading+"\n")
 	if !ok {
-		t.Fatal("docs/registry.md has no self-hosted Autopush section")
+		t.Fatalf("docs/registry.md has no %q section", heading)
 	}
 	_, block, ok := strings.Cut(rest, "```yaml\n")
 	block, _, ok2 := strings.Cut(block, "```")
 	if !ok || !ok2 {
-		t.Fatal("the self-hosted Autopush section has no yaml block")
+		t.Fatalf("the %q section of docs/registry.md has no yaml block", heading)
 	}
+	return block
+}
+
+// The self-hosted Autopush example in docs/registry.md must stay a valid entry.
+func TestDocExample(t *testing.T) {
+	block := registryDocYAML(t, "## Adding a self-hosted Autopush server")
 	reg, err := providers.Parse("docs/registry.md", []byte("version: 1\n"+block))
 	if err != nil {
 		t.Fatalf("doc example does not load:\n%v", err)

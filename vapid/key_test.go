@@ -171,10 +171,7 @@ func TestParseKey(t *testing.T) {
 }
 
 func TestGenerateKeyMarshalPEMRoundTrip(t *testing.T) {
-	k, err := vapid.GenerateKey("gen")
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := newTestKey(t, "gen")
 	pemBytes, err := k.MarshalPEM()
 	if err != nil {
 		t.Fatal(err)
@@ -200,20 +197,14 @@ func TestGenerateKeyMarshalPEMRoundTrip(t *testing.T) {
 	if len(pub) != 65 || pub[0] != 4 {
 		t.Errorf("PublicKey decodes to %d bytes starting %#x, want 65 starting 0x04", len(pub), pub[:1])
 	}
-	other, err := vapid.GenerateKey("gen")
-	if err != nil {
-		t.Fatal(err)
-	}
+	other := newTestKey(t, "gen")
 	if other.PublicKey() == k.PublicKey() {
 		t.Errorf("two generated keys are equal")
 	}
 }
 
 func TestLoadKeyFile(t *testing.T) {
-	k, err := vapid.GenerateKey("file")
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := newTestKey(t, "file")
 	pemBytes, err := k.MarshalPEM()
 	if err != nil {
 		t.Fatal(err)
