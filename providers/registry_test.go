@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
 	"github.com/webpush-gateway/webpush-gateway/providers"
 )
 
@@ -256,20 +257,7 @@ func TestParseValid(t *testing.T) {
 // registryDocYAML is the first yaml block of docs/registry.md after the line heading.
 func registryDocYAML(t *testing.T, heading string) string {
 	t.Helper()
-	md, err := os.ReadFile("../docs/registry.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(string(md), heading+"\n")
-	if !ok {
-		t.Fatalf("docs/registry.md has no %q section", heading)
-	}
-	_, block, ok := strings.Cut(rest, "```yaml\n")
-	block, _, ok2 := strings.Cut(block, "```")
-	if !ok || !ok2 {
-		t.Fatalf("the %q section of docs/registry.md has no yaml block", heading)
-	}
-	return block
+	return testkit.MarkdownBlock(t, "../docs/registry.md", heading, "yaml")
 }
 
 // The self-hosted Autopush example in docs/registry.md must stay a valid entry.

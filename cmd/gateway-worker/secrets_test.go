@@ -5,8 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -14,7 +12,6 @@ import (
 
 	"github.com/webpush-gateway/webpush-gateway/internal/redistest"
 	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
-	"github.com/webpush-gateway/webpush-gateway/pushsim"
 )
 
 // brokenRawKeys are the ways a raw key given on the command line goes wrong. Each must fail to
@@ -170,22 +167,7 @@ func TestRawKeyWorksAndStaysOutOfLogs(t *testing.T) {
 	})
 
 	t.Run("send", func(t *testing.T) {
-		sim, err := pushsim.Start(pushsim.Config{Dir: t.TempDir()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer sim.Close()
-		sub, err := sim.Subscribe("autopush", "", public)
-		if err != nil {
-			t.Fatal(err)
-		}
-		subFile := filepath.Join(t.TempDir(), "sub.json")
-		data, _ := json.Marshal(sub)
-		if err := os.WriteFile(subFile, data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		t.Setenv("GATEWAY_CA_FILE", sim.CAFile())
-		t.Setenv("GATEWAY_CONNECT_TO", strings.Join(sim.ConnectTo(), ","))
+		sim, sub, subFile := sendTarget(t, "autopush", public)
 		code, stdout, stderr := run(t, "send", "--subscription", subFile, "--payload", "raw key",
 			"--vapid-key", raw, "--subject", "mailto:ops@example.com")
 		if code != 0 || !strings.Contains(stdout, `"code":"ACCEPTED"`) {

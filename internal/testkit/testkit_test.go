@@ -8,6 +8,8 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -95,5 +97,19 @@ func TestRunReturnsCodeAndOutputs(t *testing.T) {
 	}
 	if code, out, errOut := Run(t, main, "a", "b"); code != 3 || out != "a b" || errOut != "warned" {
 		t.Fatalf("Run = %d, %q, %q; want 3, \"a b\", \"warned\"", code, out, errOut)
+	}
+}
+
+func TestMarkdownBlockIsTheFirstBlockOfItsLanguageAfterTheHeading(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "doc.md")
+	doc := "## Try it\n\n```yaml\nnot: this\n```\n\n## Try it again\n\nText.\n\n```json\n{}\n```\n\n```sh\necho one\necho two\n```\n\n```sh\necho three\n```\n"
+	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := MarkdownBlock(t, path, "## Try it again", "sh"); got != "echo one\necho two\n" {
+		t.Fatalf("MarkdownBlock = %q, want the first sh block after the heading", got)
+	}
+	if got := MarkdownBlock(t, path, "## Try it", "yaml"); got != "not: this\n" {
+		t.Fatalf("MarkdownBlock = %q, want the yaml block of the first heading", got)
 	}
 }
