@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/adapter"
+	"github.com/webpush-gateway/webpush-gateway/internal/simtest"
 	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
 	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/providers"
@@ -39,13 +40,10 @@ type harnessOptions struct {
 
 func newHarness(t testing.TB, opt harnessOptions) *harness {
 	t.Helper()
-	sim, err := pushsim.Start(pushsim.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatalf("pushsim.Start: %v", err)
-	}
-	t.Cleanup(func() { sim.Close() })
+	sim := simtest.Start(t, pushsim.Config{})
 	data := opt.registry
 	if data == nil {
+		var err error
 		if data, err = os.ReadFile("../registry.yaml"); err != nil {
 			t.Fatal(err)
 		}
@@ -76,11 +74,7 @@ func newHarness(t testing.TB, opt harnessOptions) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(sender.Close)
-	key, err := vapid.GenerateKey("default")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &harness{sim: sim, sender: sender, signer: signer, key: key, clock: c}
+	return &harness{sim: sim, sender: sender, signer: signer, key: simtest.VAPIDKey(t), clock: c}
 }
 
 // subscribe makes a subscription on pushsim bound to the harness key.

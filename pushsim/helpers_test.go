@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/ece"
+	"github.com/webpush-gateway/webpush-gateway/internal/simtest"
 	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
 	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
@@ -34,19 +35,7 @@ func start(t testing.TB, cfg pushsim.Config) *pushsim.Server {
 	if cfg.Now == nil {
 		cfg.Now = func() time.Time { return testNow }
 	}
-	if cfg.Dir == "" {
-		cfg.Dir = t.TempDir()
-	}
-	s, err := pushsim.Start(cfg)
-	if err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return s
+	return simtest.Start(t, cfg)
 }
 
 // setup is what most tests begin with: a simulator (as start runs it), a client that reaches it

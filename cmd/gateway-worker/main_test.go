@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/webpush-gateway/webpush-gateway/internal/redistest"
+	"github.com/webpush-gateway/webpush-gateway/internal/simtest"
 	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
 	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
@@ -69,12 +70,9 @@ func TestCheck(t *testing.T) {
 // simulator through the environment, as a container would give them.
 func sendTarget(t *testing.T, provider, pub string) (sim *pushsim.Server, sub job.Subscription, file string) {
 	t.Helper()
-	sim, err := pushsim.Start(pushsim.Config{Dir: t.TempDir()})
+	sim = simtest.Start(t, pushsim.Config{})
+	sub, err := sim.Subscribe(provider, "", pub)
 	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sim.Close() })
-	if sub, err = sim.Subscribe(provider, "", pub); err != nil {
 		t.Fatal(err)
 	}
 	file = filepath.Join(t.TempDir(), "sub.json")

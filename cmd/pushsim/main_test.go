@@ -15,11 +15,11 @@ import (
 
 	"github.com/webpush-gateway/webpush-gateway/adapter"
 	"github.com/webpush-gateway/webpush-gateway/internal/cli"
+	"github.com/webpush-gateway/webpush-gateway/internal/simtest"
 	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
 	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/taxonomy"
-	"github.com/webpush-gateway/webpush-gateway/vapid"
 )
 
 // TestServesWhatItPrints starts the command, then does what its output tells a user to: a
@@ -93,10 +93,7 @@ func TestServesWhatItPrints(t *testing.T) {
 		t.Errorf("GET /ca.pem is not the CA file's certificate")
 	}
 
-	key, err := vapid.GenerateKey("default")
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := simtest.VAPIDKey(t)
 	var sub job.Subscription
 	body := httpBody(t, http.MethodPost, adminURL+"/subscriptions", `{"provider":"apple","application_server_key":"`+key.PublicKey()+`"}`)
 	if err := json.Unmarshal([]byte(body), &sub); err != nil || !strings.HasPrefix(sub.Endpoint, "https://"+pushsim.AppleHost+"/") {

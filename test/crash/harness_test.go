@@ -15,10 +15,10 @@ import (
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/internal/redistest"
+	"github.com/webpush-gateway/webpush-gateway/internal/simtest"
 	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/stream"
-	"github.com/webpush-gateway/webpush-gateway/vapid"
 )
 
 // inFlightPerProvider is the registry's max_in_flight for every provider in these tests: the
@@ -100,15 +100,8 @@ func newCluster(t *testing.T, opts ...clusterOptions) *cluster {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	r := redistest.Start(t, o.redis...)
-	sim, err := pushsim.Start(pushsim.Config{Dir: dir, MaxDeliveries: 1_000_000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sim.Close() })
-	key, err := vapid.GenerateKey("default")
-	if err != nil {
-		t.Fatal(err)
-	}
+	sim := simtest.Start(t, pushsim.Config{Dir: dir, MaxDeliveries: 1_000_000})
+	key := simtest.VAPIDKey(t)
 	pem, _ := key.MarshalPEM()
 	keyFile := filepath.Join(dir, "vapid.pem")
 	regFile := filepath.Join(dir, "registry.yaml")

@@ -29,6 +29,7 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/adapter"
 	"github.com/webpush-gateway/webpush-gateway/dispatch"
 	"github.com/webpush-gateway/webpush-gateway/internal/redistest"
+	"github.com/webpush-gateway/webpush-gateway/internal/simtest"
 	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/limits"
 	"github.com/webpush-gateway/webpush-gateway/providers"
@@ -141,15 +142,8 @@ func (sc scenario) registryYAML() string {
 func startRun(tb testing.TB, sc scenario) *run {
 	tb.Helper()
 	srv := redistest.Start(tb)
-	sim, err := pushsim.Start(pushsim.Config{Dir: tb.TempDir(), MaxDeliveries: 10})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { sim.Close() })
-	key, err := vapid.GenerateKey("default")
-	if err != nil {
-		tb.Fatal(err)
-	}
+	sim := simtest.Start(tb, pushsim.Config{MaxDeliveries: 10})
+	key := simtest.VAPIDKey(tb)
 	yaml := sc.registry
 	if yaml == "" {
 		yaml = sc.registryYAML()
