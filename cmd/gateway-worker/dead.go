@@ -37,6 +37,16 @@ func (d *deadFlags) registerFilters(fs *cli.FlagSet, limit int, limitHelp string
 	fs.IntVar(&d.limit, "limit", limit, limitHelp)
 }
 
+// registerSelection defines the flags replay and purge choose their records with: the filters,
+// and under "Action" --all and --dry-run. verb is what the command does to a record ("replay"),
+// done the same as a participle ("replayed").
+func (d *deadFlags) registerSelection(fs *cli.FlagSet, verb, done string) {
+	d.registerFilters(fs, 0, verb+" at most `N` of the records the filters choose, newest first (0: all)")
+	fs.Group("Action")
+	fs.BoolVar(&d.all, "all", false, verb+" every dead record")
+	fs.BoolVar(&d.dryRun, "dry-run", false, "list the records that would be "+done+", and change nothing")
+}
+
 // check reads the filters at now; it has printed the problem when it returns false.
 func (d *deadFlags) check(fs *cli.FlagSet, now time.Time) (int, bool) {
 	if d.limit < 0 {
@@ -436,10 +446,7 @@ func (d *deadFlags) selected(ctx context.Context, fs *cli.FlagSet, args []string
 
 func cmdDeadReplay(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stderr io.Writer) int {
 	var d deadFlags
-	d.registerFilters(fs, 0, "replay at most `N` of the records the filters choose, newest first (0: all)")
-	fs.Group("Action")
-	fs.BoolVar(&d.all, "all", false, "replay every dead record")
-	fs.BoolVar(&d.dryRun, "dry-run", false, "list the records that would be replayed, and change nothing")
+	d.registerSelection(fs, "replay", "replayed")
 	sel, code := d.selected(ctx, fs, args, stderr, nil)
 	if sel == nil {
 		return code
@@ -491,11 +498,8 @@ func cmdDeadReplay(ctx context.Context, fs *cli.FlagSet, args []string, stdout, 
 
 func cmdDeadPurge(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stderr io.Writer) int {
 	var d deadFlags
-	d.registerFilters(fs, 0, "purge at most `N` of the records the filters choose, newest first (0: all)")
-	fs.Group("Action")
-	fs.BoolVar(&d.all, "all", false, "purge every dead record (with --yes)")
-	fs.BoolVar(&d.yes, "yes", false, "confirm --all")
-	fs.BoolVar(&d.dryRun, "dry-run", false, "list the records that would be purged, and change nothing")
+	d.registerSelection(fs, "purge", "purged")
+	fs.BoolVar(&d.yes, "yes", false, "confirm --all, which purge refuses without it")
 	sel, code := d.selected(ctx, fs, args, stderr, func() error {
 		if d.all && !d.yes && !d.dryRun {
 			return errors.New("--all deletes every dead record: add --yes to confirm (or --dry-run to see them)")
