@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
 )
 
 const (
@@ -155,13 +157,7 @@ func TestWatcherRunFollowsAConfigMapSwapAndKicks(t *testing.T) {
 	}()
 	next := func(what string) report {
 		t.Helper()
-		select {
-		case r := <-reports:
-			return r
-		case <-time.After(10 * time.Second):
-			t.Fatalf("%s: no report", what)
-			return report{}
-		}
+		return testkit.Receive(t, reports, 10*time.Second, what)
 	}
 
 	cm.update(watchFast)

@@ -10,19 +10,7 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/internal/cli"
 )
 
-func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := cli.NewFlagSet("gateway-lab bench", stderr, cli.Help{
-		Usage: "[--redis URL] [--messages N] [--payload-size BYTES] [--concurrency N] [--mix WEIGHTS] [--only NAMES] [--profile] [--short]",
-		Summary: "Deliver the same messages through the gateway worker, a plain Redis-stream consumer around webpush-go, one around Node's web-push, " +
-			"and the RFC 8291 encryption alone, one after the other on this machine, and compare throughput, latency, CPU and Redis cost.",
-		Details: "It writes bench-report.json and bench-report.md to --out; BENCHMARKS.md has a run and its reading.",
-		Examples: []string{
-			"gateway-lab bench",
-			"gateway-lab bench --short --only gateway,webpush-go",
-			"gateway-lab bench --messages 50000 --mix fcm=50,autopush=50 --profile",
-		},
-		Exit: "1 a contender failed",
-	})
+func cmdBench(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stderr io.Writer) int {
 	var o bench.Options
 	fs.Group("Redis")
 	fs.StringVar(&o.RedisURL, "redis", "", "Redis `URL` to use (default: start a throwaway redis-server on a free port); a server others use adds their commands and CPU to the Redis figures")

@@ -11,20 +11,7 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/internal/demo"
 )
 
-func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := cli.NewFlagSet("gateway-lab demo", stderr, cli.Help{
-		Usage: "[--redis URL] [--duration 1m] [--rate 200] [--fault PROVIDER=stall|503:RATIO|429:SECONDS|none] [--report FILE]",
-		Summary: "Run the real pipeline on this machine for a minute (a Redis, the push service simulators over TLS and HTTP/2, jobs in the market mix, the worker), " +
-			"redraw a per-provider table every second, inject a fault halfway, and write an HTML and PNG report.",
-		Details: "Without --redis it starts a throwaway redis-server on a free port. With --redis URL it writes under a prefix of its own, " +
-			"which it prints with the command that removes its keys afterwards.",
-		Examples: []string{
-			"gateway-lab demo",
-			"gateway-lab demo --duration 2m --rate 500 --fault fcm=503:0.4",
-			"gateway-lab demo --redis redis://127.0.0.1:6379/0 --fault none",
-		},
-		Exit: "1 the demo could not run (Redis, the simulators or the worker failed)",
-	})
+func cmdDemo(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stderr io.Writer) int {
 	var o demo.Options
 	fs.Group("Redis")
 	fs.StringVar(&o.RedisURL, "redis", "", "Redis `URL` to use (default: a throwaway redis-server on a free port)")

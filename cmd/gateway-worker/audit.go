@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -27,19 +26,7 @@ type auditJSON struct {
 	Duplicated  []string       `json:"duplicated"`
 }
 
-func cmdAudit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := cli.NewFlagSet("gateway-worker audit", stderr, cli.Help{
-		Usage: "--redis URL --ids FILE [--json]",
-		Summary: "Check that every job of a list reached exactly one terminal record (a ledger or a dead record), " +
-			"count the records by outcome code, and say where each job without one is: intake, a lane, pending with a consumer, delayed, or nowhere (lost).",
-		Details: "It reads the whole ledger and dead stream of every shard: an operator's check, not a hot path. " +
-			"Records trimmed by --results-maxlen or --dead-maxlen count as missing.",
-		Examples: []string{
-			"gateway-worker audit --redis redis://127.0.0.1:6379/0 --ids jobs.jsonl",
-			"gateway-worker audit --redis redis://127.0.0.1:6379/0 --ids ids.txt --json",
-		},
-		Exit: "1 some jobs have no terminal record yet, or more than one; 3 Redis could not be read",
-	})
+func cmdAudit(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stderr io.Writer) int {
 	var rf redisFlags
 	rf.registerReader(fs)
 	fs.Group("Jobs")
@@ -64,10 +51,7 @@ func cmdAudit(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	defer st.Close()
 	rep, byCode, err := st.AuditByCode(ctx, ids)
 	if err != nil {
-		if errors.Is(err, stream.ErrShardCount) {
-			return failure(stderr, fs.Name(), cli.ExitUsage, err)
-		}
-		return unavailable(stderr, fs.Name(), err)
+		return redisFailure(stderr, fs.Name(), err)
 	}
 	if *asJSON {
 		out := auditJSON{
@@ -80,8 +64,8 @@ func cmdAudit(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		if out.Duplicated == nil {
 			out.Duplicated = []string{}
 		}
-		if err := json.NewEncoder(stdout).Encode(out); err != nil {
-			return failure(stderr, fs.Name(), cli.ExitNo, err)
+		if code := printJSON(fs, stdout, stderr, out); code != cli.ExitOK {
+			return code
 		}
 	} else {
 		printAudit(stdout, rep, byCode)

@@ -9,19 +9,7 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/internal/cli"
 )
 
-func cmdCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := cli.NewFlagSet("gateway-worker check", stderr, cli.Help{
-		Usage: "[FILE | --registry FILE]",
-		Summary: "Validate a provider table as the worker loads it, and say which file was checked: FILE, else --registry FILE, " +
-			"else the table built into this binary. Every mistake is reported as file:line: field: problem.",
-		Examples: []string{
-			"gateway-worker check registry.yaml",
-			"GATEWAY_REGISTRY=/etc/gateway/registry.yaml gateway-worker check",
-			"gateway-worker check            # the built-in table",
-		},
-		Args: "FILE", MaxArgs: 1,
-		Exit: "1 the table has mistakes (listed)",
-	})
+func cmdCheck(_ context.Context, fs *cli.FlagSet, args []string, stdout, stderr io.Writer) int {
 	fs.Group("Delivery")
 	registry := fs.String("registry", "", "provider table `FILE` to check (default: the registry.yaml built into this binary)")
 	if code, ok := fs.Parse(args); !ok {

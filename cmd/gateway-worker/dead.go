@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,15 +14,6 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/internal/cli"
 	"github.com/webpush-gateway/webpush-gateway/stream"
 )
-
-func cmdDead(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	return cli.Main(ctx, "gateway-worker dead", []cli.Command{
-		{Name: "ls", Summary: "list dead records, newest first, by reason, code, provider or time", Run: cmdDeadLs},
-		{Name: "show", Summary: "print one dead record whole, its job (and so its subscription) included", Run: cmdDeadShow},
-		{Name: "replay", Summary: "put chosen records' jobs back on their intake as new jobs, once each", Run: cmdDeadReplay},
-		{Name: "purge", Summary: "delete chosen records", Run: cmdDeadPurge},
-	}, args, stdout, stderr)
-}
 
 // deadFlags are the flags of the dead commands that choose records.
 type deadFlags struct {
@@ -45,6 +35,16 @@ func (d *deadFlags) registerFilters(fs *cli.FlagSet, limit int, limitHelp string
 	fs.StringVar(&d.since, "since", "", "records written at or after `WHEN`: an RFC 3339 time, or a duration ago (90s, 30m, 2h, 7d)")
 	fs.StringVar(&d.until, "until", "", "records written at or before `WHEN` (as --since)")
 	fs.IntVar(&d.limit, "limit", limit, limitHelp)
+}
+
+// registerSelection defines the flags replay and purge choose their records with: the filters,
+// and under "Action" --all and --dry-run. verb is what the command does to a record ("replay"),
+// done the same as a participle ("replayed").
+func (d *deadFlags) registerSelection(fs *cli.FlagSet, verb, done string) {
+	d.registerFilters(fs, 0, verb+" at most `N` of the records the filters choose, newest first (0: all)")
+	fs.Group("Action")
+	fs.BoolVar(&d.all, "all", false, verb+" every dead record")
+	fs.BoolVar(&d.dryRun, "dry-run", false, "list the records that would be "+done+", and change nothing")
 }
 
 // check reads the filters at now; it has printed the problem when it returns false.
@@ -196,18 +196,7 @@ func cut(s string, n int) string {
 	return s[:n] + "..."
 }
 
-func cmdDeadLs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := cli.NewFlagSet("gateway-worker dead ls", stderr, cli.Help{
-		Usage:   "--redis URL [--reason TEXT] [--code CODE] [--provider ID] [--since WHEN] [--until WHEN] [--limit N] [--json]",
-		Summary: "List dead-letter records, newest first over every shard: entry id, job id, code, provider, when, reason.",
-		Details: "Each shard's dead stream is read newest first, a thousand records a round trip, until --limit records matched " +
-			"(or --since is reached): a filter that matches little reads the whole stream.",
-		Examples: []string{
-			"gateway-worker dead ls --redis redis://127.0.0.1:6379/0",
-			"gateway-worker dead ls --redis redis://127.0.0.1:6379/0 --code PROVIDER_DOWN --provider autopush --since 2h",
-		},
-		Exit: "3 Redis could not be read",
-	})
+func cmdDeadLs(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stderr io.Writer) int {
 	var d deadFlags
 	d.registerFilters(fs, 100, "list at most `N` records (0: all)")
 	fs.Group("Output")
@@ -244,10 +233,7 @@ func cmdDeadLs(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		for _, r := range recs {
 			out.Records = append(out.Records, deadJSON(r, false))
 		}
-		if err := json.NewEncoder(stdout).Encode(out); err != nil {
-			return failure(stderr, fs.Name(), cli.ExitNo, err)
-		}
-		return cli.ExitOK
+		return printJSON(fs, stdout, stderr, out)
 	}
 	if len(recs) == 0 {
 		fmt.Fprintln(stdout, "no dead record matches")
@@ -272,20 +258,7 @@ func cmdDeadLs(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	return cli.ExitOK
 }
 
-func cmdDeadShow(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := cli.NewFlagSet("gateway-worker dead show", stderr, cli.Help{
-		Usage: "--redis URL [--json] ENTRY_ID|JOB_ID",
-		Summary: "Print one dead record whole, the job JSON included. The job carries the subscription (its endpoint and keys, " +
-			"which are credentials): keep the output as you keep subscriptions.",
-		Details: "ENTRY_ID is the record's id in its dead stream, as `dead ls` prints it (SHARD/ENTRY_ID with several shards). " +
-			"Given a job id, the newest record of that job is shown (its shard's dead stream is read newest first, at most --scan-limit records).",
-		Examples: []string{
-			"gateway-worker dead show --redis redis://127.0.0.1:6379/0 1717171717171-0",
-			"gateway-worker dead show --redis redis://127.0.0.1:6379/0 --json order-1234-shipped | jq -r .job",
-		},
-		Args: "ENTRY_ID or JOB_ID", MinArgs: 1, MaxArgs: 1,
-		Exit: "1 no such record; 3 Redis could not be read",
-	})
+func cmdDeadShow(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stderr io.Writer) int {
 	var rf redisFlags
 	rf.registerReader(fs)
 	fs.Group("Search")
@@ -340,10 +313,7 @@ func cmdDeadShow(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 	d := found[0]
 	if *asJSON {
-		if err := json.NewEncoder(stdout).Encode(deadJSON(d, true)); err != nil {
-			return failure(stderr, fs.Name(), cli.ExitNo, err)
-		}
-		return cli.ExitOK
+		return printJSON(fs, stdout, stderr, deadJSON(d, true))
 	}
 	fmt.Fprintf(stdout, "entry     %s of %s\n", entryRef(d, st.Shards()), st.Keys(d.Shard).Dead)
 	fmt.Fprintf(stdout, "id        %s\n", printable(d.ID))
@@ -474,26 +444,9 @@ func (d *deadFlags) selected(ctx context.Context, fs *cli.FlagSet, args []string
 	return &selection{st: st, chosen: chosen, problems: problems, gone: len(missing)}, cli.ExitOK
 }
 
-func cmdDeadReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := cli.NewFlagSet("gateway-worker dead replay", stderr, cli.Help{
-		Usage: "--redis URL (ENTRY_ID... | [--reason TEXT] [--code CODE] [--provider ID] [--since WHEN] [--until WHEN] | --all) [--dry-run]",
-		Summary: "Put the jobs of chosen dead records back on their shard's intake as new jobs (attempt 0: the intake validates and routes them again), " +
-			"each record's move one Redis script that deletes the record: a record is replayed once, however often this runs.",
-		Details: "A record whose job was cut to the entry limit (its note says so) cannot be replayed: it is skipped and named. " +
-			"A replayed job keeps its id and its enqueued_at, from which its TTL counts; an invalid job is dead-lettered again unless what refused it was fixed (a vapid_key added). " +
-			"Filters read each shard's dead stream newest first, as `dead ls` does.",
-		Examples: []string{
-			"gateway-worker dead replay --redis redis://127.0.0.1:6379/0 1717171717171-0 1717171717172-0",
-			"gateway-worker dead replay --redis redis://127.0.0.1:6379/0 --code PROVIDER_DOWN --since 6h --dry-run",
-		},
-		Args: "ENTRY_ID", MaxArgs: -1,
-		Exit: "1 some chosen records could not be replayed (named; an entry id that names no record was replayed or purged before, and is not a failure); 3 Redis could not be read or written",
-	})
+func cmdDeadReplay(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stderr io.Writer) int {
 	var d deadFlags
-	d.registerFilters(fs, 0, "replay at most `N` of the records the filters choose, newest first (0: all)")
-	fs.Group("Action")
-	fs.BoolVar(&d.all, "all", false, "replay every dead record")
-	fs.BoolVar(&d.dryRun, "dry-run", false, "list the records that would be replayed, and change nothing")
+	d.registerSelection(fs, "replay", "replayed")
 	sel, code := d.selected(ctx, fs, args, stderr, nil)
 	if sel == nil {
 		return code
@@ -543,23 +496,10 @@ func cmdDeadReplay(ctx context.Context, args []string, stdout, stderr io.Writer)
 	return cli.ExitOK
 }
 
-func cmdDeadPurge(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := cli.NewFlagSet("gateway-worker dead purge", stderr, cli.Help{
-		Usage:   "--redis URL (ENTRY_ID... | [--reason TEXT] [--code CODE] [--provider ID] [--since WHEN] [--until WHEN] | --all --yes) [--dry-run]",
-		Summary: "Delete chosen dead records. Their jobs are gone for good: replay what should still be delivered first.",
-		Examples: []string{
-			"gateway-worker dead purge --redis redis://127.0.0.1:6379/0 --code INVALID_JOB --until 30d",
-			"gateway-worker dead purge --redis redis://127.0.0.1:6379/0 --all --yes",
-		},
-		Args: "ENTRY_ID", MaxArgs: -1,
-		Exit: "1 an entry id is on several shards (named; give SHARD/ENTRY_ID); 3 Redis could not be read or written",
-	})
+func cmdDeadPurge(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stderr io.Writer) int {
 	var d deadFlags
-	d.registerFilters(fs, 0, "purge at most `N` of the records the filters choose, newest first (0: all)")
-	fs.Group("Action")
-	fs.BoolVar(&d.all, "all", false, "purge every dead record (with --yes)")
-	fs.BoolVar(&d.yes, "yes", false, "confirm --all")
-	fs.BoolVar(&d.dryRun, "dry-run", false, "list the records that would be purged, and change nothing")
+	d.registerSelection(fs, "purge", "purged")
+	fs.BoolVar(&d.yes, "yes", false, "confirm --all, which purge refuses without it")
 	sel, code := d.selected(ctx, fs, args, stderr, func() error {
 		if d.all && !d.yes && !d.dryRun {
 			return errors.New("--all deletes every dead record: add --yes to confirm (or --dry-run to see them)")

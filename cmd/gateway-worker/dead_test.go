@@ -14,6 +14,8 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/webpush-gateway/webpush-gateway/internal/redistest"
+	"github.com/webpush-gateway/webpush-gateway/internal/simtest"
+	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
 	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/stream"
@@ -33,11 +35,7 @@ func newDeadSet(t *testing.T) *deadSet {
 	t.Helper()
 	ctx := context.Background()
 	d := &deadSet{srv: redistest.Start(t), jobs: map[string]string{}, subs: map[string]job.Subscription{}}
-	sim, err := pushsim.Start(pushsim.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sim.Close() })
+	sim := simtest.Start(t, pushsim.Config{})
 	d.sim = sim
 	d.key = filepath.Join(t.TempDir(), "vapid.pem")
 	code, pub, stderr := run(t, "keygen", "--out", d.key)
@@ -276,7 +274,7 @@ func TestDeadReplayMovesEachRecordOnce(t *testing.T) {
 	t.Setenv("GATEWAY_CONNECT_TO", strings.Join(d.sim.ConnectTo(), ","))
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var wout, werr lockedBuffer
+	var wout, werr testkit.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- runMain(wctx, []string{"run", "--http", "", "--redis", d.srv.URL(), "--shards", "2", "--vapid-key", d.key,

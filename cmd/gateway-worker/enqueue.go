@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -17,20 +16,7 @@ import (
 // enqueueBatch is how many jobs go to Redis in one pipeline.
 const enqueueBatch = 500
 
-func cmdEnqueue(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := cli.NewFlagSet("gateway-worker enqueue", stderr, cli.Help{
-		Usage: "--redis URL [--shards N] [--prefix PREFIX] [FILE|-]",
-		Summary: "Put jobs on the intake streams, pipelined into the right shards: one job (a JSON object with an \"id\") per line " +
-			"of FILE or of standard input (docs/job-format.md).",
-		Details: "A line without a string id cannot be sharded: it is refused with its line number, and the others are enqueued. " +
-			"Whatever else is wrong with a job is the worker's to dead-letter with a reason.",
-		Examples: []string{
-			"gateway-worker enqueue --redis redis://127.0.0.1:6379/0 jobs.jsonl",
-			"producer | gateway-worker enqueue --redis redis://127.0.0.1:6379/0 --shards 4 -",
-		},
-		Args: "FILE", MaxArgs: 1,
-		Exit: "1 some lines were refused (listed); 3 Redis could not be written (the line to run again from is printed)",
-	})
+func cmdEnqueue(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stderr io.Writer) int {
 	var rf redisFlags
 	rf.register(fs)
 	fs.Group("Replication")
@@ -80,10 +66,7 @@ func cmdEnqueue(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		} else {
 			fmt.Fprintf(stderr, "gateway-worker enqueue: stopped after %d jobs: %v\n", res.written, err)
 		}
-		if errors.Is(err, stream.ErrShardCount) {
-			return cli.ExitUsage
-		}
-		return cli.ExitUnavailable
+		return redisExitCode(err)
 	}
 	if len(res.refused) > 0 {
 		return cli.ExitNo

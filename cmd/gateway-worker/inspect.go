@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -82,27 +81,10 @@ type deadBriefJSON struct {
 	At       time.Time `json:"at"`
 }
 
-func cmdInspect(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := cli.NewFlagSet("gateway-worker inspect", stderr, cli.Help{
-		Usage: "--redis URL [--scan-limit N] [--json] JOB_ID",
-		Summary: "Say where one job is: in the intake (not routed yet), in its lane (waiting, or in flight with a consumer, for how long), " +
-			"waiting in the delayed set to retry (until when, as which attempt, and the outcome of the attempt that sent it there), " +
-			"or ended, with its ledger or dead record. Reads Redis only.",
-		Details: "Only the job's shard is read (CRC-32 of the id). The jobs index and the delayed set answer in one round trip; " +
-			"the intake, the job's lane, the ledger and the dead stream have no index by job id, so each is read a thousand entries a round trip, " +
-			"at most --scan-limit entries (the ledger and the dead stream newest first), and the output says when a scan was cut. " +
-			"With a long ledger that is up to --scan-limit entries transferred per stream: an operator's query, not something to run in a loop.",
-		Examples: []string{
-			"gateway-worker inspect --redis redis://127.0.0.1:6379/0 order-1234-shipped",
-			"gateway-worker inspect --redis redis://127.0.0.1:6379/0 --scan-limit 100000 --json order-1234-shipped",
-		},
-		Args: "JOB_ID", MinArgs: 1, MaxArgs: 1,
-		Exit: "1 not found anywhere (never enqueued under this prefix, or its records were trimmed); 3 Redis could not be read",
-	})
+func cmdInspect(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stderr io.Writer) int {
 	var rf redisFlags
 	rf.registerReader(fs)
-	fs.Group("Fleet")
-	registry := fs.String("registry", "", "provider table `FILE` whose heartbeat.stale_after says whether a pending entry's consumer is alive (default: the built-in registry.yaml)")
+	rf.registerRegistry(fs, "Fleet", "whose heartbeat.stale_after says whether a pending entry's consumer is alive")
 	fs.Group("Search")
 	scanLimit := fs.Int("scan-limit", defaultScanLimit, "read at most `N` entries of each stream (0: all)")
 	fs.Group("Output")
@@ -117,11 +99,7 @@ func cmdInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if id == "" {
 		return fs.Fail(fmt.Errorf("JOB_ID is empty"))
 	}
-	reg, err := cli.LoadRegistry(*registry)
-	if err != nil {
-		return fs.Fail(fmt.Errorf("--registry: %w", err))
-	}
-	st, code := rf.openReader(ctx, fs, "gateway-inspect", stderr)
+	st, reg, code := rf.openWithRegistry(ctx, fs, "gateway-inspect", stderr)
 	if st == nil {
 		return code
 	}
@@ -141,8 +119,8 @@ func cmdInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	out := inspectJSON(rep, rf.prefix, *scanLimit, alive)
 	if *asJSON {
-		if err := json.NewEncoder(stdout).Encode(out); err != nil {
-			return failure(stderr, fs.Name(), cli.ExitNo, err)
+		if code := printJSON(fs, stdout, stderr, out); code != cli.ExitOK {
+			return code
 		}
 	} else {
 		printInspect(stdout, out, now)

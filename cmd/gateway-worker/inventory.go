@@ -24,20 +24,7 @@ const (
 	inventoryShownProblem = 20      // unreadable lines listed one by one
 )
 
-func cmdInventory(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := cli.NewFlagSet("gateway-worker inventory", stderr, cli.Help{
-		Usage: "[--registry FILE] [--total N] [--top N] FILE|-",
-		Summary: "Count a subscription export per provider and per unknown host, list the lines that could not be read, " +
-			"and show the in-flight budget each provider would get. Endpoint paths are never printed.",
-		Details: "FILE (- for standard input) holds one subscription a line: a PushSubscription JSON object, a job with " +
-			"\"subscription\", {\"endpoint\": ...}, or a bare endpoint URL.",
-		Examples: []string{
-			"gateway-worker inventory subscriptions.jsonl",
-			"psql -Atc 'select endpoint from subscriptions' | gateway-worker inventory --registry registry.yaml -",
-		},
-		Args: "FILE (a subscription export, or - for standard input)", MinArgs: 1, MaxArgs: 1,
-		Exit: "1 the registry has mistakes",
-	})
+func cmdInventory(_ context.Context, fs *cli.FlagSet, args []string, stdout, stderr io.Writer) int {
 	fs.Group("Delivery")
 	registry := fs.String("registry", "", "provider table `FILE` that routes the endpoints (default: the registry.yaml built into this binary)")
 	fs.Group("Report")

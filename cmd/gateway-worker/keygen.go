@@ -24,21 +24,7 @@ type keyPair struct {
 	PrivateKey string `json:"privateKey,omitempty"`
 }
 
-func cmdKeygen(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	fset := cli.NewFlagSet("gateway-worker keygen", stderr, cli.Help{
-		Usage: "[--out FILE [--force]] [--json] | --public FILE [--json]",
-		Summary: "Make a VAPID key pair: the private key goes to --out (PEM, mode 0600, never replaced unless --force), " +
-			"the public key (the applicationServerKey browsers subscribe with) to standard output. " +
-			"With --public FILE, print the public key of an existing key file instead (PEM or the raw base64url key).",
-		Details: "--json prints {\"publicKey\":\"...\",\"privateKey\":\"...\"} as `web-push generate-vapid-keys --json` does " +
-			"(the private key raw, base64url) and writes no file unless --out is given: keep that output secret.",
-		Examples: []string{
-			"gateway-worker keygen --out vapid.pem",
-			"gateway-worker keygen --public vapid.pem",
-			"gateway-worker keygen --json > vapid.json",
-		},
-		Exit: "1 the key file exists (and no --force) or could not be written or read",
-	})
+func cmdKeygen(_ context.Context, fset *cli.FlagSet, args []string, stdout, stderr io.Writer) int {
 	fset.Group("Key")
 	out := fset.String("out", "vapid.pem", "`FILE` to write the private key to (PEM, mode 0600); an existing file is refused")
 	force := fset.Bool("force", false, "replace an existing --out file (subscriptions made with its key stop working)")

@@ -15,26 +15,12 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/stream"
 )
 
-func cmdPause(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := cli.NewFlagSet("gateway-worker pause", stderr, cli.Help{
-		Usage: "--redis URL [--reason TEXT] PROVIDER",
-		Summary: "Pause a provider: at their next heartbeat (within the registry's heartbeat.every) every worker's lanes of it stop reading, " +
-			"and the reclaimer claims none of its entries; its jobs wait in Redis, spending no attempt, until `gateway-worker resume PROVIDER`.",
-		Details: "The pause is kept in Redis (<prefix>:{hb}:paused), so it holds for workers started later too. " +
-			"Sends already in flight finish. `gateway-worker status` lists the pauses.",
-		Examples: []string{
-			"gateway-worker pause --redis redis://127.0.0.1:6379/0 --reason 'autopush incident 42' autopush",
-			"gateway-worker resume --redis redis://127.0.0.1:6379/0 autopush",
-		},
-		Args: "PROVIDER (a provider id of the registry)", MinArgs: 1, MaxArgs: 1,
-		Exit: "3 Redis could not be written",
-	})
+func cmdPause(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stderr io.Writer) int {
 	var rf redisFlags
 	rf.registerReader(fs)
 	fs.Group("Pause")
 	reason := fs.String("reason", "", "why, for whoever reads `status` (`TEXT`)")
-	fs.Group("Delivery")
-	registry := fs.String("registry", "", "provider table `FILE` the provider should be in; a warning says when it is not (default: the built-in registry.yaml)")
+	rf.registerRegistry(fs, "Delivery", "the provider should be in; a warning says when it is not")
 	if code, ok := fs.Parse(args); !ok {
 		return code
 	}
@@ -42,11 +28,7 @@ func cmdPause(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err := checkProviderID(provider); err != nil {
 		return fs.Fail(err)
 	}
-	reg, err := cli.LoadRegistry(*registry)
-	if err != nil {
-		return fs.Fail(fmt.Errorf("--registry: %w", err))
-	}
-	st, code := rf.openReader(ctx, fs, "gateway-pause", stderr)
+	st, reg, code := rf.openWithRegistry(ctx, fs, "gateway-pause", stderr)
 	if st == nil {
 		return code
 	}
@@ -58,7 +40,7 @@ func cmdPause(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		if !hasLane(lanes, provider) {
 			fmt.Fprintf(stderr, "%s: warning: %q is not in %s and no lane of it exists under prefix %s (a typo?); paused anyway: workers whose registry lists it will honour it\n",
-				fs.Name(), provider, registryName(*registry), rf.prefix)
+				fs.Name(), provider, registryName(rf.registry), rf.prefix)
 		}
 	}
 	p := stream.Pause{Provider: provider, Reason: *reason, By: operator(), At: time.Now().UTC()}
@@ -70,14 +52,7 @@ func cmdPause(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	return cli.ExitOK
 }
 
-func cmdResume(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := cli.NewFlagSet("gateway-worker resume", stderr, cli.Help{
-		Usage:    "--redis URL PROVIDER",
-		Summary:  "End a provider's pause: every worker's lanes of it read again at their next heartbeat.",
-		Examples: []string{"gateway-worker resume --redis redis://127.0.0.1:6379/0 autopush"},
-		Args:     "PROVIDER", MinArgs: 1, MaxArgs: 1,
-		Exit: "3 Redis could not be written",
-	})
+func cmdResume(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stderr io.Writer) int {
 	var rf redisFlags
 	rf.registerReader(fs)
 	if code, ok := fs.Parse(args); !ok {

@@ -12,28 +12,14 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
 )
 
 // readmeSnippet is the first ```sh block after the line heading in README.md.
 func readmeSnippet(t *testing.T, heading string) string {
 	t.Helper()
-	b, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(string(b), "\n"+heading+"\n")
-	if !ok {
-		t.Fatalf("README.md has no %q", heading)
-	}
-	_, rest, ok = strings.Cut(rest, "```sh\n")
-	if !ok {
-		t.Fatalf("README.md has no sh block after %q", heading)
-	}
-	block, _, ok := strings.Cut(rest, "```")
-	if !ok {
-		t.Fatalf("the sh block after %q does not end", heading)
-	}
-	return block
+	return testkit.MarkdownBlock(t, "../../README.md", heading, "sh")
 }
 
 // TestREADMESendSnippetRunsAsPasted runs the README's "try send against the simulator" snippet

@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 
 	"github.com/webpush-gateway/webpush-gateway/internal/cli"
+	"github.com/webpush-gateway/webpush-gateway/providers"
 	"github.com/webpush-gateway/webpush-gateway/stream"
 )
 
@@ -17,6 +19,9 @@ type redisFlags struct {
 	shards int
 	// reader: the command only reads, and --shards defaults to the recorded count.
 	reader bool
+	// registry is --registry, for the commands that read the provider table beside Redis
+	// (registerRegistry).
+	registry string
 }
 
 const redisURLHelp = "Redis `URL`: redis://, rediss://, unix://, redis+sentinel://h:p,h:p/master, redis+cluster://h:p,h:p (docs/operations.md)"
@@ -40,6 +45,13 @@ func (r *redisFlags) registerReader(fs *cli.FlagSet) {
 	fs.StringVar(&r.prefix, "prefix", stream.DefaultPrefix, "key `PREFIX` of every key")
 	fs.IntVar(&r.shards, "shards", 0, "`N` shards (default: the count recorded for the prefix, else 1)")
 	fs.Require("redis")
+}
+
+// registerRegistry defines --registry under heading, for a command that reads the provider table
+// beside Redis (openWithRegistry); usage says what the command takes from it.
+func (r *redisFlags) registerRegistry(fs *cli.FlagSet, heading, usage string) {
+	fs.Group(heading)
+	fs.StringVar(&r.registry, "registry", "", "provider table `FILE` "+usage+" (default: the built-in registry.yaml)")
 }
 
 func (r *redisFlags) check() error {
@@ -77,10 +89,7 @@ func (r *redisFlags) openReader(ctx context.Context, fs *cli.FlagSet, client str
 	if r.shards > 0 {
 		if err := st.VerifyShards(ctx); err != nil {
 			st.Close()
-			if errors.Is(err, stream.ErrShardCount) {
-				return nil, failure(stderr, name, cli.ExitUsage, err)
-			}
-			return nil, unavailable(stderr, name, err)
+			return nil, redisFailure(stderr, name, err)
 		}
 		return st, cli.ExitOK
 	}
@@ -99,10 +108,49 @@ func (r *redisFlags) openReader(ctx context.Context, fs *cli.FlagSet, client str
 	return st, cli.ExitOK
 }
 
+// openWithRegistry loads the provider table of --registry, then opens a Store as openReader
+// does. On failure it has printed why and returns the exit code: ExitUsage for a table that
+// cannot be loaded, else openReader's.
+func (r *redisFlags) openWithRegistry(ctx context.Context, fs *cli.FlagSet, client string, stderr io.Writer) (*stream.Store, *providers.Registry, int) {
+	reg, err := cli.LoadRegistry(r.registry)
+	if err != nil {
+		return nil, nil, fs.Fail(fmt.Errorf("--registry: %w", err))
+	}
+	st, code := r.openReader(ctx, fs, client, stderr)
+	return st, reg, code
+}
+
+// printJSON writes v to stdout as one JSON object: ExitOK, or ExitNo when stdout cannot be
+// written.
+func printJSON(fs *cli.FlagSet, stdout, stderr io.Writer, v any) int {
+	if err := json.NewEncoder(stdout).Encode(v); err != nil {
+		return failure(stderr, fs.Name(), cli.ExitNo, err)
+	}
+	return cli.ExitOK
+}
+
 // failure prints "name: err" and returns code.
 func failure(stderr io.Writer, name string, code int, err error) int {
 	fmt.Fprintf(stderr, "%s: %v\n", name, err)
 	return code
+}
+
+// redisExitCode is the exit code of a command that reading or writing Redis failed with err:
+// ExitUsage when the shard count given is not the one recorded for the prefix (the flag is
+// wrong, not Redis), else ExitUnavailable.
+func redisExitCode(err error) int {
+	if errors.Is(err, stream.ErrShardCount) {
+		return cli.ExitUsage
+	}
+	return cli.ExitUnavailable
+}
+
+// redisFailure reports err, of reading or writing Redis, and returns its redisExitCode.
+func redisFailure(stderr io.Writer, name string, err error) int {
+	if code := redisExitCode(err); code != cli.ExitUnavailable {
+		return failure(stderr, name, code, err)
+	}
+	return unavailable(stderr, name, err)
 }
 
 // unavailable reports a Redis that could not be read or written: ExitUnavailable.

@@ -17,19 +17,7 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/vapid"
 )
 
-func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := cli.NewFlagSet("gateway-worker send", stderr, cli.Help{
-		Usage: "--subscription FILE --vapid-key FILE --subject URL [--payload TEXT] [flags]",
-		Summary: "Send one message through the worker's own path (registry routing, request shaping, RFC 8291 encryption, VAPID) " +
-			"and print its outcome as one JSON object: code, status, provider, retryable, retry_after, detail.",
-		Details: "The subscription is judged as run judges a job's: one the worker would dead-letter is INVALID_JOB, with the reason its dead record would give, and is not sent.",
-		Examples: []string{
-			"gateway-worker send --subscription sub.json --payload hi --vapid-key vapid.pem --subject mailto:ops@example.com",
-			"gateway-worker send --subscription sub.json --payload hi --vapid-key k.pem --subject mailto:ops@example.com \\",
-			"    --ca-file \"$CA\" --connect-to \"$CONNECT_TO\"     # against pushsim: the values it prints",
-		},
-		Exit: "1 the push service did not accept it (the code says why)",
-	})
+func cmdSend(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stderr io.Writer) int {
 	var tf cli.Transport
 	fs.Group("Message")
 	subFile := fs.String("subscription", "", "PushSubscription JSON `FILE` ('-' for standard input)")

@@ -66,33 +66,16 @@ type nodeMemory struct {
 	Policy    string `json:"maxmemory_policy"`
 }
 
-func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := cli.NewFlagSet("gateway-worker status", stderr, cli.Help{
-		Usage: "--redis URL [--prefix PREFIX] [--shards N] [--json]",
-		Summary: "Show the queues of every shard (length, lag, pending and the age of the oldest pending entry, retries due now and the next one), " +
-			"the live replicas with each provider's breaker state, the paused providers and Redis's memory. Reads Redis only; no worker needed.",
-		Details: "Lag is how many entries of a stream no worker has read yet; pending, how many were read and not finished. " +
-			"Cost: one SCAN of the keyspace (to find the lanes), one script per shard, INFO on every node.",
-		Examples: []string{
-			"gateway-worker status --redis redis://127.0.0.1:6379/0",
-			"gateway-worker status --redis redis+cluster://h1:6379,h2:6379 --json | jq '.queues[] | select(.lag > 0)'",
-		},
-		Exit: "3 Redis could not be read",
-	})
+func cmdStatus(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stderr io.Writer) int {
 	var rf redisFlags
 	rf.registerReader(fs)
-	fs.Group("Fleet")
-	registry := fs.String("registry", "", "provider table `FILE` whose heartbeat.stale_after says which replicas are live (default: the built-in registry.yaml)")
+	rf.registerRegistry(fs, "Fleet", "whose heartbeat.stale_after says which replicas are live")
 	fs.Group("Output")
 	asJSON := fs.Bool("json", false, "print one JSON object (snake_case keys) instead of tables")
 	if code, ok := fs.Parse(args); !ok {
 		return code
 	}
-	reg, err := cli.LoadRegistry(*registry)
-	if err != nil {
-		return fs.Fail(fmt.Errorf("--registry: %w", err))
-	}
-	st, code := rf.openReader(ctx, fs, "gateway-status", stderr)
+	st, reg, code := rf.openWithRegistry(ctx, fs, "gateway-status", stderr)
 	if st == nil {
 		return code
 	}
@@ -102,10 +85,7 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return unavailable(stderr, fs.Name(), err)
 	}
 	if *asJSON {
-		if err := json.NewEncoder(stdout).Encode(rep); err != nil {
-			return failure(stderr, fs.Name(), cli.ExitNo, err)
-		}
-		return cli.ExitOK
+		return printJSON(fs, stdout, stderr, rep)
 	}
 	printStatus(stdout, rep)
 	return cli.ExitOK

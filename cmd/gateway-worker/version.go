@@ -9,12 +9,7 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/internal/cli"
 )
 
-func cmdVersion(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := cli.NewFlagSet("gateway-worker version", stderr, cli.Help{
-		Usage:    "",
-		Summary:  "Print the version of this build (module version, else VCS revision, else devel) and the Go release that built it.",
-		Examples: []string{"gateway-worker version", "gateway-worker --version"},
-	})
+func cmdVersion(_ context.Context, fs *cli.FlagSet, args []string, stdout, stderr io.Writer) int {
 	if code, ok := fs.Parse(args); !ok {
 		return code
 	}

@@ -15,10 +15,11 @@ import (
 
 	"github.com/webpush-gateway/webpush-gateway/adapter"
 	"github.com/webpush-gateway/webpush-gateway/internal/cli"
+	"github.com/webpush-gateway/webpush-gateway/internal/simtest"
+	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
 	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/taxonomy"
-	"github.com/webpush-gateway/webpush-gateway/vapid"
 )
 
 // TestServesWhatItPrints starts the command, then does what its output tells a user to: a
@@ -47,12 +48,7 @@ func TestServesWhatItPrints(t *testing.T) {
 		outW.Close()
 		done <- code
 	}()
-	var lines []string
-	select {
-	case lines = <-printed:
-	case <-time.After(10 * time.Second):
-		t.Fatal("pushsim printed nothing within 10 s")
-	}
+	lines := testkit.Receive(t, printed, 10*time.Second, "pushsim's first lines")
 	if len(lines) < 5 {
 		code := <-done
 		t.Fatalf("pushsim exited %d after printing %q: %s", code, lines, stderr.String())
@@ -97,10 +93,7 @@ func TestServesWhatItPrints(t *testing.T) {
 		t.Errorf("GET /ca.pem is not the CA file's certificate")
 	}
 
-	key, err := vapid.GenerateKey("default")
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := simtest.VAPIDKey(t)
 	var sub job.Subscription
 	body := httpBody(t, http.MethodPost, adminURL+"/subscriptions", `{"provider":"apple","application_server_key":"`+key.PublicKey()+`"}`)
 	if err := json.Unmarshal([]byte(body), &sub); err != nil || !strings.HasPrefix(sub.Endpoint, "https://"+pushsim.AppleHost+"/") {

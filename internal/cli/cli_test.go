@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -202,11 +203,11 @@ func TestFlagErrorRewording(t *testing.T) {
 func TestMainPicksTheCommand(t *testing.T) {
 	var ran []string
 	cmds := []Command{
-		{Name: "one", Summary: "the first", Run: func(_ context.Context, args []string, _, _ io.Writer) int {
+		{Name: "one", Summary: "the first", Main: func(_ context.Context, args []string, _, _ io.Writer) int {
 			ran = append(ran, strings.Join(append([]string{"one"}, args...), " "))
 			return 3
 		}},
-		{Name: "secret", Hidden: true, Run: func(context.Context, []string, io.Writer, io.Writer) int { return 0 }},
+		{Name: "secret", Hidden: true, Main: func(context.Context, []string, io.Writer, io.Writer) int { return 0 }},
 	}
 	var stdout, stderr bytes.Buffer
 	if code := Main(context.Background(), "prog", cmds, []string{"one", "a", "b"}, &stdout, &stderr); code != 3 || len(ran) != 1 || ran[0] != "one a b" {
@@ -228,6 +229,45 @@ func TestMainPicksTheCommand(t *testing.T) {
 	}
 	if stdout.Len() != 0 {
 		t.Errorf("usage went to stdout: %q", stdout.String())
+	}
+}
+
+// TestMainBuildsTheFlagSetFromHelp: a command with Run gets a FlagSet named after the program
+// and the command, subcommands included, whose -h prints the command's Help.
+func TestMainBuildsTheFlagSetFromHelp(t *testing.T) {
+	var got []string
+	show := func(_ context.Context, fs *FlagSet, args []string, _, _ io.Writer) int {
+		verbose := fs.Bool("verbose", false, "say more")
+		if code, ok := fs.Parse(args); !ok {
+			return code
+		}
+		got = append(got, fmt.Sprintf("%s %v %v", fs.Name(), *verbose, fs.Args()))
+		return ExitOK
+	}
+	cmds := []Command{
+		{Name: "show", Help: Help{Usage: "[--verbose] ID", Summary: "Show one.", Args: "ID", MinArgs: 1, MaxArgs: 1}, Run: show},
+		{Name: "dead", Sub: []Command{
+			{Name: "show", Help: Help{Usage: "ENTRY", Summary: "Show a dead one.", Args: "ENTRY", MinArgs: 1, MaxArgs: 1}, Run: show},
+		}},
+	}
+	var stdout, stderr bytes.Buffer
+	for _, args := range [][]string{{"show", "--verbose", "a"}, {"dead", "show", "b"}} {
+		if code := Main(context.Background(), "prog", cmds, args, &stdout, &stderr); code != ExitOK {
+			t.Fatalf("Main %q: exit %d, stderr %q", args, code, stderr.String())
+		}
+	}
+	if diff := cmp.Diff([]string{"prog show true [a]", "prog dead show false [b]"}, got); diff != "" {
+		t.Errorf("flag sets (-want +got):\n%s", diff)
+	}
+	stderr.Reset()
+	if code := Main(context.Background(), "prog", cmds, []string{"help", "dead", "show"}, &stdout, &stderr); code != ExitOK ||
+		!strings.HasPrefix(stderr.String(), "usage: prog dead show ENTRY\n\nShow a dead one.\n") {
+		t.Errorf("help dead show: exit %d, stderr %q", code, stderr.String())
+	}
+	stderr.Reset()
+	if code := Main(context.Background(), "prog", cmds, []string{"dead"}, &stdout, &stderr); code != ExitUsage ||
+		!strings.Contains(stderr.String(), "usage: prog dead <command>") {
+		t.Errorf("dead alone: exit %d, stderr %q; want the subcommands' usage", code, stderr.String())
 	}
 }
 

@@ -9,11 +9,23 @@ import (
 	"syscall"
 )
 
-// Command is one subcommand: it parses its own flags from args and returns the exit code.
+// Command is one subcommand: its line in the program's usage, its help, and what runs it. Set
+// one of Run, Main and Sub.
 type Command struct {
-	Name    string
+	Name string
+	// Summary is the command's line in the usage of its program.
 	Summary string
-	Run     func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+	// Help is what the command's -h prints: Main builds the command's FlagSet with it, named as
+	// the command line names the command ("gateway-worker status"), and hands it to Run.
+	Help Help
+	// Run defines the command's flags on fs, parses args with them (fs.Parse), and returns the
+	// exit code.
+	Run func(ctx context.Context, fs *FlagSet, args []string, stdout, stderr io.Writer) int
+	// Main runs a command that reads its arguments itself, with no FlagSet from Help.
+	Main func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+	// Sub are the subcommands of a command that has them ("dead ls"): Main picks one as it
+	// picks the command.
+	Sub []Command
 	// Hidden commands are run by other commands (the bench's contenders), not by people: usage
 	// leaves them out.
 	Hidden bool
@@ -34,9 +46,17 @@ func Main(ctx context.Context, program string, cmds []Command, args []string, st
 		return 0
 	}
 	for _, c := range cmds {
-		if c.Name == args[0] {
-			return c.Run(ctx, args[1:], stdout, stderr)
+		if c.Name != args[0] {
+			continue
 		}
+		name := program + " " + c.Name
+		switch {
+		case c.Sub != nil:
+			return Main(ctx, name, c.Sub, args[1:], stdout, stderr)
+		case c.Main != nil:
+			return c.Main(ctx, args[1:], stdout, stderr)
+		}
+		return c.Run(ctx, NewFlagSet(name, stderr, c.Help), args[1:], stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "%s: unknown command %q\n\n", program, args[0])
 	Usage(stderr, program, cmds)

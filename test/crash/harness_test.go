@@ -15,10 +15,10 @@ import (
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/internal/redistest"
+	"github.com/webpush-gateway/webpush-gateway/internal/simtest"
 	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/stream"
-	"github.com/webpush-gateway/webpush-gateway/vapid"
 )
 
 // inFlightPerProvider is the registry's max_in_flight for every provider in these tests: the
@@ -100,15 +100,8 @@ func newCluster(t *testing.T, opts ...clusterOptions) *cluster {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	r := redistest.Start(t, o.redis...)
-	sim, err := pushsim.Start(pushsim.Config{Dir: dir, MaxDeliveries: 1_000_000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sim.Close() })
-	key, err := vapid.GenerateKey("default")
-	if err != nil {
-		t.Fatal(err)
-	}
+	sim := simtest.Start(t, pushsim.Config{Dir: dir, MaxDeliveries: 1_000_000})
+	key := simtest.VAPIDKey(t)
 	pem, _ := key.MarshalPEM()
 	keyFile := filepath.Join(dir, "vapid.pem")
 	regFile := filepath.Join(dir, "registry.yaml")
@@ -132,6 +125,13 @@ func newCluster(t *testing.T, opts ...clusterOptions) *cluster {
 	t.Cleanup(c.stopAll)
 	c.subscribeKey = key.PublicKey()
 	return c
+}
+
+// startWorkers starts n more worker processes.
+func (c *cluster) startWorkers(n int) {
+	for range n {
+		c.startWorker()
+	}
 }
 
 // startWorker starts one more worker process.
@@ -239,6 +239,17 @@ func (c *cluster) jobs(n int) ([][]byte, []string) {
 	return lines, ids
 }
 
+// feed enqueues lines from a goroutine of its own, 25 every `every` (enqueueSlowly), so that
+// kills land while work flows. The channel yields enqueueSlowly's error once every line is in;
+// the feed stops when the test ends.
+func (c *cluster) feed(lines [][]byte, every time.Duration) <-chan error {
+	ctx, cancel := context.WithCancel(context.Background())
+	c.t.Cleanup(cancel)
+	fed := make(chan error, 1)
+	go func() { fed <- c.enqueueSlowly(ctx, lines, 25, every) }()
+	return fed
+}
+
 // enqueueSlowly feeds jobs in batches so that kills land while work is flowing.
 func (c *cluster) enqueueSlowly(ctx context.Context, lines [][]byte, batch int, every time.Duration) error {
 	for i := 0; i < len(lines); i += batch {
@@ -279,6 +290,16 @@ func (c *cluster) waitQuiet(ids []string, deadline time.Duration) stream.AuditRe
 			c.t.Fatalf("not quiet after %s: %+v (last error %v)", deadline, summarize(rep), err)
 		}
 		time.Sleep(200 * time.Millisecond) // polling Redis for a state, not waiting for an event
+	}
+}
+
+// requireOneRecordEach waits until every id has its terminal record (within deadline) and fails
+// unless each has exactly one.
+func (c *cluster) requireOneRecordEach(ids []string, deadline time.Duration) {
+	c.t.Helper()
+	rep := c.waitQuiet(ids, deadline)
+	if rep.ExactlyOne != len(ids) || rep.None != 0 || rep.MoreThanOne != 0 {
+		c.t.Fatalf("audit: %s; want all %d with exactly one terminal record", summarize(rep), len(ids))
 	}
 }
 
