@@ -126,6 +126,17 @@ type reloader struct {
 // run: a SIGHUP whose default action (the end of the process) took over during the drain
 // would cut the sends in flight, and another replica would send them again.
 func (r *reloader) run(ctx context.Context, stopped <-chan struct{}, hup <-chan os.Signal, period time.Duration) {
+	// The watcher ends with the worker, also when the worker stops without a signal (it refused
+	// to start, or Redis failed it): nothing is left to reload then.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-stopped:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	kick := make(chan struct{})
 	go func() {
 		for {

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	webpushgateway "github.com/webpush-gateway/webpush-gateway"
 	"github.com/webpush-gateway/webpush-gateway/internal/redistest"
 )
 
@@ -47,6 +49,29 @@ func TestShardCountMismatchIsRefused(t *testing.T) {
 	}
 	if took := time.Since(began); took > 20*time.Second {
 		t.Errorf("run took %v to refuse; a mismatch is refused at once, not retried until the startup timeout", took)
+	}
+	// The same with a registry file, whose watcher must end with the refused worker too.
+	registry := filepath.Join(dir, "registry.yaml")
+	if err := os.WriteFile(registry, webpushgateway.DefaultRegistry, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	refused := make(chan string, 1)
+	go func() {
+		code, _, stderr := run(t, "run", "--http", "", "--redis", srv.URL(), "--shards", "4", "--vapid-key", key,
+			"--subject", "mailto:ops@example.com", "--registry", registry, "--startup-timeout", "1m")
+		if code != 1 || !strings.Contains(stderr, want) {
+			refused <- fmt.Sprintf("exit %d, stderr %q; want 1 and %q", code, stderr, want)
+			return
+		}
+		refused <- ""
+	}()
+	select {
+	case problem := <-refused:
+		if problem != "" {
+			t.Errorf("run --shards 4 --registry FILE: %s", problem)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("run --shards 4 --registry FILE did not return within 20s of refusing to start")
 	}
 	ids := filepath.Join(dir, "ids.txt")
 	if err := os.WriteFile(ids, []byte("a\nb\n"), 0o644); err != nil {
