@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/webpush-gateway/webpush-gateway/internal/cli"
 )
@@ -23,6 +24,10 @@ func cmdCheck(_ context.Context, fs *cli.FlagSet, args []string, stdout, stderr 
 		path = fs.Arg(0)
 	}
 	reg, err := cli.LoadRegistry(path)
+	if pathErr := (*os.PathError)(nil); errors.As(err, &pathErr) {
+		// No file to check is a refused argument, not a registry that fails the check.
+		return fs.Fail(pathErr)
+	}
 	if err != nil {
 		// One file:line: field: problem per line, as the loader formats them.
 		fmt.Fprintln(stderr, err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/webpush-gateway/webpush-gateway/internal/cli"
 	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/taxonomy"
 )
 
 // deadFlags are the flags of the dead commands that choose records.
@@ -51,6 +52,9 @@ func (d *deadFlags) registerSelection(fs *cli.FlagSet, verb, done string) {
 func (d *deadFlags) check(fs *cli.FlagSet, now time.Time) (int, bool) {
 	if d.limit < 0 {
 		return fs.Fail(fmt.Errorf("--limit must be at least 0, got %d", d.limit)), false
+	}
+	if d.code != "" && !taxonomy.Code(d.code).Valid() {
+		return fs.Fail(fmt.Errorf("--code %q is not an outcome code; dead records carry one of %v", d.code, taxonomy.Codes())), false
 	}
 	d.filter = stream.DeadFilter{Reason: d.reason, Code: d.code, Provider: d.provider}
 	var err error

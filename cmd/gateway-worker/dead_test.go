@@ -321,8 +321,8 @@ func TestDeadPurge(t *testing.T) {
 	}{
 		{nil, "choose the records: ENTRY_ID..., a filter"},
 		{[]string{"--all"}, "--all deletes every dead record: add --yes"},
-		{[]string{"--all", "--code", "X"}, "choose the records one way"},
-		{[]string{"1-0", "--code", "X"}, "choose the records one way"},
+		{[]string{"--all", "--code", "PROVIDER_DOWN"}, "choose the records one way"},
+		{[]string{"1-0", "--code", "PROVIDER_DOWN"}, "choose the records one way"},
 		{[]string{"order-1"}, `"order-1" is not an entry id`},
 	} {
 		code, _, stderr := run(t, append([]string{"dead", "purge", "--redis", d.srv.URL()}, tc.args...)...)

@@ -330,6 +330,22 @@ func TestPauseShowsInStatusAndTheHeartbeat(t *testing.T) {
 			t.Errorf("%q: exit %d, %q; want 2 naming PROVIDER", args, code, stderr)
 		}
 	}
+	// A reason status could not print as one line is refused, and nothing is paused.
+	for _, reason := range []string{"line one\nfake: row", "bell\a", "\x1b[31mred", strings.Repeat("x", maxReason+1)} {
+		if code, _, stderr := run(t, "pause", "--redis", b.srv.URL(), "--reason", reason, "apple"); code != 2 || !strings.Contains(stderr, "--reason") {
+			t.Errorf("pause --reason %q: exit %d, %q; want 2 naming --reason", reason, code, stderr)
+		}
+	}
+	if ps, err := b.st.Pauses(context.Background()); err != nil || len(ps) != 0 {
+		t.Errorf("paused after refused reasons: %v, %v; want none", ps, err)
+	}
+	// A pause written by something else with a newline in its reason prints quoted on its row.
+	if err := b.st.PauseProvider(context.Background(), stream.Pause{Provider: "wns", Reason: "a\nb", At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, stdout, _ = run(t, "status", "--redis", b.srv.URL()); !strings.Contains(stdout, `"a\nb"`) {
+		t.Errorf("status with a reason holding a newline; want it quoted:\n%s", stdout)
+	}
 }
 
 // TestReadersReportAnUnreachableRedis: the commands that read Redis exit 3 when it cannot be

@@ -28,6 +28,9 @@ func cmdPause(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stder
 	if err := checkProviderID(provider); err != nil {
 		return fs.Fail(err)
 	}
+	if err := checkReason(*reason); err != nil {
+		return fs.Fail(err)
+	}
 	st, reg, code := rf.openWithRegistry(ctx, fs, "gateway-pause", stderr)
 	if st == nil {
 		return code
@@ -87,6 +90,22 @@ func checkProviderID(id string) error {
 	}
 	if strings.IndexFunc(id, func(r rune) bool { return unicode.IsSpace(r) || !unicode.IsPrint(r) }) >= 0 {
 		return fmt.Errorf("PROVIDER %q is not a provider id: ids hold no spaces or control characters", id)
+	}
+	return nil
+}
+
+// maxReason bounds --reason: status prints it on one line of a table.
+const maxReason = 500
+
+// checkReason refuses a --reason that status could not print as the one line it is: control
+// characters (a newline or an escape sequence would forge or garble the lines after it) and
+// more than maxReason bytes.
+func checkReason(reason string) error {
+	if i := strings.IndexFunc(reason, unicode.IsControl); i >= 0 {
+		return fmt.Errorf("--reason holds a control character (%q at byte %d): give one line of plain text", reason[i:i+1], i)
+	}
+	if len(reason) > maxReason {
+		return fmt.Errorf("--reason is %d bytes long: at most %d", len(reason), maxReason)
 	}
 	return nil
 }

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/webpush-gateway/webpush-gateway/internal/cli"
 	"github.com/webpush-gateway/webpush-gateway/stream"
@@ -302,9 +304,15 @@ func bytesText(n int64) string {
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
+// dash is how a table prints text read from Redis: "-" for none, and a text holding control
+// characters (written by something other than pause, which refuses them) quoted with them
+// escaped, so it cannot break the table or the terminal.
 func dash(s string) string {
 	if s == "" {
 		return "-"
+	}
+	if strings.IndexFunc(s, unicode.IsControl) >= 0 {
+		return strconv.Quote(s)
 	}
 	return s
 }

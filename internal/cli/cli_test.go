@@ -227,6 +227,11 @@ func TestMainPicksTheCommand(t *testing.T) {
 	if Main(context.Background(), "prog", cmds, []string{"nope"}, &stdout, &stderr); !strings.HasPrefix(stderr.String(), `prog: unknown command "nope"`) {
 		t.Errorf("Main nope: stderr %q does not name the unknown command first", stderr.String())
 	}
+	stderr.Reset()
+	if code := Main(context.Background(), "prog", cmds, []string{"--redis", "x", "run"}, &stdout, &stderr); code != ExitUsage ||
+		!strings.HasPrefix(stderr.String(), `prog: "--redis" is a flag: give the command first`) {
+		t.Errorf("Main --redis x run: exit %d, stderr %q; want 2 and the flag named as one", code, stderr.String())
+	}
 	if stdout.Len() != 0 {
 		t.Errorf("usage went to stdout: %q", stdout.String())
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -57,6 +58,12 @@ func Main(ctx context.Context, program string, cmds []Command, args []string, st
 			return c.Main(ctx, args[1:], stdout, stderr)
 		}
 		return c.Run(ctx, NewFlagSet(name, stderr, c.Help), args[1:], stdout, stderr)
+	}
+	if strings.HasPrefix(args[0], "-") {
+		// `dead --redis URL ls`: the flags belong to the command that follows.
+		fmt.Fprintf(stderr, "%s: %q is a flag: give the command first, then its flags (%s <command> [flags])\n\n", program, args[0], program)
+		Usage(stderr, program, cmds)
+		return ExitUsage
 	}
 	fmt.Fprintf(stderr, "%s: unknown command %q\n\n", program, args[0])
 	Usage(stderr, program, cmds)
