@@ -101,6 +101,30 @@ func (s *Store) DeadList(ctx context.Context, f DeadFilter, limit int) ([]DeadEn
 	return out, nil
 }
 
+// DeadEach calls fn with each dead record that f chooses, shard by shard and newest first
+// within a shard, reading a thousand records a round trip, so that acting on every record of a
+// long dead stream holds one page of them in memory at a time. It stops at fn's first error and
+// returns it. fn may delete the records it was given.
+func (s *Store) DeadEach(ctx context.Context, f DeadFilter, fn func(DeadEntry) error) error {
+	lo, hi := f.idRange()
+	for shard := range s.o.Shards {
+		var ferr error
+		_, err := s.scanRange(ctx, s.Keys(shard).Dead, lo, hi, true, 0, func(m redis.XMessage) bool {
+			if d := deadEntry(shard, m); f.match(d) {
+				ferr = fn(d)
+			}
+			return ferr == nil
+		})
+		if ferr != nil {
+			return ferr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // DeadEntries returns the record entryID of the dead stream of every shard that has one: an
 // entry id is unique within a stream, not across shards.
 func (s *Store) DeadEntries(ctx context.Context, entryID string) ([]DeadEntry, error) {

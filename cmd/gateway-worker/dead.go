@@ -349,9 +349,10 @@ type badRef struct{ msg string }
 
 func (e *badRef) Error() string { return e.msg }
 
-// choose resolves the records replay and purge act on: those args name, or those the filters
-// (or --all) choose. An argument that names no record is in missing (acting twice on a record
-// is not a failure); one on several shards is a problem.
+// choose resolves the records replay and purge act on: those args name, or, with --limit,
+// the newest that the filters (or --all) choose; the caller walks every record the filters
+// choose itself, as they are read (selection.each). An argument that names no record is in
+// missing (acting twice on a record is not a failure); one on several shards is a problem.
 func (d *deadFlags) choose(ctx context.Context, st *stream.Store, args []string) (chosen []stream.DeadEntry, missing, problems []string, err error) {
 	if len(args) == 0 {
 		chosen, err = st.DeadList(ctx, d.filter, d.limit)
@@ -411,10 +412,28 @@ func (d *deadFlags) checkSelection(fs *cli.FlagSet) (int, bool) {
 
 // selection of replay or purge: the records chosen, on the open Store (the caller closes it).
 type selection struct {
-	st       *stream.Store
+	st *stream.Store
+	// chosen are the records the arguments named, or the newest --limit the filters chose;
+	// unless walk, in which case every record the filters choose is read as each goes.
 	chosen   []stream.DeadEntry
+	walk     bool
+	filter   stream.DeadFilter
 	problems []string // arguments that cannot be acted on
 	gone     int      // entry ids that named no record
+}
+
+// each calls fn with every chosen record until fn fails. Walking every record the filters
+// choose holds one page of the dead stream at a time, however long it is.
+func (s *selection) each(ctx context.Context, fn func(stream.DeadEntry) error) error {
+	if s.walk {
+		return s.st.DeadEach(ctx, s.filter, fn)
+	}
+	for _, r := range s.chosen {
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // selected parses the command line of replay or purge, checks it (and with confirm, whatever
@@ -439,6 +458,9 @@ func (d *deadFlags) selected(ctx context.Context, fs *cli.FlagSet, args []string
 	if st == nil {
 		return nil, code
 	}
+	if fs.NArg() == 0 && d.limit == 0 {
+		return &selection{st: st, walk: true, filter: d.filter}, cli.ExitOK
+	}
 	chosen, missing, problems, err := d.choose(ctx, st, fs.Args())
 	if err != nil {
 		st.Close()
@@ -456,23 +478,22 @@ func cmdDeadReplay(ctx context.Context, fs *cli.FlagSet, args []string, stdout, 
 		return code
 	}
 	defer sel.st.Close()
-	st, chosen, problems := sel.st, sel.chosen, sel.problems
+	st, problems := sel.st, sel.problems
 	replayed, gone := 0, sel.gone
-	for _, r := range chosen {
+	err := sel.each(ctx, func(r stream.DeadEntry) error {
 		ref := entryRef(r, st.Shards())
 		if d.dryRun {
 			if r.Note != "" {
 				problems = append(problems, fmt.Sprintf("%s (job %s): its job was cut to the entry limit; it cannot be replayed", ref, printable(r.ID)))
-				continue
+				return nil
 			}
 			fmt.Fprintf(stdout, "would replay %s (job %s, %s)\n", ref, printable(r.ID), r.Code)
 			replayed++
-			continue
+			return nil
 		}
 		v, intakeID, err := st.ReplayDead(ctx, r.Shard, r.EntryID)
 		if err != nil {
-			fmt.Fprintf(stdout, "replayed %d records before Redis failed\n", replayed)
-			return unavailable(stderr, fs.Name(), err)
+			return err
 		}
 		switch v {
 		case stream.Replayed:
@@ -485,6 +506,11 @@ func cmdDeadReplay(ctx context.Context, fs *cli.FlagSet, args []string, stdout, 
 		case stream.ReplayNoJob:
 			problems = append(problems, fmt.Sprintf("%s: the record holds no job to replay", ref))
 		}
+		return nil
+	})
+	if err != nil {
+		fmt.Fprintf(stdout, "replayed %d records before Redis failed\n", replayed)
+		return unavailable(stderr, fs.Name(), err)
 	}
 	for _, p := range problems {
 		fmt.Fprintf(stderr, "%s: not replayed: %s\n", fs.Name(), p)
@@ -500,6 +526,9 @@ func cmdDeadReplay(ctx context.Context, fs *cli.FlagSet, args []string, stdout, 
 	return cli.ExitOK
 }
 
+// purgeBatch is how many records purge deletes with one XDEL.
+const purgeBatch = 500
+
 func cmdDeadPurge(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stderr io.Writer) int {
 	var d deadFlags
 	d.registerSelection(fs, "purge", "purged")
@@ -514,34 +543,44 @@ func cmdDeadPurge(ctx context.Context, fs *cli.FlagSet, args []string, stdout, s
 		return code
 	}
 	defer sel.st.Close()
-	st, chosen, problems := sel.st, sel.chosen, sel.problems
-	byShard := map[int][]string{}
-	for _, r := range chosen {
+	st := sel.st
+	var chosen, purged int64
+	batch := map[int][]string{}
+	flush := func(shard int) error {
+		n, err := st.PurgeDead(ctx, shard, batch[shard]...)
+		purged += n
+		batch[shard] = batch[shard][:0]
+		return err
+	}
+	err := sel.each(ctx, func(r stream.DeadEntry) error {
+		chosen++
 		if d.dryRun {
 			fmt.Fprintf(stdout, "would purge %s (job %s, %s)\n", entryRef(r, st.Shards()), printable(r.ID), r.Code)
+			return nil
 		}
-		byShard[r.Shard] = append(byShard[r.Shard], r.EntryID)
-	}
-	var purged int64
-	if !d.dryRun {
-		for shard, ids := range byShard {
-			n, err := st.PurgeDead(ctx, shard, ids...)
-			purged += n
-			if err != nil {
-				fmt.Fprintf(stdout, "purged %d records before Redis failed\n", purged)
-				return unavailable(stderr, fs.Name(), err)
-			}
+		if batch[r.Shard] = append(batch[r.Shard], r.EntryID); len(batch[r.Shard]) == purgeBatch {
+			return flush(r.Shard)
+		}
+		return nil
+	})
+	for shard := range batch {
+		if err == nil && len(batch[shard]) > 0 {
+			err = flush(shard)
 		}
 	}
-	for _, p := range problems {
+	if err != nil {
+		fmt.Fprintf(stdout, "purged %d records before Redis failed\n", purged)
+		return unavailable(stderr, fs.Name(), err)
+	}
+	for _, p := range sel.problems {
 		fmt.Fprintf(stderr, "%s: not purged: %s\n", fs.Name(), p)
 	}
 	if d.dryRun {
-		fmt.Fprintf(stdout, "would purge %d records\n", len(chosen))
+		fmt.Fprintf(stdout, "would purge %d records\n", chosen)
 	} else {
 		fmt.Fprintf(stdout, "purged %d records\n", purged)
 	}
-	if len(problems) > 0 {
+	if len(sel.problems) > 0 {
 		return cli.ExitNo
 	}
 	return cli.ExitOK

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/webpush-gateway/webpush-gateway/internal/redistest"
 	"github.com/webpush-gateway/webpush-gateway/internal/simtest"
@@ -350,6 +351,69 @@ func TestDeadPurge(t *testing.T) {
 	}
 	if code, stdout, _ := run(t, "dead", "ls", "--redis", d.srv.URL()); code != 0 || !strings.Contains(stdout, "no dead record matches") {
 		t.Errorf("dead ls after purging all: exit %d, %q", code, stdout)
+	}
+}
+
+// TestDeadPurgeAndReplayWalkLongStreams: replay and purge of every record a filter (or --all)
+// chooses reach every record of dead streams longer than a page of reads and a batch of
+// deletes, on every shard, and only those.
+func TestDeadPurgeAndReplayWalkLongStreams(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	ctx := context.Background()
+	perShard := map[int]int{0: 1300, 1: 900} // more than a page (1000) and a purge batch
+	for shard, n := range perShard {
+		p := c.Pipeline()
+		for i := range n {
+			code := "PROVIDER_DOWN"
+			if i%2 == 1 {
+				code = "INVALID_JOB"
+			}
+			p.XAdd(ctx, &redis.XAddArgs{Stream: stream.KeysFor("wp", shard).Dead, Values: []any{
+				"id", fmt.Sprintf("j-%d-%d", shard, i), "code", code, "reason", "test", "job", `{"id":"x"}`, "at", time.Now().UnixMilli()}})
+		}
+		if _, err := p.Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Set(ctx, stream.ShardsKey("wp"), 2, 0)
+	left := func() (down, invalid int64) {
+		for shard := range perShard {
+			msgs, err := c.XRange(ctx, stream.KeysFor("wp", shard).Dead, "-", "+").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range msgs {
+				if m.Values["code"] == "PROVIDER_DOWN" {
+					down++
+				} else {
+					invalid++
+				}
+			}
+		}
+		return down, invalid
+	}
+	code, stdout, stderr := run(t, "dead", "purge", "--redis", srv.URL(), "--code", "PROVIDER_DOWN")
+	if code != 0 || !strings.HasSuffix(stdout, "purged 1100 records\n") {
+		t.Fatalf("purge --code PROVIDER_DOWN: exit %d, %q, %q; want 1100 purged", code, stdout, stderr)
+	}
+	if down, invalid := left(); down != 0 || invalid != 1100 {
+		t.Fatalf("after purging PROVIDER_DOWN: %d PROVIDER_DOWN and %d INVALID_JOB left; want 0 and 1100", down, invalid)
+	}
+	if code, stdout, _ := run(t, "dead", "replay", "--redis", srv.URL(), "--all", "--dry-run"); code != 0 ||
+		!strings.HasSuffix(stdout, "would replay 1100 records; 0 skipped; 0 already gone (replayed or purged before)\n") {
+		t.Errorf("replay --all --dry-run: exit %d, ...%q", code, stdout[max(len(stdout)-200, 0):])
+	}
+	code, stdout, _ = run(t, "dead", "replay", "--redis", srv.URL(), "--all")
+	if code != 0 || !strings.HasSuffix(stdout, "replayed 1100 records; 0 skipped; 0 already gone (replayed or purged before)\n") {
+		t.Errorf("replay --all: exit %d, ...%q", code, stdout[max(len(stdout)-200, 0):])
+	}
+	var intake int64
+	for shard := range perShard {
+		intake += c.XLen(ctx, stream.KeysFor("wp", shard).Intake).Val()
+	}
+	if down, invalid := left(); down != 0 || invalid != 0 || intake != 1100 {
+		t.Errorf("after replay --all: %d + %d records left, %d jobs on the intakes; want none and 1100", down, invalid, intake)
 	}
 }
 
