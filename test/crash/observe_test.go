@@ -196,6 +196,11 @@ func TestWorkerServesMetricsAndHealth(t *testing.T) {
 		if delayed < 5 || delayed+lane != 12 {
 			return fmt.Sprintf("autopush: %v delayed + %v in its lane, want at least 5 delayed and 12 in all", delayed, lane)
 		}
+		// The queue statistics are refreshed every --stats-every: wait for a refresh that
+		// counts the records the ledger already holds.
+		if results := s.value("webpush_queue_entries", "shard", "0", "stream", "results"); results != 55 {
+			return fmt.Sprintf("the statistics count %v results, the ledger 55", results)
+		}
 		return ""
 	})
 	s := c.scrape(addr)
