@@ -119,6 +119,12 @@ func (s *Store) checkLeftovers(ctx context.Context) error {
 		ErrShardCount, s.o.Prefix, s.Shards()-1, strings.Join(busy, ", "), left[len(left)-1]+1)
 }
 
+// LeftShards are the shards beyond the ones the Store reads that still hold a queue or a
+// record: what a larger shard count left (docs/operations.md, "Changing the shard count").
+func (s *Store) LeftShards(ctx context.Context) ([]int, error) {
+	return s.leftoverShards(ctx, s.Shards())
+}
+
 // auditShards are the shards whose records and queues Audit reads: every shard the Store
 // reads, and any beyond them that a larger shard count left (their records are still the
 // jobs' records).

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/webpush-gateway/webpush-gateway/internal/redistest"
 	"github.com/webpush-gateway/webpush-gateway/stream"
@@ -223,6 +224,34 @@ func TestStatusTakesTheRecordedShardCount(t *testing.T) {
 	code, _, stderr = run(t, "status", "--redis", srv.URL(), "--shards", "2")
 	if code != 2 || !strings.Contains(stderr, "is used with 3 shards") || !strings.Contains(stderr, "use --shards 3") {
 		t.Errorf("status --shards 2 of 3: exit %d, %q; want 2 and the recorded count named", code, stderr)
+	}
+	if len(rep.LeftShards) != 0 {
+		t.Errorf("left shards %v with every key within the count", rep.LeftShards)
+	}
+
+	// A shard beyond the count that still holds a job, as a shrink of the count leaves one
+	// until it is drained: status shows its queues and says why.
+	c := srv.Client(t)
+	if err := c.XAdd(context.Background(), &redis.XAddArgs{Stream: stream.KeysFor("wp", 4).Intake, Values: []any{"job", `{"id":"x"}`}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, stdout, _ = run(t, "status", "--redis", srv.URL(), "--json")
+	rep = statusReport{}
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || !cmp.Equal(rep.LeftShards, []int{4}) {
+		t.Fatalf("status --json with a job in shard 4 of 3: left shards %v (%v); want [4]", rep.LeftShards, err)
+	}
+	var intake4 int64 = -1
+	for _, q := range rep.Queues {
+		if q.Shard == 4 && q.Stream == "intake" {
+			intake4 = q.Length
+		}
+	}
+	if intake4 != 1 {
+		t.Errorf("shard 4's intake length %d in status; want 1", intake4)
+	}
+	_, stdout, _ = run(t, "status", "--redis", srv.URL())
+	if !strings.Contains(stdout, "shards [4] are beyond the 3 in use and still hold keys") {
+		t.Errorf("status with a job in shard 4 of 3 does not say so:\n%s", stdout)
 	}
 }
 

@@ -18,11 +18,14 @@ import (
 
 // statusReport is what `status` shows; --json prints it as it is.
 type statusReport struct {
-	Prefix   string         `json:"prefix"`
-	Shards   int            `json:"shards"`
-	At       time.Time      `json:"at"`
-	Queues   []queueStatus  `json:"queues"`
-	Replicas []replicaState `json:"replicas"`
+	Prefix string        `json:"prefix"`
+	Shards int           `json:"shards"`
+	At     time.Time     `json:"at"`
+	Queues []queueStatus `json:"queues"`
+	// LeftShards are shards beyond Shards that still hold a queue or a record (a shrink of the
+	// shard count left them); their queues are in Queues.
+	LeftShards []int          `json:"left_shards"`
+	Replicas   []replicaState `json:"replicas"`
 	// StaleAfterSeconds is the heartbeat age past which a replica no longer counts as live.
 	StaleAfterSeconds float64       `json:"stale_after_seconds"`
 	Paused            []pauseStatus `json:"paused"`
@@ -101,7 +104,15 @@ func readStatus(ctx context.Context, st *stream.Store, prefix string, staleAfter
 	if err != nil {
 		return rep, err
 	}
+	if rep.LeftShards, err = st.LeftShards(ctx); err != nil {
+		return rep, err
+	}
+	rep.LeftShards = append([]int{}, rep.LeftShards...) // [] in JSON when there are none
+	shards := make([]int, 0, st.Shards()+len(rep.LeftShards))
 	for shard := range st.Shards() {
+		shards = append(shards, shard)
+	}
+	for _, shard := range append(shards, rep.LeftShards...) {
 		stats, err := st.QueueStats(ctx, shard, lanes[shard], now)
 		if err != nil {
 			return rep, err
@@ -200,6 +211,10 @@ func printStatus(w io.Writer, rep statusReport) {
 	_ = tw.Flush()
 	if noGroup {
 		fmt.Fprintln(w, "LAG ?: no worker has read that stream yet (it has no consumer group): every entry waits")
+	}
+	if len(rep.LeftShards) > 0 {
+		fmt.Fprintf(w, "shards %v are beyond the %d in use and still hold keys (a larger shard count wrote them): only workers run with --reshard-from read their queues (docs/operations.md, \"Changing the shard count\")\n",
+			rep.LeftShards, rep.Shards)
 	}
 
 	fmt.Fprintf(w, "\nreplicas: %d live (heartbeat within %s)\n", len(rep.Replicas), time.Duration(rep.StaleAfterSeconds*float64(time.Second)))
