@@ -23,11 +23,14 @@ func cmdCheck(_ context.Context, fs *cli.FlagSet, args []string, stdout, stderr 
 		}
 		path = fs.Arg(0)
 	}
-	reg, err := cli.LoadRegistry(path)
-	if pathErr := (*os.PathError)(nil); errors.As(err, &pathErr) {
-		// No file to check is a refused argument, not a registry that fails the check.
-		return fs.Fail(pathErr)
+	// No file to check (none there, not readable, not a regular file) is a refused argument,
+	// not a registry that fails the check.
+	if path != "" {
+		if err := checkFile(path); err != nil {
+			return fs.Fail(err)
+		}
 	}
+	reg, err := cli.LoadRegistry(path)
 	if err != nil {
 		// One file:line: field: problem per line, as the loader formats them.
 		fmt.Fprintln(stderr, err)
@@ -42,4 +45,23 @@ func cmdCheck(_ context.Context, fs *cli.FlagSet, args []string, stdout, stderr 
 		fmt.Fprintf(stdout, "  %-10s kind %-8s %6.0f req/s  %4d in flight  hosts %v\n", p.ID, p.Kind, p.Rate, p.MaxInFlight, p.Hosts)
 	}
 	return cli.ExitOK
+}
+
+// checkFile refuses a path that is not a regular file this process can read.
+func checkFile(path string) error {
+	info, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	switch {
+	case info.IsDir():
+		return fmt.Errorf("%s is a directory, not a registry file", path)
+	case !info.Mode().IsRegular():
+		return fmt.Errorf("%s is not a regular file (a device, pipe or socket), not a registry file", path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }

@@ -54,7 +54,7 @@ func (d *deadFlags) check(fs *cli.FlagSet, now time.Time) (int, bool) {
 		return fs.Fail(fmt.Errorf("--limit must be at least 0, got %d", d.limit)), false
 	}
 	if d.code != "" && !taxonomy.Code(d.code).Valid() {
-		return fs.Fail(fmt.Errorf("--code %q is not an outcome code; dead records carry one of %v", d.code, taxonomy.Codes())), false
+		return fs.Fail(fmt.Errorf("--code %q is not an outcome code (one of %v)", d.code, taxonomy.Codes())), false
 	}
 	d.filter = stream.DeadFilter{Reason: d.reason, Code: d.code, Provider: d.provider}
 	var err error
@@ -478,13 +478,21 @@ func cmdDeadReplay(ctx context.Context, fs *cli.FlagSet, args []string, stdout, 
 		return code
 	}
 	defer sel.st.Close()
-	st, problems := sel.st, sel.problems
-	replayed, gone := 0, sel.gone
+	st := sel.st
+	replayed, gone, skipped := 0, sel.gone, 0
+	// Each record that cannot be replayed is reported as it is met: a walk holds no list of them.
+	skip := func(problem string) {
+		skipped++
+		fmt.Fprintf(stderr, "%s: not replayed: %s\n", fs.Name(), problem)
+	}
+	for _, p := range sel.problems {
+		skip(p)
+	}
 	err := sel.each(ctx, func(r stream.DeadEntry) error {
 		ref := entryRef(r, st.Shards())
 		if d.dryRun {
 			if r.Note != "" {
-				problems = append(problems, fmt.Sprintf("%s (job %s): its job was cut to the entry limit; it cannot be replayed", ref, printable(r.ID)))
+				skip(fmt.Sprintf("%s (job %s): its job was cut to the entry limit; it cannot be replayed", ref, printable(r.ID)))
 				return nil
 			}
 			fmt.Fprintf(stdout, "would replay %s (job %s, %s)\n", ref, printable(r.ID), r.Code)
@@ -502,9 +510,9 @@ func cmdDeadReplay(ctx context.Context, fs *cli.FlagSet, args []string, stdout, 
 		case stream.ReplayGone:
 			gone++
 		case stream.ReplayCut:
-			problems = append(problems, fmt.Sprintf("%s (job %s): its job was cut to the entry limit; it cannot be replayed", ref, printable(r.ID)))
+			skip(fmt.Sprintf("%s (job %s): its job was cut to the entry limit; it cannot be replayed", ref, printable(r.ID)))
 		case stream.ReplayNoJob:
-			problems = append(problems, fmt.Sprintf("%s: the record holds no job to replay", ref))
+			skip(fmt.Sprintf("%s: the record holds no job to replay", ref))
 		}
 		return nil
 	})
@@ -512,15 +520,12 @@ func cmdDeadReplay(ctx context.Context, fs *cli.FlagSet, args []string, stdout, 
 		fmt.Fprintf(stdout, "replayed %d records before Redis failed\n", replayed)
 		return unavailable(stderr, fs.Name(), err)
 	}
-	for _, p := range problems {
-		fmt.Fprintf(stderr, "%s: not replayed: %s\n", fs.Name(), p)
-	}
 	verb := "replayed"
 	if d.dryRun {
 		verb = "would replay"
 	}
-	fmt.Fprintf(stdout, "%s %d records; %d skipped; %d already gone (replayed or purged before)\n", verb, replayed, len(problems), gone)
-	if len(problems) > 0 {
+	fmt.Fprintf(stdout, "%s %d records; %d skipped; %d already gone (replayed or purged before)\n", verb, replayed, skipped, gone)
+	if skipped > 0 {
 		return cli.ExitNo
 	}
 	return cli.ExitOK
@@ -545,11 +550,16 @@ func cmdDeadPurge(ctx context.Context, fs *cli.FlagSet, args []string, stdout, s
 	defer sel.st.Close()
 	st := sel.st
 	var chosen, purged int64
-	batch := map[int][]string{}
-	flush := func(shard int) error {
-		n, err := st.PurgeDead(ctx, shard, batch[shard]...)
+	// The walk goes shard by shard: a batch holds one shard's ids and is deleted when full or
+	// when the walk moves on, so what was purged before a failure is every shard walked.
+	batch, shard := make([]string, 0, purgeBatch), -1
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		n, err := st.PurgeDead(ctx, shard, batch...)
 		purged += n
-		batch[shard] = batch[shard][:0]
+		batch = batch[:0]
 		return err
 	}
 	err := sel.each(ctx, func(r stream.DeadEntry) error {
@@ -558,15 +568,17 @@ func cmdDeadPurge(ctx context.Context, fs *cli.FlagSet, args []string, stdout, s
 			fmt.Fprintf(stdout, "would purge %s (job %s, %s)\n", entryRef(r, st.Shards()), printable(r.ID), r.Code)
 			return nil
 		}
-		if batch[r.Shard] = append(batch[r.Shard], r.EntryID); len(batch[r.Shard]) == purgeBatch {
-			return flush(r.Shard)
+		if r.Shard != shard || len(batch) == purgeBatch {
+			if err := flush(); err != nil {
+				return err
+			}
+			shard = r.Shard
 		}
+		batch = append(batch, r.EntryID)
 		return nil
 	})
-	for shard := range batch {
-		if err == nil && len(batch[shard]) > 0 {
-			err = flush(shard)
-		}
+	if err == nil {
+		err = flush()
 	}
 	if err != nil {
 		fmt.Fprintf(stdout, "purged %d records before Redis failed\n", purged)

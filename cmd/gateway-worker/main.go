@@ -45,7 +45,8 @@ func commands() []cli.Command {
 			Summary: "Show the queues of every shard (length, lag, pending and the age of the oldest pending entry, retries due now and the next one), " +
 				"the live replicas with each provider's breaker state, the paused providers and Redis's memory. Reads Redis only; no worker needed.",
 			Details: "Lag is how many entries of a stream no worker has read yet; pending, how many were read and not finished. " +
-				"Cost: one SCAN of the keyspace (to find the lanes), one script per shard, INFO on every node.",
+				"Shards beyond the count that still hold jobs (a shrink of the count leaves them until drained) are listed too. " +
+				"Cost: one SCAN of the keyspace (to find the lanes), one pipeline of EXISTS over the shard numbers beyond the count, one script per shard, INFO on every node.",
 			Examples: []string{
 				"gateway-worker status --redis redis://127.0.0.1:6379/0",
 				"gateway-worker status --redis redis+cluster://h1:6379,h2:6379 --json | jq '.queues[] | select(.lag > 0)'",

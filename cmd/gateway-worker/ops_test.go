@@ -250,8 +250,16 @@ func TestStatusTakesTheRecordedShardCount(t *testing.T) {
 		t.Errorf("shard 4's intake length %d in status; want 1", intake4)
 	}
 	_, stdout, _ = run(t, "status", "--redis", srv.URL())
-	if !strings.Contains(stdout, "shards [4] are beyond the 3 in use and still hold keys") {
+	if !strings.Contains(stdout, "shards [4] are beyond the 3 in use and still hold jobs") {
 		t.Errorf("status with a job in shard 4 of 3 does not say so:\n%s", stdout)
+	}
+	// Drained, the shard's emptied intake and its records stay as keys: no longer left.
+	c.XTrimMaxLen(context.Background(), stream.KeysFor("wp", 4).Intake, 0)
+	c.XAdd(context.Background(), &redis.XAddArgs{Stream: stream.KeysFor("wp", 4).Results, Values: []any{"id", "x", "code", "ACCEPTED"}})
+	_, stdout, _ = run(t, "status", "--redis", srv.URL(), "--json")
+	rep = statusReport{}
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || len(rep.LeftShards) != 0 || len(rep.Queues) != 3*6 {
+		t.Errorf("status --json with shard 4 drained: left shards %v, %d queues (%v); want none and the 3 shards' 18", rep.LeftShards, len(rep.Queues), err)
 	}
 }
 
@@ -360,7 +368,8 @@ func TestPauseShowsInStatusAndTheHeartbeat(t *testing.T) {
 		}
 	}
 	// A reason status could not print as one line is refused, and nothing is paused.
-	for _, reason := range []string{"line one\nfake: row", "bell\a", "\x1b[31mred", strings.Repeat("x", maxReason+1)} {
+	for _, reason := range []string{"line one\nfake: row", "bell\a", "\x1b[31mred", "next\u0085line", "\u202eesrever", "csi\x9b31m",
+		strings.Repeat("x", maxReason+1)} {
 		if code, _, stderr := run(t, "pause", "--redis", b.srv.URL(), "--reason", reason, "apple"); code != 2 || !strings.Contains(stderr, "--reason") {
 			t.Errorf("pause --reason %q: exit %d, %q; want 2 naming --reason", reason, code, stderr)
 		}

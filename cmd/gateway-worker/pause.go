@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/webpush-gateway/webpush-gateway/internal/cli"
 	"github.com/webpush-gateway/webpush-gateway/stream"
@@ -97,12 +98,18 @@ func checkProviderID(id string) error {
 // maxReason bounds --reason: status prints it on one line of a table.
 const maxReason = 500
 
-// checkReason refuses a --reason that status could not print as the one line it is: control
-// characters (a newline or an escape sequence would forge or garble the lines after it) and
-// more than maxReason bytes.
+// checkReason refuses a --reason that status could not print as the one line it is: anything
+// but printable characters (a newline or an escape sequence would forge or garble the lines
+// after it, a bidirectional override would reorder them), text that is not UTF-8, and more
+// than maxReason bytes.
 func checkReason(reason string) error {
-	if i := strings.IndexFunc(reason, unicode.IsControl); i >= 0 {
-		return fmt.Errorf("--reason holds a control character (%q at byte %d): give one line of plain text", reason[i:i+1], i)
+	if !utf8.ValidString(reason) {
+		return fmt.Errorf("--reason %q is not valid UTF-8: give one line of plain text", reason)
+	}
+	for i, r := range reason {
+		if !unicode.IsPrint(r) {
+			return fmt.Errorf("--reason holds a control or format character (%q at byte %d): give one line of plain text", r, i)
+		}
 	}
 	if len(reason) > maxReason {
 		return fmt.Errorf("--reason is %d bytes long: at most %d", len(reason), maxReason)

@@ -116,18 +116,21 @@ type reloader struct {
 	health  *telemetry.Health
 	log     *slog.Logger
 
-	sender *adapter.Sender // in force; owned by the watcher's goroutine until run returns
-	reg    *providers.Registry
+	sender  *adapter.Sender // in force; owned by the watcher's goroutine until run returns
+	reg     *providers.Registry
+	stopped <-chan struct{} // run's: closed once the worker's Run has returned
 }
 
 // run reloads on every change of the file seen every period (0: only on SIGHUP) and on every
-// signal from hup, until ctx (the worker's shutdown) ends; then it tells each SIGHUP that it
-// is ignored, until stopped is closed. hup stays subscribed to SIGHUP for the caller's whole
+// signal from hup, until ctx (the worker's shutdown) ends or the worker stops of itself
+// (stopped is closed); after ctx ends it tells each SIGHUP that it is ignored, until stopped is
+// closed. hup stays subscribed to SIGHUP for the caller's whole
 // run: a SIGHUP whose default action (the end of the process) took over during the drain
 // would cut the sends in flight, and another replica would send them again.
 func (r *reloader) run(ctx context.Context, stopped <-chan struct{}, hup <-chan os.Signal, period time.Duration) {
 	// The watcher ends with the worker, also when the worker stops without a signal (it refused
 	// to start, or Redis failed it): nothing is left to reload then.
+	r.stopped = stopped
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
@@ -169,6 +172,17 @@ func (r *reloader) run(ctx context.Context, stopped <-chan struct{}, hup <-chan 
 	<-stopped
 }
 
+// workerStopped reports whether the worker's Run has returned: a Reload that failed then was
+// refused for that alone, not for the table.
+func (r *reloader) workerStopped() bool {
+	select {
+	case <-r.stopped:
+		return true
+	default:
+		return false
+	}
+}
+
 // apply is one reload: a registry that fails to load or that the worker refuses leaves the
 // running table in force, with each reason logged and the success gauge at 0. retry is true
 // when the table itself was good and the failure may pass (Redis could not create a new
@@ -186,8 +200,8 @@ func (r *reloader) apply(ctx context.Context, reg *providers.Registry, err error
 	}
 	if err := r.worker.Reload(ctx, reg, sender); err != nil {
 		sender.Retire(r.sender)
-		if ctx.Err() != nil {
-			r.log.Warn("registry change not applied: the worker is shutting down")
+		if ctx.Err() != nil || r.workerStopped() {
+			r.log.Warn("registry change not applied: the worker has stopped or is stopping")
 			return false
 		}
 		r.refused(err)

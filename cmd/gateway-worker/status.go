@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode"
 
 	"github.com/webpush-gateway/webpush-gateway/internal/cli"
 	"github.com/webpush-gateway/webpush-gateway/stream"
@@ -22,8 +22,9 @@ type statusReport struct {
 	Shards int           `json:"shards"`
 	At     time.Time     `json:"at"`
 	Queues []queueStatus `json:"queues"`
-	// LeftShards are shards beyond Shards that still hold a queue or a record (a shrink of the
-	// shard count left them); their queues are in Queues.
+	// LeftShards are the shards beyond Shards whose intake, lanes or delayed set still hold
+	// jobs (a shrink of the shard count left them, until drained); their queues are in Queues,
+	// after those of the shards in use.
 	LeftShards []int          `json:"left_shards"`
 	Replicas   []replicaState `json:"replicas"`
 	// StaleAfterSeconds is the heartbeat age past which a replica no longer counts as live.
@@ -104,19 +105,44 @@ func readStatus(ctx context.Context, st *stream.Store, prefix string, staleAfter
 	if err != nil {
 		return rep, err
 	}
-	if rep.LeftShards, err = st.LeftShards(ctx); err != nil {
-		return rep, err
-	}
-	rep.LeftShards = append([]int{}, rep.LeftShards...) // [] in JSON when there are none
-	shards := make([]int, 0, st.Shards()+len(rep.LeftShards))
 	for shard := range st.Shards() {
-		shards = append(shards, shard)
-	}
-	for _, shard := range append(shards, rep.LeftShards...) {
 		stats, err := st.QueueStats(ctx, shard, lanes[shard], now)
 		if err != nil {
 			return rep, err
 		}
+		for _, q := range stats {
+			rep.Queues = append(rep.Queues, queueOf(q, now))
+		}
+	}
+	// Shards beyond the count whose queues still hold jobs: what a shrink of the count leaves
+	// until the workers with --reshard-from drain it. Their records stay by design, and an
+	// emptied stream stays a key, so a key alone does not make a shard left.
+	rep.LeftShards = []int{}
+	beyond, err := st.LeftShards(ctx)
+	if err != nil {
+		return rep, err
+	}
+	for shard := range lanes {
+		if shard >= st.Shards() && !slices.Contains(beyond, shard) {
+			beyond = append(beyond, shard)
+		}
+	}
+	slices.Sort(beyond)
+	for _, shard := range beyond {
+		stats, err := st.QueueStats(ctx, shard, lanes[shard], now)
+		if err != nil {
+			return rep, err
+		}
+		var jobs int64
+		for _, q := range stats {
+			if q.Stream == "intake" || q.Stream == "delayed" || strings.HasPrefix(q.Stream, "lane:") {
+				jobs += q.Entries
+			}
+		}
+		if jobs == 0 {
+			continue
+		}
+		rep.LeftShards = append(rep.LeftShards, shard)
 		for _, q := range stats {
 			rep.Queues = append(rep.Queues, queueOf(q, now))
 		}
@@ -206,14 +232,14 @@ func printStatus(w io.Writer, rep statusReport) {
 				retries += ", next " + relative(*q.NextDue, rep.At)
 			}
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\t%s\n", q.Shard, q.Stream, q.Length, lag, pending, oldest, retries)
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\t%s\n", q.Shard, dash(q.Stream), q.Length, lag, pending, oldest, retries)
 	}
 	_ = tw.Flush()
 	if noGroup {
 		fmt.Fprintln(w, "LAG ?: no worker has read that stream yet (it has no consumer group): every entry waits")
 	}
 	if len(rep.LeftShards) > 0 {
-		fmt.Fprintf(w, "shards %v are beyond the %d in use and still hold keys (a larger shard count wrote them): only workers run with --reshard-from read their queues (docs/operations.md, \"Changing the shard count\")\n",
+		fmt.Fprintf(w, "shards %v are beyond the %d in use and still hold jobs (a larger shard count wrote them): only workers run with --reshard-from read them (docs/operations.md, \"Changing the shard count\")\n",
 			rep.LeftShards, rep.Shards)
 	}
 
@@ -222,11 +248,7 @@ func printStatus(w io.Writer, rep statusReport) {
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "CONSUMER\tLAST SEEN\tVERSION\tBREAKERS")
 		for _, r := range rep.Replicas {
-			version := r.Version
-			if version == "" {
-				version = "-"
-			}
-			fmt.Fprintf(tw, "%s\t%s ago\t%s\t%s\n", r.Consumer, age(r.LastSeenAgoSec), version, breakers(r.Breakers))
+			fmt.Fprintf(tw, "%s\t%s ago\t%s\t%s\n", dash(r.Consumer), age(r.LastSeenAgoSec), dash(r.Version), breakers(r.Breakers))
 		}
 		_ = tw.Flush()
 	}
@@ -238,7 +260,7 @@ func printStatus(w io.Writer, rep statusReport) {
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "PROVIDER\tSINCE\tBY\tREASON")
 		for _, p := range rep.Paused {
-			fmt.Fprintf(tw, "%s\t%s (%s)\t%s\t%s\n", p.Provider, p.At.Format(time.RFC3339), relative(p.At, rep.At), dash(p.By), dash(p.Reason))
+			fmt.Fprintf(tw, "%s\t%s (%s)\t%s\t%s\n", dash(p.Provider), p.At.Format(time.RFC3339), relative(p.At, rep.At), dash(p.By), dash(p.Reason))
 		}
 		_ = tw.Flush()
 	}
@@ -278,7 +300,7 @@ func breakers(m map[string]string) string {
 	})
 	parts := make([]string, len(ids))
 	for i, id := range ids {
-		parts[i] = id + "=" + m[id]
+		parts[i] = dash(id) + "=" + dash(m[id])
 	}
 	return strings.Join(parts, " ")
 }
@@ -319,15 +341,16 @@ func bytesText(n int64) string {
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
-// dash is how a table prints text read from Redis: "-" for none, and a text holding control
-// characters (written by something other than pause, which refuses them) quoted with them
-// escaped, so it cannot break the table or the terminal.
+// dash is how a table prints text read from Redis: "-" for none, and a text that holds
+// anything but printable characters (a newline, an escape sequence, invalid UTF-8: written by
+// something other than the gateway's commands, which refuse them) quoted with it escaped, so it
+// cannot forge a row or drive the terminal.
 func dash(s string) string {
 	if s == "" {
 		return "-"
 	}
-	if strings.IndexFunc(s, unicode.IsControl) >= 0 {
-		return strconv.Quote(s)
+	if q := strconv.Quote(s); q[1:len(q)-1] != s {
+		return q
 	}
 	return s
 }
