@@ -1,8 +1,8 @@
 // Package bench is `gateway-lab bench`: the same messages delivered through the gateway worker
-// (the real gateway-worker binary), a plain Redis-stream consumer around webpush-go, one around
-// Node's web-push, and the RFC 8291 encryption alone, each contender in a process of its own
-// against one Redis and one pushsim, compared side by side in bench-report.json and
-// bench-report.md.
+// (the real gateway-worker binary, once with rates above what one machine sends and once at the
+// shipped registry's rates), a plain Redis-stream consumer around webpush-go, one around Node's
+// web-push, and the RFC 8291 encryption alone, each contender in a process of its own against
+// one Redis and one pushsim, compared side by side in bench-report.json and bench-report.md.
 package bench
 
 import (
@@ -38,6 +38,7 @@ import (
 const (
 	contenderFloor     = "rfc8291-floor"
 	contenderGateway   = "gateway"
+	contenderPaced     = "gateway-paced"
 	contenderWebpushGo = "webpush-go"
 	contenderNode      = "node-web-push"
 )
@@ -82,7 +83,7 @@ const (
 
 // Contenders are the contenders' names, in the order the bench runs them.
 func Contenders() []string {
-	return []string{contenderFloor, contenderGateway, contenderWebpushGo, contenderNode}
+	return []string{contenderFloor, contenderGateway, contenderPaced, contenderWebpushGo, contenderNode}
 }
 
 // effective is o as the bench runs it: Short applied, and the latency phase no longer than
@@ -180,6 +181,7 @@ type runEnv struct {
 	worker   string // the gateway-worker binary
 	lab      string // the binary with the bench-webpush-go command
 	audience int    // distinct origins among subs: the signature bound
+	polls    int64  // waitRecords' polls since it was last called
 }
 
 // Run runs every contender of o in turn against one Redis and one pushsim, prints the
@@ -250,7 +252,9 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 		case contenderFloor:
 			row, err = env.floor()
 		case contenderGateway:
-			row, err = env.gateway(ctx)
+			row, err = env.gateway(ctx, false)
+		case contenderPaced:
+			row, err = env.gateway(ctx, true)
 		case contenderWebpushGo:
 			row, err = env.plainConsumer(ctx, contenderWebpushGo, []string{env.lab, "bench-webpush-go"})
 		case contenderNode:
