@@ -1,45 +1,56 @@
 #!lua flags=allow-oom
--- finish.lua: record a terminal outcome and remove the lane entry.
+-- finish.lua: record terminal outcomes and remove their lane entries. One call records the
+-- outcomes of every caller whose write shares a pipeline (stream/group.go), with one XACK and
+-- one XDEL per lane.
 --
 -- It runs even when Redis is out of memory (allow-oom): the outcome of a push that went out
 -- must be written, or a replica that takes over the entry sends it a second time; and a
 -- finished job frees its lane entry, which is larger than its ledger record.
 --
--- KEYS[1] source stream (a lane)
--- KEYS[2] results (ledger) stream
--- KEYS[3] gone stream
--- KEYS[4] sent mark of the job (sent:<id>)
--- KEYS[5] gone mark of the endpoint (gonemark:<hash>; any key of the shard when ARGV[7] is "0")
--- KEYS[6] jobs index of the shard (HASH job id -> provider)
--- ARGV[1]  consumer group
--- ARGV[2]  source entry id
--- ARGV[3]  consumer that must own the entry
--- ARGV[4]  "1" to set the sent mark
--- ARGV[5]  sent mark TTL, ms
--- ARGV[6]  "1" to write the gone stream (GONE and KEY_MISMATCH: the upstream must act)
--- ARGV[7]  "1" to set the endpoint's gone mark as well (GONE only: queued retries to the
---          endpoint are dropped; a KEY_MISMATCH endpoint may still take a job signed with the
---          right key)
--- ARGV[8]  gone mark TTL, ms
--- ARGV[9]  results cap (approximate MAXLEN; 0 = none)
--- ARGV[10] gone cap (approximate MAXLEN; 0 = none)
--- ARGV[11] number of ledger field/value arguments that follow (n)
--- ARGV[12 .. 11+n] ledger record, field/value pairs
--- ARGV[12+n ..]    gone record, field/value pairs (only when ARGV[6] is "1")
--- ARGV[#ARGV]      job id (the jobs index field)
--- Returns 1 when recorded (or already recorded by another attempt); 0 when nothing changed.
+-- KEYS[1] results (ledger) stream
+-- KEYS[2] gone stream
+-- KEYS[3] jobs index of the shard (HASH job id -> provider)
+-- for item i = 1 .. n: KEYS[1 + 3i] source stream (a lane), KEYS[2 + 3i] sent mark of the job
+-- (sent:<id>), KEYS[3 + 3i] gone mark of the endpoint (gonemark:<hash>; any key of the shard
+-- when the item sets none)
+-- ARGV[1] consumer group
+-- ARGV[2] consumer that must own the entries
+-- ARGV[3] sent mark TTL, ms
+-- ARGV[4] gone mark TTL, ms
+-- ARGV[5] results cap (approximate MAXLEN; 0 = none)
+-- ARGV[6] gone cap (approximate MAXLEN; 0 = none)
+-- ARGV[7] n, the number of items
+-- then for each item: the count of its arguments, source entry id, job id, "1" to set the sent
+-- mark, "1" to write the gone stream (GONE and KEY_MISMATCH: the upstream must act), "1" to set
+-- the endpoint's gone mark as well (GONE only: queued retries to the endpoint are dropped; a
+-- KEY_MISMATCH endpoint may still take a job signed with the right key), L the number of ledger
+-- field/value arguments, the ledger record (L arguments), the gone record (the rest, only when
+-- the gone stream is written)
+-- Returns one result per item: 1 when recorded (or already recorded by another attempt); 0 when
+-- nothing changed.
 --
 -- Exactly one terminal record per job, even when a send overlaps a reclaim:
 -- * not the owner any more (the entry was reclaimed while this send was in flight) and the
 --   send was accepted: the push is out, so record it now with its sent mark; the new owner
 --   finds the mark and acks the entry without sending again. Any other outcome: nothing.
 -- * the owner, and the job's sent mark is already set (another attempt was accepted and
---   recorded): ack and delete the entry, no second record.
-local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)
-local owner = #p > 0 and p[1][2] == ARGV[3]
-local marked = redis.call('EXISTS', KEYS[4]) == 1
-local n = tonumber(ARGV[11])
-local jobId = ARGV[#ARGV]
+--   recorded, in this call or before): ack and delete the entry, no second record.
+local n = tonumber(ARGV[7])
+local items, streams, byStream, sentKeys = {}, {}, {}, {}
+local a = 8
+for i = 1, n do
+  local it = {entry = ARGV[a + 1], id = ARGV[a + 2], sent = ARGV[a + 3] == '1', gone = ARGV[a + 4] == '1',
+    mark = ARGV[a + 5] == '1', nl = tonumber(ARGV[a + 6]), last = a + tonumber(ARGV[a]),
+    stream = KEYS[1 + 3 * i], sentKey = KEYS[2 + 3 * i], goneKey = KEYS[3 + 3 * i]}
+  it.ledger = a + 7
+  items[i], sentKeys[i] = it, it.sentKey
+  if not byStream[it.stream] then
+    byStream[it.stream] = {}
+    table.insert(streams, it.stream)
+  end
+  table.insert(byStream[it.stream], it.entry)
+  a = it.last + 1
+end
 
 local function xadd(key, cap, first, last)
   local args = {'XADD', key}
@@ -55,29 +66,52 @@ local function xadd(key, cap, first, last)
   redis.call(unpack(args))
 end
 
-if not owner then
-  if ARGV[4] == '1' and not marked then
-    redis.call('SET', KEYS[4], '1', 'PX', ARGV[5])
-    xadd(KEYS[2], ARGV[9], 12, 11 + n)
-    redis.call('HDEL', KEYS[6], jobId)
-    return 1
+local mine = {}
+for _, st in ipairs(streams) do
+  mine[st] = pending_for(st, ARGV[1], ARGV[2], byStream[st])
+end
+local marked = redis.call('MGET', unpack(sentKeys))
+local markedNow, acks, unindex, out = {}, {}, {}, {}
+for i, it in ipairs(items) do
+  local owner = mine[it.stream][it.entry]
+  mine[it.stream][it.entry] = nil -- a second item for the same entry finds it taken
+  local isMarked = marked[i] or markedNow[it.id]
+  out[i] = 1
+  if not owner then
+    if it.sent and not isMarked then
+      redis.call('SET', it.sentKey, '1', 'PX', ARGV[3])
+      markedNow[it.id] = true
+      xadd(KEYS[1], ARGV[5], it.ledger, it.ledger + it.nl - 1)
+      table.insert(unindex, it.id)
+    else
+      out[i] = 0
+    end
+  else
+    acks[it.stream] = acks[it.stream] or {}
+    table.insert(acks[it.stream], it.entry)
+    table.insert(unindex, it.id)
+    if not isMarked then
+      if it.sent then
+        redis.call('SET', it.sentKey, '1', 'PX', ARGV[3])
+        markedNow[it.id] = true
+      end
+      if it.mark then
+        redis.call('SET', it.goneKey, '1', 'PX', ARGV[4])
+      end
+      if it.gone then
+        xadd(KEYS[2], ARGV[6], it.ledger + it.nl, it.last)
+      end
+      xadd(KEYS[1], ARGV[5], it.ledger, it.ledger + it.nl - 1)
+    end
   end
-  return 0
 end
-redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
-redis.call('XDEL', KEYS[1], ARGV[2])
-redis.call('HDEL', KEYS[6], jobId)
-if marked then
-  return 1
+for _, st in ipairs(streams) do
+  if acks[st] then
+    redis.call('XACK', st, ARGV[1], unpack(acks[st]))
+    redis.call('XDEL', st, unpack(acks[st]))
+  end
 end
-if ARGV[4] == '1' then
-  redis.call('SET', KEYS[4], '1', 'PX', ARGV[5])
+if #unindex > 0 then
+  redis.call('HDEL', KEYS[3], unpack(unindex))
 end
-if ARGV[7] == '1' then
-  redis.call('SET', KEYS[5], '1', 'PX', ARGV[8])
-end
-if ARGV[6] == '1' then
-  xadd(KEYS[3], ARGV[10], 12 + n, #ARGV - 1)
-end
-xadd(KEYS[2], ARGV[9], 12, 11 + n)
-return 1
+return out

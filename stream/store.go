@@ -96,7 +96,7 @@ func New(c redis.UniversalClient, blocking redis.UniversalClient, o Options) *St
 	}
 	groups := make([]*groupCommit, o.Shards)
 	for i := range groups {
-		groups[i] = &groupCommit{c: c}
+		groups[i] = newGroupCommit(c)
 	}
 	return &Store{c: c, blocking: blocking, bell: blocking, o: o, groups: groups,
 		providers: map[string]bool{}, ready: map[string]bool{}}
@@ -143,6 +143,15 @@ func (s *Store) groupFor(key string) *groupCommit {
 		}
 	}
 	return s.groups[0]
+}
+
+// SetCommitLinger lets each shard's shared pipeline of records (Finish) wait up to d after its
+// first one for others to join it (0, the default, sends at once; see groupCommit). Moves and
+// checks never wait. Call it before the Store is used.
+func (s *Store) SetCommitLinger(d time.Duration) {
+	for _, g := range s.groups {
+		g.linger = max(d, 0)
+	}
 }
 
 // Shards is the number of shards.

@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -12,9 +13,12 @@ import (
 )
 
 var (
+	//go:embed owned.lua
+	ownedLua string
+
 	//go:embed to_lane.lua
 	toLaneLua    string
-	toLaneScript = redis.NewScript(toLaneLua)
+	toLaneScript = redis.NewScript(withLib(ownedLua, toLaneLua))
 
 	//go:embed to_dead.lua
 	toDeadLua    string
@@ -22,7 +26,7 @@ var (
 
 	//go:embed finish.lua
 	finishLua    string
-	finishScript = redis.NewScript(finishLua)
+	finishScript = redis.NewScript(withLib(ownedLua, finishLua))
 
 	//go:embed ack.lua
 	ackLua    string
@@ -39,6 +43,16 @@ var (
 var allScripts = []*redis.Script{
 	toLaneScript, toDeadScript, finishScript, ackScript, readIntakeScript,
 	toDelayedScript, promoteScript, reclaimScript, cleanConsumerScript, heartbeatScript, queueStatsScript,
+}
+
+// withLib is script src with lib's functions in front of it, after src's shebang line (which
+// Redis reads only as the first line).
+func withLib(lib, src string) string {
+	if strings.HasPrefix(src, "#!") {
+		line, rest, _ := strings.Cut(src, "\n")
+		return line + "\n" + lib + rest
+	}
+	return lib + src
 }
 
 // MaxDetail bounds the provider detail kept in a ledger, gone or dead record.
@@ -72,13 +86,19 @@ func (s *Store) ToLane(ctx context.Context, e Entry, provider, jobID, rawJob str
 	if err := s.ensureLane(ctx, lane); err != nil {
 		return LaneNotOwner, err
 	}
-	k := s.Keys(e.Shard)
-	n, err := s.eval(ctx, toLaneScript, []string{e.Stream, lane, k.Jobs, k.Sent(jobID)},
-		Group, e.ID, s.o.Consumer, rawJob, provider, enqueuedAtMs, jobID)
+	n, err := s.groupFor(e.Stream).run(ctx, s.toLaneItem(e, lane, provider, jobID, rawJob, enqueuedAtMs))
 	if err != nil {
 		return LaneNotOwner, fmt.Errorf("stream: to lane: %w", err)
 	}
 	return LaneVerdict(n), nil
+}
+
+// toLaneItem is ToLane's part of a merged to_lane call.
+func (s *Store) toLaneItem(e Entry, lane, provider, jobID, rawJob string, enqueuedAtMs int64) *batchItem {
+	k := s.Keys(e.Shard)
+	return &batchItem{script: toLaneScript,
+		sharedKeys: []string{e.Stream, k.Jobs}, sharedArgs: []any{Group, s.o.Consumer},
+		keys: []string{lane, k.Sent(jobID)}, args: []any{e.ID, rawJob, provider, enqueuedAtMs, jobID}}
 }
 
 // DeadRecord is a dead-letter entry.
@@ -151,6 +171,15 @@ type Result struct {
 // mark and acks). When the job's sent mark is already set, the entry is acked with no second
 // record.
 func (s *Store) Finish(ctx context.Context, e Entry, r Result) (bool, error) {
+	n, err := s.groupFor(e.Stream).run(ctx, s.finishItem(e, r))
+	if err != nil {
+		return false, fmt.Errorf("stream: finish: %w", err)
+	}
+	return n == 1, nil
+}
+
+// finishItem is Finish's part of a merged finish call.
+func (s *Store) finishItem(e Entry, r Result) *batchItem {
 	k := s.Keys(e.Shard)
 	detail := r.Detail
 	if len(detail) > MaxDetail {
@@ -160,13 +189,8 @@ func (s *Store) Finish(ctx context.Context, e Entry, r Result) (bool, error) {
 		"id", r.ID, "provider", r.Provider, "code", r.Code, "status", r.Status, "detail", detail,
 		"attempt", r.Attempt, "latency_ms", r.Latency.Milliseconds(), "at", ms(r.At),
 	}
-	args := []any{
-		Group, e.ID, s.o.Consumer,
-		boolArg(r.Sent), durMs(s.o.SentTTL),
-		boolArg(r.Gone), boolArg(r.MarkGone), durMs(s.o.GoneTTL),
-		s.o.ResultsMaxLen, s.o.GoneMaxLen,
-		len(ledger),
-	}
+	args := make([]any, 0, 6+len(ledger)+12)
+	args = append(args, e.ID, r.ID, boolArg(r.Sent), boolArg(r.Gone), boolArg(r.MarkGone), len(ledger))
 	args = append(args, ledger...)
 	if r.Gone {
 		// The one record that carries an endpoint: the upstream needs it to prune the
@@ -174,13 +198,14 @@ func (s *Store) Finish(ctx context.Context, e Entry, r Result) (bool, error) {
 		args = append(args, "id", r.ID, "provider", r.Provider, "code", r.Code,
 			"endpoint", r.Endpoint, "detail", detail, "at", ms(r.At))
 	}
-	args = append(args, r.ID)
 	goneMark := k.Base + "gonemark:-" // unused by the script unless r.MarkGone
 	if r.MarkGone {
 		goneMark = k.GoneMark(r.Endpoint)
 	}
-	return s.runBool(ctx, finishScript, "finish",
-		[]string{e.Stream, k.Results, k.Gone, k.Sent(r.ID), goneMark, k.Jobs}, args...)
+	return &batchItem{script: finishScript,
+		sharedKeys: []string{k.Results, k.Gone, k.Jobs},
+		sharedArgs: []any{Group, s.o.Consumer, durMs(s.o.SentTTL), durMs(s.o.GoneTTL), s.o.ResultsMaxLen, s.o.GoneMaxLen},
+		keys:       []string{e.Stream, k.Sent(r.ID), goneMark}, args: args, linger: true}
 }
 
 // AckSent acknowledges and deletes the lane entry of job jobID with no record: a redelivered

@@ -127,6 +127,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.ReclaimEvery, "reclaim-every", 5*time.Second, "how often entries of dead workers are reclaimed")
 	fs.DurationVar(&cfg.PromoteEvery, "promote-every", 250*time.Millisecond, "how often due retries return to their lanes")
 	fs.DurationVar(&cfg.StartupTimeout, "startup-timeout", 2*time.Minute, "give up (exit 1) when Redis cannot be set up within this time; refused credentials exit at once")
+	fs.DurationVar(&cfg.CommitLinger, "commit-linger", dispatch.DefaultCommitLinger, "how long a shard's shared pipeline of records waits for others to join it before it goes to Redis (0: not at all); no send waits for it")
+	fs.DurationVar(&cfg.LaneGather, "lane-gather", dispatch.DefaultLaneGather, "longest a lane waits to read while the entries it started still wait for their provider's tokens (0: read as soon as a slot is free)")
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return cli.ExitUsage(err)
 	}
@@ -158,6 +160,11 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if cfg.Backoff.MaxRetries == 0 {
 		cfg.Backoff.MaxRetries = -1
+	}
+	for _, v := range []*time.Duration{&cfg.CommitLinger, &cfg.LaneGather} {
+		if *v == 0 {
+			*v = dispatch.NoLinger
+		}
 	}
 	if len(keySpecs) == 0 || tf.Subject == "" {
 		return fail(fmt.Errorf("--vapid-key and --subject are required"))
