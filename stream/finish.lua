@@ -9,10 +9,11 @@
 --
 -- KEYS[1] results (ledger) stream
 -- KEYS[2] gone stream
--- KEYS[3] jobs index of the shard (HASH job id -> provider)
--- for item i = 1 .. n: KEYS[1 + 3i] source stream (a lane), KEYS[2 + 3i] sent mark of the job
--- (sent:<id>), KEYS[3 + 3i] gone mark of the endpoint (gonemark:<hash>; any key of the shard
--- when the item sets none)
+-- KEYS[3] jobs index of the shard (HASH job id -> provider, or "accepted": see below)
+-- KEYS[4] the duplicate-suppression window of the shard (window.lua)
+-- for item i = 1 .. n: KEYS[2 + 3i] source stream (a lane), KEYS[3 + 3i] the sent mark key an
+-- older gateway set for the job (sent:<id>; read, never written), KEYS[4 + 3i] gone mark of the
+-- endpoint (gonemark:<hash>; any key of the shard when the item sets none)
 -- ARGV[1] consumer group
 -- ARGV[2] consumer that must own the entries
 -- ARGV[3] sent mark TTL, ms
@@ -20,8 +21,8 @@
 -- ARGV[5] results cap (approximate MAXLEN; 0 = none)
 -- ARGV[6] gone cap (approximate MAXLEN; 0 = none)
 -- ARGV[7] n, the number of items
--- then for each item: the count of its arguments, source entry id, job id, "1" to set the sent
--- mark, "1" to write the gone stream (GONE and KEY_MISMATCH: the upstream must act), "1" to set
+-- then for each item: the count of its arguments, source entry id, job id, "1" to put the job
+-- in the window (accepted), the job's window field, now (unix s), "1" to write the gone stream (GONE and KEY_MISMATCH: the upstream must act), "1" to set
 -- the endpoint's gone mark as well (GONE only: queued retries to the endpoint are dropped; a
 -- KEY_MISMATCH endpoint may still take a job signed with the right key), L the number of ledger
 -- field/value arguments, the ledger record (L arguments), the gone record (the rest, only when
@@ -31,19 +32,21 @@
 --
 -- Exactly one terminal record per job, even when a send overlaps a reclaim:
 -- * not the owner any more (the entry was reclaimed while this send was in flight) and the
---   send was accepted: the push is out, so record it now with its sent mark; the new owner
---   finds the mark and acks the entry without sending again. Any other outcome: nothing.
--- * the owner, and the job's sent mark is already set (another attempt was accepted and
---   recorded, in this call or before): ack and delete the entry, no second record.
+--   send was accepted: the push is out, so record it now, put it in the window, and mark it
+--   "accepted" in the jobs index, where it stays while the entry is pending for its new owner:
+--   that owner finds the mark (Store.WasSent) and acks the entry without sending again. Any
+--   other outcome: nothing.
+-- * the owner, and the job is marked accepted (another attempt was, in this call or before):
+--   ack and delete the entry, no second record.
 local n = tonumber(ARGV[7])
-local items, streams, byStream, sentKeys = {}, {}, {}, {}
+local items, streams, byStream, sentKeys, jobIds = {}, {}, {}, {}, {}
 local a = 8
 for i = 1, n do
-  local it = {entry = ARGV[a + 1], id = ARGV[a + 2], sent = ARGV[a + 3] == '1', gone = ARGV[a + 4] == '1',
-    mark = ARGV[a + 5] == '1', nl = tonumber(ARGV[a + 6]), last = a + tonumber(ARGV[a]),
-    stream = KEYS[1 + 3 * i], sentKey = KEYS[2 + 3 * i], goneKey = KEYS[3 + 3 * i]}
-  it.ledger = a + 7
-  items[i], sentKeys[i] = it, it.sentKey
+  local it = {entry = ARGV[a + 1], id = ARGV[a + 2], sent = ARGV[a + 3] == '1', field = ARGV[a + 4],
+    now = ARGV[a + 5], gone = ARGV[a + 6] == '1', mark = ARGV[a + 7] == '1', nl = tonumber(ARGV[a + 8]),
+    last = a + tonumber(ARGV[a]), stream = KEYS[2 + 3 * i], sentKey = KEYS[3 + 3 * i], goneKey = KEYS[4 + 3 * i]}
+  it.ledger = a + 9
+  items[i], sentKeys[i], jobIds[i] = it, it.sentKey, it.id
   if not byStream[it.stream] then
     byStream[it.stream] = {}
     table.insert(streams, it.stream)
@@ -71,18 +74,41 @@ for _, st in ipairs(streams) do
   mine[st] = pending_for(st, ARGV[1], ARGV[2], byStream[st])
 end
 local marked = redis.call('MGET', unpack(sentKeys))
-local markedNow, acks, unindex, out = {}, {}, {}, {}
+local index = redis.call('HMGET', KEYS[3], unpack(jobIds))
+-- An accepted send whose entry is not ours (any more) may be this very record written before
+-- (a retry of a call whose reply was lost): the window says so. Owned entries need no look:
+-- an attempt accepted while another held the entry marked the jobs index.
+local look, lookFields, lookSince = {}, {}, {}
+for i, it in ipairs(items) do
+  if it.sent and not mine[it.stream][it.entry] and not marked[i] and index[i] ~= 'accepted' then
+    table.insert(look, i)
+    table.insert(lookFields, it.field)
+    table.insert(lookSince, tonumber(it.now) - math.floor(tonumber(ARGV[3]) / 1000))
+  end
+end
+local inWindow = {}
+if #look > 0 then
+  for j, v in ipairs(w_seen_all(KEYS[4], w_state(KEYS[4]), lookFields, lookSince)) do
+    inWindow[look[j]] = v
+  end
+end
+local markedNow, acks, unindex, accepted, fields, nows, out = {}, {}, {}, {}, {}, {}, {}
+local function accept(it)
+  markedNow[it.id] = true
+  table.insert(fields, it.field)
+  table.insert(nows, it.now)
+end
 for i, it in ipairs(items) do
   local owner = mine[it.stream][it.entry]
   mine[it.stream][it.entry] = nil -- a second item for the same entry finds it taken
-  local isMarked = marked[i] or markedNow[it.id]
+  local isMarked = marked[i] or index[i] == 'accepted' or inWindow[i] or markedNow[it.id]
   out[i] = 1
   if not owner then
     if it.sent and not isMarked then
-      redis.call('SET', it.sentKey, '1', 'PX', ARGV[3])
-      markedNow[it.id] = true
+      accept(it)
       xadd(KEYS[1], ARGV[5], it.ledger, it.ledger + it.nl - 1)
-      table.insert(unindex, it.id)
+      table.insert(accepted, it.id)
+      table.insert(accepted, 'accepted')
     else
       out[i] = 0
     end
@@ -92,8 +118,7 @@ for i, it in ipairs(items) do
     table.insert(unindex, it.id)
     if not isMarked then
       if it.sent then
-        redis.call('SET', it.sentKey, '1', 'PX', ARGV[3])
-        markedNow[it.id] = true
+        accept(it)
       end
       if it.mark then
         redis.call('SET', it.goneKey, '1', 'PX', ARGV[4])
@@ -111,7 +136,13 @@ for _, st in ipairs(streams) do
     redis.call('XDEL', st, unpack(acks[st]))
   end
 end
+if #accepted > 0 then
+  redis.call('HSET', KEYS[3], unpack(accepted))
+end
 if #unindex > 0 then
   redis.call('HDEL', KEYS[3], unpack(unindex))
+end
+if #fields > 0 then
+  w_add(KEYS[4], w_state(KEYS[4]), fields, nows, ARGV[3])
 end
 return out

@@ -159,3 +159,20 @@ func TestMergedCallAfterScriptFlush(t *testing.T) {
 		t.Errorf("ledger holds %d records, want 2", n)
 	}
 }
+
+// TestFinishRetriedAfterItWentThrough: a record whose reply was lost (Redis restarted after
+// running it) is written again by the worker's retry; the entry is gone by then, and the
+// window knows the job was accepted, so the retry writes no second record.
+func TestFinishRetriedAfterItWentThrough(t *testing.T) {
+	env := newEnv(t)
+	s := env.store(t, "w1", Options{}, "fcm")
+	e := env.laneEntry(t, s, "fcm", "j1")
+	r := Result{ID: "j1", Provider: "fcm", Code: "ACCEPTED", Status: 201, Sent: true, At: t0}
+	mustOK(t)(s.Finish(env.ctx, e, r))
+	if ok, err := s.Finish(env.ctx, e, r); ok || err != nil {
+		t.Errorf("the retried Finish = %v, %v; want false (nothing changed)", ok, err)
+	}
+	if n := env.xlen(t, s.Keys(0).Results); n != 1 {
+		t.Errorf("ledger holds %d records for j1, want 1", n)
+	}
+}

@@ -6,13 +6,15 @@
 -- KEYS[1]      source stream (the intake stream)
 -- KEYS[2]      jobs index of the shard (HASH job id -> provider id): every job in a lane, in
 --              flight or waiting to retry
--- KEYS[1 + 2i] lane stream of item i's provider, KEYS[2 + 2i] sent mark of item i's job
---              (sent:<id>), for i = 1 .. n
+-- KEYS[3]      the duplicate-suppression window of the shard (window.lua)
+-- KEYS[2 + 2i] lane stream of item i's provider, KEYS[3 + 2i] the sent mark key an older
+--              gateway set for item i's job (sent:<id>; read, never written), for i = 1 .. n
 -- ARGV[1] consumer group
 -- ARGV[2] consumer that must own the entries
 -- ARGV[3] n, the number of items
--- then for each item: 5 (the count of its arguments), source entry id, job (raw JSON as
--- received), provider id, enqueued_at (unix ms), job id
+-- then for each item: 7 (the count of its arguments), source entry id, job (raw JSON as
+-- received), provider id, enqueued_at (unix ms), job id, the job's window field, and the
+-- oldest acceptance (unix s) that still counts
 -- The lanes' consumer groups exist (Setup, or Store.ToLane before its first use of a lane).
 -- Returns one verdict per item: 1 moved; 2 acknowledged as a copy of a job already here or
 -- sent (an earlier item of the same call included); 0 the entry is not pending for ARGV[2]
@@ -26,18 +28,33 @@ local items, entries, jobIds, sentKeys = {}, {}, {}, {}
 local a = 4
 for i = 1, n do
   local it = {entry = ARGV[a + 1], job = ARGV[a + 2], provider = ARGV[a + 3], at = ARGV[a + 4],
-    id = ARGV[a + 5], lane = KEYS[1 + 2 * i]}
-  items[i], entries[i], jobIds[i], sentKeys[i] = it, it.entry, it.id, KEYS[2 + 2 * i]
+    id = ARGV[a + 5], field = ARGV[a + 6], since = ARGV[a + 7], lane = KEYS[2 + 2 * i]}
+  items[i], entries[i], jobIds[i], sentKeys[i] = it, it.entry, it.id, KEYS[3 + 2 * i]
   a = a + 1 + tonumber(ARGV[a])
 end
 local mine = pending_for(KEYS[1], ARGV[1], ARGV[2], entries)
 local held = redis.call('HMGET', KEYS[2], unpack(jobIds))
 local sent = redis.call('MGET', unpack(sentKeys))
+-- The window is looked in for the jobs neither held nor marked.
+local look, lookFields, lookSince = {}, {}, {}
+for i, it in ipairs(items) do
+  if mine[it.entry] and not held[i] and not sent[i] then
+    table.insert(look, i)
+    table.insert(lookFields, it.field)
+    table.insert(lookSince, it.since)
+  end
+end
+local accepted = {}
+if #look > 0 then
+  for j, v in ipairs(w_seen_all(KEYS[3], w_state(KEYS[3]), lookFields, lookSince)) do
+    accepted[look[j]] = v
+  end
+end
 local out, acks, index, moved, seen = {}, {}, {}, {}, {}
 for i, it in ipairs(items) do
   if not mine[it.entry] or seen[it.entry] then
     out[i] = 0
-  elseif held[i] or sent[i] or moved[it.id] then
+  elseif held[i] or sent[i] or moved[it.id] or accepted[i] then
     out[i] = 2
     table.insert(acks, it.entry)
   else

@@ -16,17 +16,24 @@ var (
 	//go:embed owned.lua
 	ownedLua string
 
+	//go:embed window.lua
+	windowLua string
+
 	//go:embed to_lane.lua
 	toLaneLua    string
-	toLaneScript = redis.NewScript(withLib(ownedLua, toLaneLua))
+	toLaneScript = redis.NewScript(withLib(ownedLua+windowLua, toLaneLua))
 
 	//go:embed to_dead.lua
 	toDeadLua    string
-	toDeadScript = redis.NewScript(toDeadLua)
+	toDeadScript = redis.NewScript(withLib(windowLua, toDeadLua))
 
 	//go:embed finish.lua
 	finishLua    string
-	finishScript = redis.NewScript(withLib(ownedLua, finishLua))
+	finishScript = redis.NewScript(withLib(ownedLua+windowLua, finishLua))
+
+	//go:embed was_sent.lua
+	wasSentLua    string
+	wasSentScript = redis.NewScript(withLib(windowLua, wasSentLua))
 
 	//go:embed ack.lua
 	ackLua    string
@@ -41,7 +48,7 @@ var (
 // answered push is recorded and a live replica stays live, while the moves that take new work
 // (to_lane, promote) are refused at their first write and wait (see MinRedisVersion).
 var allScripts = []*redis.Script{
-	toLaneScript, toDeadScript, finishScript, ackScript, readIntakeScript,
+	toLaneScript, toDeadScript, finishScript, ackScript, readIntakeScript, wasSentScript,
 	toDelayedScript, promoteScript, reclaimScript, cleanConsumerScript, heartbeatScript, queueStatsScript,
 }
 
@@ -97,8 +104,9 @@ func (s *Store) ToLane(ctx context.Context, e Entry, provider, jobID, rawJob str
 func (s *Store) toLaneItem(e Entry, lane, provider, jobID, rawJob string, enqueuedAtMs int64) *batchItem {
 	k := s.Keys(e.Shard)
 	return &batchItem{script: toLaneScript,
-		sharedKeys: []string{e.Stream, k.Jobs}, sharedArgs: []any{Group, s.o.Consumer},
-		keys: []string{lane, k.Sent(jobID)}, args: []any{e.ID, rawJob, provider, enqueuedAtMs, jobID}}
+		sharedKeys: []string{e.Stream, k.Jobs, k.Window}, sharedArgs: []any{Group, s.o.Consumer},
+		keys: []string{lane, k.Sent(jobID)},
+		args: []any{e.ID, rawJob, provider, enqueuedAtMs, jobID, windowField(jobID), s.windowSince()}}
 }
 
 // DeadRecord is a dead-letter entry.
@@ -138,8 +146,9 @@ func (s *Store) ToDead(ctx context.Context, e Entry, d DeadRecord) (bool, error)
 	if e.Stream != k.Intake {
 		unindex = d.ID // only lane entries' jobs are indexed (ToLane)
 	}
-	args := append([]any{Group, e.ID, s.o.Consumer, s.o.DeadMaxLen, unindex}, deadFields(d, e.Stream, e.ID)...)
-	return s.runBool(ctx, toDeadScript, "to dead", []string{e.Stream, k.Dead, k.Sent(d.ID), k.Jobs}, args...)
+	args := append([]any{Group, e.ID, s.o.Consumer, s.o.DeadMaxLen, unindex, windowField(d.ID), s.windowSince()},
+		deadFields(d, e.Stream, e.ID)...)
+	return s.runBool(ctx, toDeadScript, "to dead", []string{e.Stream, k.Dead, k.Sent(d.ID), k.Jobs, k.Window}, args...)
 }
 
 // Result is the terminal outcome of a job.
@@ -189,8 +198,9 @@ func (s *Store) finishItem(e Entry, r Result) *batchItem {
 		"id", r.ID, "provider", r.Provider, "code", r.Code, "status", r.Status, "detail", detail,
 		"attempt", r.Attempt, "latency_ms", r.Latency.Milliseconds(), "at", ms(r.At),
 	}
-	args := make([]any, 0, 6+len(ledger)+12)
-	args = append(args, e.ID, r.ID, boolArg(r.Sent), boolArg(r.Gone), boolArg(r.MarkGone), len(ledger))
+	args := make([]any, 0, 9+len(ledger)+12)
+	args = append(args, e.ID, r.ID, boolArg(r.Sent), windowField(r.ID), s.o.Now().Unix(),
+		boolArg(r.Gone), boolArg(r.MarkGone), len(ledger))
 	args = append(args, ledger...)
 	if r.Gone {
 		// The one record that carries an endpoint: the upstream needs it to prune the
@@ -203,7 +213,7 @@ func (s *Store) finishItem(e Entry, r Result) *batchItem {
 		goneMark = k.GoneMark(r.Endpoint)
 	}
 	return &batchItem{script: finishScript,
-		sharedKeys: []string{k.Results, k.Gone, k.Jobs},
+		sharedKeys: []string{k.Results, k.Gone, k.Jobs, k.Window},
 		sharedArgs: []any{Group, s.o.Consumer, durMs(s.o.SentTTL), durMs(s.o.GoneTTL), s.o.ResultsMaxLen, s.o.GoneMaxLen},
 		keys:       []string{e.Stream, k.Sent(r.ID), goneMark}, args: args, linger: true}
 }
@@ -259,13 +269,20 @@ func boolArg(b bool) string {
 	return "0"
 }
 
-// WasSent reports whether job id's sent mark exists on shard.
+// WasSent reports whether job id was accepted on shard: within the sent-mark TTL (the
+// window), or while a reclaimed entry of it is still pending (the jobs index marks it).
 func (s *Store) WasSent(ctx context.Context, shard int, id string) (bool, error) {
-	ok, err := s.exists(ctx, s.Keys(shard).Sent(id))
+	k := s.Keys(shard)
+	n, err := s.eval(ctx, wasSentScript, []string{k.Jobs, k.Window, k.Sent(id)}, id, windowField(id), s.windowSince())
 	if err != nil {
 		return false, fmt.Errorf("stream: sent mark: %w", err)
 	}
-	return ok, nil
+	return n == 1, nil
+}
+
+// windowSince is the oldest acceptance (unix s) the window still counts now.
+func (s *Store) windowSince() int64 {
+	return s.o.Now().Unix() - int64(s.o.SentTTL/time.Second)
 }
 
 // IsGone reports whether endpoint was reported gone within GoneTTL (its mark on shard exists).
