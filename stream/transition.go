@@ -48,7 +48,7 @@ var (
 // answered push is recorded and a live replica stays live, while the moves that take new work
 // (to_lane, promote) are refused at their first write and wait (see MinRedisVersion).
 var allScripts = []*redis.Script{
-	toLaneScript, toDeadScript, finishScript, ackScript, readIntakeScript, wasSentScript,
+	toLaneScript, toDeadScript, finishScript, ackScript, readIntakeScript, wasSentScript, trimRecordsScript,
 	toDelayedScript, promoteScript, reclaimScript, cleanConsumerScript, heartbeatScript, queueStatsScript,
 }
 

@@ -120,9 +120,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var so stream.Options
 	fs.DurationVar(&so.SentTTL, "sent-ttl", time.Hour, "how long an accepted job's id is remembered: a redelivered or re-enqueued copy within it is not sent again")
 	fs.DurationVar(&so.GoneTTL, "gone-ttl", 7*24*time.Hour, "how long an endpoint reported gone is remembered, so its queued retries are dropped")
-	fs.Int64Var(&so.ResultsMaxLen, "results-maxlen", 0, "cap the ledger stream at about this many records (0: no cap; the upstream trims it)")
-	fs.Int64Var(&so.GoneMaxLen, "gone-maxlen", 0, "cap the gone stream (0: no cap)")
-	fs.Int64Var(&so.DeadMaxLen, "dead-maxlen", 0, "cap the dead stream (0: no cap)")
+	fs.Int64Var(&so.ResultsMaxLen, "results-maxlen", stream.DefaultResultsMaxLen, "keep the ledger stream at about this many records, never trimming what an upstream's consumer group has not read and acknowledged (0: no bound; the upstream trims it)")
+	fs.Int64Var(&so.GoneMaxLen, "gone-maxlen", stream.DefaultGoneMaxLen, "keep the gone stream at about this many records, as --results-maxlen (0: no bound)")
+	fs.Int64Var(&so.DeadMaxLen, "dead-maxlen", stream.DefaultDeadMaxLen, "keep the dead stream at about this many records, as --results-maxlen (0: no bound)")
 	fs.DurationVar(&cfg.Block, "block", time.Second, "longest blocking read (bounds how long shutdown waits for a reader)")
 	fs.DurationVar(&cfg.ReclaimEvery, "reclaim-every", 5*time.Second, "how often entries of dead workers are reclaimed")
 	fs.DurationVar(&cfg.PromoteEvery, "promote-every", 250*time.Millisecond, "how often due retries return to their lanes")
@@ -153,7 +153,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	// On the command line 0 means "none"; in dispatch.Config 0 means "the default" and a
 	// negative number means none.
-	for _, v := range []*int64{&cfg.MaxDelayed, &cfg.MaxPerRecipient} {
+	for _, v := range []*int64{&cfg.MaxDelayed, &cfg.MaxPerRecipient, &so.ResultsMaxLen, &so.GoneMaxLen, &so.DeadMaxLen} {
 		if *v == 0 {
 			*v = -1
 		}
