@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/webpush-gateway/webpush-gateway/internal/bench"
@@ -26,6 +27,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.BoolVar(&o.Profile, "profile", false, "write a CPU profile of the gateway worker to DIR/bench-gateway.pprof")
 	fs.StringVar(&o.WorkerBinary, "worker-binary", "", "gateway-worker `BINARY` the gateway contender runs (default: the one beside this binary, else on PATH)")
 	fs.StringVar(&o.NodeDir, "node-dir", "", "`DIR` where npm installs web-push and redis for the Node contender (default: the user cache directory)")
+	depths := fs.String("backlog-depths", "1000,200000", "comma-separated `JOBS` queued behind the paced gateway's measured deliveries, one run each (\"\": none), to show the cost per job does not grow with the backlog")
 	fs.BoolVar(&o.Short, "short", false, fmt.Sprintf("a quick run for CI: %d messages, %d in the latency phase", bench.ShortMessages, bench.ShortLatencyMessages))
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return cli.ExitUsage(err)
@@ -34,6 +36,16 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 2
 	}
 	o.Args = args
+	for d := range strings.SplitSeq(*depths, ",") {
+		if d = strings.TrimSpace(d); d == "" {
+			continue
+		}
+		n, err := strconv.Atoi(d)
+		if err != nil {
+			return cli.UsageError(fs, fmt.Errorf("--backlog-depths: %q is not a number of jobs", d))
+		}
+		o.Depths = append(o.Depths, n)
+	}
 	if err := o.Check(); err != nil {
 		return cli.UsageError(fs, err)
 	}

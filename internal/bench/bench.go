@@ -70,9 +70,12 @@ type Options struct {
 	// LabBinary is the binary whose hidden bench-webpush-go command is the webpush-go
 	// contender (gateway-lab); "" is this process's executable.
 	LabBinary string
-	NodeDir   string   // where npm installs the Node contender's packages; "" is the user cache
-	Short     bool     // a quick run for CI: ShortMessages and ShortLatencyMessages
-	Args      []string // the command line as given, for the report
+	NodeDir   string // where npm installs the Node contender's packages; "" is the user cache
+	// Depths are the backlogs the paced gateway is measured behind (depthRow): one row each, so
+	// that the cost per job with a deep backlog is set beside a shallow one. Empty: none.
+	Depths []int
+	Short  bool     // a quick run for CI: ShortMessages and ShortLatencyMessages
+	Args   []string // the command line as given, for the report
 }
 
 // The sizes of a Short run.
@@ -111,6 +114,11 @@ func (o Options) Check() error {
 		return errors.New("--latency-messages must be 0 or more and --latency-rate at least 1")
 	case o.Sample < 1:
 		return errors.New("--sample must be at least 1")
+	}
+	for _, d := range o.Depths {
+		if d < 0 || d > 10_000_000 {
+			return fmt.Errorf("--backlog-depths: %d is not 0 to 10000000 jobs", d)
+		}
 	}
 	if _, err := parseMix(o.Mix); err != nil {
 		return err
@@ -262,6 +270,14 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", c, err)
+		}
+		fmt.Fprintln(out, row.progressLine())
+		rows = append(rows, row)
+	}
+	for _, d := range o.Depths {
+		row, err := env.depthRow(ctx, d)
+		if err != nil {
+			return fmt.Errorf("%s with %d queued: %w", contenderPaced, d, err)
 		}
 		fmt.Fprintln(out, row.progressLine())
 		rows = append(rows, row)

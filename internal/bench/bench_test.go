@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,7 +33,7 @@ func TestBenchShort(t *testing.T) {
 	o := Options{RedisURL: r.URL(), WorkerBinary: filepath.Join(dir, "gateway-worker"), LabBinary: filepath.Join(dir, "gateway-lab"),
 		Out: dir, NodeDir: os.Getenv("GATEWAY_BENCH_NODE_DIR"),
 		Args: []string{"--short"}, Mix: "fcm=72,autopush=19,apple=6,wns=3,unknown=1",
-		Messages: 400, LatencyMessages: 50, LatencyRate: 500, PayloadSize: 128, Concurrency: 32, Sample: 10}
+		Messages: 400, LatencyMessages: 50, LatencyRate: 500, PayloadSize: 128, Concurrency: 32, Sample: 10, Depths: []int{100, 3000}}
 	if err := o.Check(); err != nil {
 		t.Fatal(err)
 	}
@@ -81,10 +82,16 @@ func TestBenchShort(t *testing.T) {
 	if wg := rows[contenderWebpushGo]; wg.Signatures < int64(wg.Messages) {
 		t.Errorf("webpush-go: pushsim saw %d JWTs for %d messages; it signs one a message", wg.Signatures, wg.Messages)
 	}
-	// Three cost ratios, commands and Redis CPU per job for each gateway run, and each run's
-	// signatures; every one measured.
-	if len(rep.Targets) != 9 {
-		t.Errorf("%d targets, want 9", len(rep.Targets))
+	for _, d := range []int{100, 3000} {
+		row, ok := rows[fmt.Sprintf("%s, %d queued", contenderPaced, d)]
+		if !ok || row.Depth != d || row.Delivered != row.Messages || row.CPUPerMsg <= 0 || row.RedisCommandsPerJob <= 0 || row.PeakRSS <= 0 {
+			t.Errorf("no complete row for %d queued: %+v", d, row)
+		}
+	}
+	// Three cost ratios, commands and Redis CPU per job for each gateway run, each run's
+	// signatures, and four ratios of the deep backlog to the shallow one; every one measured.
+	if len(rep.Targets) != 13 {
+		t.Errorf("%d targets, want 13", len(rep.Targets))
 	}
 	for _, tg := range rep.Targets {
 		if tg.Missing != "" || tg.Measured <= 0 {

@@ -132,11 +132,11 @@ func registryYAML(env *runEnv, paced bool) (string, error) {
 		hosts    []string
 		mix      string
 	}{
-		{"fcm", "", []string{"fcm.googleapis.com", "android.googleapis.com"}, "fcm"},
-		{"autopush", "", []string{"updates.push.services.mozilla.com", "push.services.mozilla.com"}, "autopush"},
-		{"apple", "", []string{"web.push.apple.com"}, "apple"},
-		{"wns", "", []string{"notify.windows.com"}, "wns"},
-		{"fallback", "generic", nil, "unknown"},
+		{benchProviders[0], "", []string{"fcm.googleapis.com", "android.googleapis.com"}, "fcm"},
+		{benchProviders[1], "", []string{"updates.push.services.mozilla.com", "push.services.mozilla.com"}, "autopush"},
+		{benchProviders[2], "", []string{"web.push.apple.com"}, "apple"},
+		{benchProviders[3], "", []string{"notify.windows.com"}, "wns"},
+		{benchProviders[4], "generic", nil, "unknown"},
 	} {
 		if err := entry(e.id, e.kind, e.hosts, e.mix); err != nil {
 			return "", err
@@ -144,6 +144,9 @@ func registryYAML(env *runEnv, paced bool) (string, error) {
 	}
 	return b.String(), nil
 }
+
+// benchProviders are the providers of the bench's registry, in its order.
+var benchProviders = []string{"fcm", "autopush", "apple", "wns", "fallback"}
 
 // shippedRates lists the shipped registry's rates, for the paced row's description.
 func shippedRates() string {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -21,6 +22,9 @@ type Row struct {
 	What string `json:"what"`
 	// Floor marks the encryption-only row: no process, no network, no Redis.
 	Floor bool `json:"floor,omitempty"`
+	// Depth, for a row of the paced gateway behind a backlog, is how many jobs were queued
+	// behind the ones it was measured on.
+	Depth int `json:"backlog_depth,omitempty"`
 	// Skipped says why the contender did not run; every other field is then empty.
 	Skipped string `json:"skipped,omitempty"`
 
@@ -97,7 +101,11 @@ func (r Row) progressLine() string {
 	case r.Floor:
 		return fmt.Sprintf("%-14s %d encryptions, %.1f µs CPU each", r.Name, r.Messages, r.CPUPerMsg)
 	}
-	return fmt.Sprintf("%-14s %d/%d delivered, %.0f msgs/s, %.1f µs CPU/msg", r.Name, r.Delivered, r.Messages, r.MsgsPerSec, r.CPUPerMsg)
+	line := fmt.Sprintf("%-14s %d/%d delivered, %.0f msgs/s, %.1f µs CPU/msg", r.Name, r.Delivered, r.Messages, r.MsgsPerSec, r.CPUPerMsg)
+	if r.Depth > 0 {
+		line += fmt.Sprintf(", %.2f Redis commands/job, peak RSS %.0f MB", r.RedisCommandsPerJob, float64(r.PeakRSS)/(1<<20))
+	}
+	return line
 }
 
 // Target is one of the goals the bench checks the gateway against.
@@ -153,6 +161,7 @@ func newReport(env *runEnv, rows []Row) Report {
 		fmt.Sprintf("webpush-go runs with RecordSize %d: at its default (4096) it pads every body to 4182 bytes, which FCM, Autopush and Apple refuse with 413. Its subject is given without \"mailto:\", which it adds itself. Both Go contenders run with GOGC %d (the gateway worker's default).", webpushGoRecordSize, cli.DefaultGOGC),
 		fmt.Sprintf("The gateway's %d in-flight slots are shared by the mix, at least one a provider; the plain consumers run %d sends at once.", o.Concurrency, o.Concurrency),
 		"gateway-paced is the same worker at the shipped registry.yaml's rates and bursts (" + shippedRates() + "), the binding limit in production whenever there is a backlog; gateway runs with rates above what one machine sends, so that only its own cost limits it. Both have the same in-flight slots.",
+		"The rows \"gateway-paced, N queued\" are the paced worker measured over as many deliveries as the backlog above, once N more jobs were queued behind them and the intake had moved every job to its lane; the worker is then stopped and the jobs left are deleted. Their Redis commands and CPU are over those deliveries alone (nothing is enqueued meanwhile).",
 		"Redis commands per job: INFO commandstats from the backlog's enqueue until every backlog job had its record (commands run inside scripts included), less the upstream's XADDs and the bench's own polls, per backlog job. Redis CPU µs/job: redis-server's user+system CPU over the same span. Redis bytes kept/job: INFO used_memory once the backlog was recorded less before it, per job: the ledger records and the duplicate-suppression window. Round trips per job: the worker's own count of commands and pipelines sent over its life, idle blocking reads included, per job.",
 	}
 	rep.Targets = rep.targets()
@@ -221,6 +230,22 @@ func (rep Report) targets() []Target {
 				float64(r.Signatures)/float64(max(1, rep.Audiences)), ""))
 		}
 	}
+	// The cost per job does not grow with the backlog: the deepest against the shallowest.
+	if ds := rep.depthRows(); len(ds) >= 2 {
+		lo, hi := ds[0], ds[len(ds)-1]
+		for _, m := range []struct {
+			what  string
+			value func(Row) float64
+		}{{"CPU per message", cpu}, {"Redis commands per job", cmds}, {"Redis CPU per job", redisCPU},
+			{"peak RSS", func(r Row) float64 { return float64(r.PeakRSS) }}} {
+			what := fmt.Sprintf("gateway-paced %s, %d queued / %d queued", m.what, hi.Depth, lo.Depth)
+			if m.value(lo) <= 0 || m.value(hi) <= 0 {
+				ts = append(ts, atMost(what, 1.15, 0, "no figure"))
+				continue
+			}
+			ts = append(ts, atMost(what, 1.15, m.value(hi)/m.value(lo), ""))
+		}
+	}
 	return ts
 }
 
@@ -244,6 +269,9 @@ func (rep Report) table() [][]string {
 	}
 	cells := [][]string{{"contender", "msgs/s", "vs gateway", "CPU µs/msg", "vs gateway", "peak RSS", "p50", "p99", "bytes/msg", "VAPID sigs", "delivered", "pushsim, redis µs/msg"}}
 	for _, r := range rep.Rows {
+		if r.Depth > 0 {
+			continue // in the gateway runs' table
+		}
 		if r.Skipped != "" {
 			cells = append(cells, []string{r.Name, "skipped: " + r.Skipped, "", "", "", "", "", "", "", "", "", ""})
 			continue
@@ -266,21 +294,41 @@ func (rep Report) table() [][]string {
 // header.
 func (rep Report) gatewayTable() [][]string {
 	var cells [][]string
+	header := func() {
+		if cells == nil {
+			cells = [][]string{{"gateway run", "CPU µs/msg", "Redis commands/job", "Redis round trips/job", "Redis CPU µs/job",
+				"Redis bytes kept/job", "peak RSS", "p50", "p99", "VAPID sigs (worker's count)", "ledger records"}}
+		}
+	}
 	for _, c := range []string{contenderGateway, contenderPaced} {
 		r, ok := rep.row(c)
 		if !ok {
 			continue
 		}
-		if cells == nil {
-			cells = [][]string{{"gateway run", "CPU µs/msg", "Redis commands/job", "Redis round trips/job", "Redis CPU µs/job",
-				"Redis bytes kept/job", "p50", "p99", "VAPID sigs (worker's count)", "ledger records"}}
-		}
+		header()
 		cells = append(cells, []string{r.Name, fmt.Sprintf("%.1f", r.CPUPerMsg), fmt.Sprintf("%.2f", r.RedisCommandsPerJob),
 			fmt.Sprintf("%.2f", r.RedisRoundTripsPerJob), fmt.Sprintf("%.1f", r.RedisCPUPerMsg), fmt.Sprintf("%.0f", r.RedisBytesKeptPerJob),
-			fmt.Sprintf("%.1f ms", r.LatencyP50), fmt.Sprintf("%.1f ms", r.LatencyP99),
+			fmt.Sprintf("%.0f MB", float64(r.PeakRSS)/(1<<20)), fmt.Sprintf("%.1f ms", r.LatencyP50), fmt.Sprintf("%.1f ms", r.LatencyP99),
 			fmt.Sprintf("%d (%d)", r.Signatures, r.SignaturesSelf), fmt.Sprint(r.Ledger)})
 	}
+	for _, r := range rep.depthRows() {
+		header()
+		cells = append(cells, []string{r.Name, fmt.Sprintf("%.1f", r.CPUPerMsg), fmt.Sprintf("%.2f", r.RedisCommandsPerJob), "-",
+			fmt.Sprintf("%.1f", r.RedisCPUPerMsg), "-", fmt.Sprintf("%.0f MB", float64(r.PeakRSS)/(1<<20)), "-", "-", "-", "-"})
+	}
 	return cells
+}
+
+// depthRows are the rows of the paced gateway behind a backlog, shallowest first.
+func (rep Report) depthRows() []Row {
+	var out []Row
+	for _, r := range rep.Rows {
+		if r.Depth > 0 && r.Skipped == "" {
+			out = append(out, r)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Depth < out[j].Depth })
+	return out
 }
 
 func (rep Report) writeText(w io.Writer) {
