@@ -57,7 +57,7 @@ func (env *runEnv) gateway(ctx context.Context, paced bool) (Row, error) {
 	}
 	store := stream.New(env.rdb, env.rdb, stream.Options{Prefix: prefix})
 	keys := store.Keys(0)
-	ph, c, err := env.measure(ctx, argv, "", prefix, &keys)
+	ph, _, err := env.measure(ctx, argv, "", prefix, &keys)
 	if err != nil {
 		return row, err
 	}
@@ -71,7 +71,6 @@ func (env *runEnv) gateway(ctx context.Context, paced bool) (Row, error) {
 	}
 	jobs := len(env.warm) + len(env.subs) + env.o.LatencyMessages
 	row.fill(env, ph)
-	row.PeakRSS = max(row.PeakRSS, c.peakRSS())
 	row.RedisRoundTripsPerJob = float64(st.RedisRoundTrips) / float64(jobs)
 	row.SignaturesSelf = int64(st.VAPIDSignatures)
 	// Every job must have its ledger record: a fast gateway that loses jobs is not a result.
@@ -272,12 +271,11 @@ func (env *runEnv) plainConsumer(ctx context.Context, name string, argv []string
 		return row, err
 	}
 	// Node resolves its packages from the folder it runs in: the consumer's own.
-	ph, c, err := env.measure(ctx, append(argv, cfgFile), filepath.Dir(argv[1]), prefix, nil)
+	ph, _, err := env.measure(ctx, append(argv, cfgFile), filepath.Dir(argv[1]), prefix, nil)
 	if err != nil {
 		return row, err
 	}
 	row.fill(env, ph)
-	row.PeakRSS = max(row.PeakRSS, c.peakRSS())
 	return row, nil
 }
 

@@ -86,7 +86,7 @@ func (env *runEnv) depthRow(ctx context.Context, depth int) (Row, error) {
 		row.RedisCPUPerMsg = float64(ph.redisCPU.Microseconds()) / float64(ph.answered)
 		row.RedisCommandsPerJob = float64(ph.redisCommands) / float64(ph.answered)
 	}
-	row.PeakRSS = max(ph.peakRSS, c.peakRSS())
+	row.PeakRSS = ph.peakRSS
 	return row, nil
 }
 

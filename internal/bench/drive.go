@@ -229,6 +229,15 @@ func (env *runEnv) measure(ctx context.Context, argv []string, dir, prefix strin
 		return phase{}, nil, err
 	}
 	ph, err := env.drive(ctx, prefix, c.cmd.Process.Pid, c.exited, keys)
+	if err == nil {
+		// The high-water mark the kernel keeps for the process's memory since its exec, read
+		// while it still runs: the rusage of a reaped child would also count the RSS of this
+		// process when it forked it.
+		var last procSample
+		if last, err = sampleProc(c.cmd.Process.Pid); err == nil {
+			ph.peakRSS = last.peakRSS
+		}
+	}
 	if err != nil {
 		_ = c.stop(5 * time.Second)
 		// What the process printed says why: its summary (the plain consumers count their
@@ -276,14 +285,6 @@ func (c *child) stop(limit time.Duration) error {
 		return fmt.Errorf("%v: %s", c.waitErr, lastLines(c.stderr.String(), 5))
 	}
 	return nil
-}
-
-// peakRSS is the process's peak resident set as the kernel kept it until the end.
-func (c *child) peakRSS() int64 {
-	if ru, ok := c.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		return ru.Maxrss * 1024
-	}
-	return 0
 }
 
 func lastLines(s string, n int) string {

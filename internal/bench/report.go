@@ -154,7 +154,7 @@ func newReport(env *runEnv, rows []Row) Report {
 	}
 	rep.Notes = []string{
 		fmt.Sprintf("pushsim checks the VAPID signature and decrypts the body of 1 push in %d (--sample), so that its own CPU does not dominate the machine; every push gets the other checks (subscription, key, aud, exp, headers, size).", o.Sample),
-		"msgs/s: backlog messages answered per second, from pushsim's first answer to its last. CPU µs/msg: the contender process's user+system CPU over the backlog phase (its startup and a warm-up message per push service excluded) per delivered message. Peak RSS: the process's high-water mark.",
+		"msgs/s: backlog messages answered per second, from pushsim's first answer to its last. CPU µs/msg: the contender process's user+system CPU over the backlog phase (its startup and a warm-up message per push service excluded) per delivered message. Peak RSS: the process's high-water mark since it started (VmHWM), read just before it is stopped.",
 		fmt.Sprintf("Latency: from just before the XADD to pushsim receiving the push, for %d messages enqueued one at a time at %d/s after the backlog.", o.LatencyMessages, o.LatencyRate),
 		"bytes/msg: what the contender sent pushsim per message (TLS records and handshakes, HTTP headers, body).",
 		"pushsim, redis µs/msg: the CPU the simulator (in the bench's own process) and redis-server spent per message over the same backlog phase. All three processes share the machine, so a contender's msgs/s is bounded by its own cost plus these two.",
