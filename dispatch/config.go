@@ -94,9 +94,10 @@ type Config struct {
 	// at all). At a steady rate below what the worker can do, a provider's token bucket lets one
 	// job go at a time, and each record would otherwise pay a round trip and a script call of
 	// its own; with the linger the records of a few milliseconds share them
-	// (stream.Store.SetCommitLinger). Moves to a lane and the checks before a send never wait,
-	// so no send waits for it; a record, and the in-flight slot its send holds, waits at most
-	// this much more (BENCHMARKS.md has its effect).
+	// (stream.Store.SetCommitLinger). Only the records of a provider whose entries wait for its
+	// tokens linger: the in-flight slot such a record holds a little longer delays no send.
+	// Moves to a lane, the checks before a send and every other record never wait
+	// (BENCHMARKS.md has its effect).
 	CommitLinger time.Duration
 	// LaneGather bounds how long a lane whose provider's token bucket is the limit waits before
 	// it reads more entries (NoLinger: it reads as soon as a slot is free). While the entries

@@ -99,7 +99,7 @@ func TestCommandsPerJobTogether(t *testing.T) {
 	go func() {
 		defer close(done)
 		together(t, lane, func(e Entry) (bool, error) {
-			return s.Finish(env.ctx, e, Result{ID: jobID(e.Fields["job"]), Provider: "fcm", Code: "ACCEPTED", Status: 201, Sent: true, At: t0})
+			return s.Finish(env.ctx, e, Result{ID: jobID(e.Fields["job"]), Provider: "fcm", Code: "ACCEPTED", Status: 201, Sent: true, Linger: true, At: t0})
 		})
 	}()
 	waitQueued(t, s.groups[0], n)

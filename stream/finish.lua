@@ -16,17 +16,16 @@
 -- endpoint (gonemark:<hash>; any key of the shard when the item sets none)
 -- ARGV[1] consumer group
 -- ARGV[2] consumer that must own the entries
--- ARGV[3] sent mark TTL, ms
+-- ARGV[3] sent mark TTL, ms (the window's)
 -- ARGV[4] gone mark TTL, ms
--- ARGV[5] results cap (approximate MAXLEN; 0 = none)
--- ARGV[6] gone cap (approximate MAXLEN; 0 = none)
--- ARGV[7] n, the number of items
--- then for each item: the count of its arguments, source entry id, job id, "1" to put the job
--- in the window (accepted), the job's window field, now (unix s), "1" to write the gone stream (GONE and KEY_MISMATCH: the upstream must act), "1" to set
+-- ARGV[5] n, the number of items
+-- then for each item: the count of its arguments (14, or 15 with an endpoint), source entry
+-- id, job id, "1" to put the job in the window (accepted), the job's window field, now (unix
+-- s), "1" to write the gone stream (GONE and KEY_MISMATCH: the upstream must act), "1" to set
 -- the endpoint's gone mark as well (GONE only: queued retries to the endpoint are dropped; a
--- KEY_MISMATCH endpoint may still take a job signed with the right key), L the number of ledger
--- field/value arguments, the ledger record (L arguments), the gone record (the rest, only when
--- the gone stream is written)
+-- KEY_MISMATCH endpoint may still take a job signed with the right key), then the ledger
+-- record's values: provider, code, status, detail, attempt, latency_ms, at; and the endpoint,
+-- for the gone record (which repeats the job id, provider, code, detail and at).
 -- Returns one result per item: 1 when recorded (or already recorded by another attempt); 0 when
 -- nothing changed.
 --
@@ -38,35 +37,32 @@
 --   other outcome: nothing.
 -- * the owner, and the job is marked accepted (another attempt was, in this call or before):
 --   ack and delete the entry, no second record.
-local n = tonumber(ARGV[7])
+local n = tonumber(ARGV[5])
 local items, streams, byStream, sentKeys, jobIds = {}, {}, {}, {}, {}
-local a = 8
+local a = 6
 for i = 1, n do
   local it = {entry = ARGV[a + 1], id = ARGV[a + 2], sent = ARGV[a + 3] == '1', field = ARGV[a + 4],
-    now = ARGV[a + 5], gone = ARGV[a + 6] == '1', mark = ARGV[a + 7] == '1', nl = tonumber(ARGV[a + 8]),
-    last = a + tonumber(ARGV[a]), stream = KEYS[2 + 3 * i], sentKey = KEYS[3 + 3 * i], goneKey = KEYS[4 + 3 * i]}
-  it.ledger = a + 9
+    now = ARGV[a + 5], gone = ARGV[a + 6] == '1', mark = ARGV[a + 7] == '1', v = a + 8,
+    stream = KEYS[2 + 3 * i], sentKey = KEYS[3 + 3 * i], goneKey = KEYS[4 + 3 * i]}
   items[i], sentKeys[i], jobIds[i] = it, it.sentKey, it.id
   if not byStream[it.stream] then
     byStream[it.stream] = {}
     table.insert(streams, it.stream)
   end
   table.insert(byStream[it.stream], it.entry)
-  a = it.last + 1
+  a = a + 1 + tonumber(ARGV[a])
 end
 
-local function xadd(key, cap, first, last)
-  local args = {'XADD', key}
-  if tonumber(cap) > 0 then
-    table.insert(args, 'MAXLEN')
-    table.insert(args, '~')
-    table.insert(args, cap)
-  end
-  table.insert(args, '*')
-  for i = first, last do
-    table.insert(args, ARGV[i])
-  end
-  redis.call(unpack(args))
+-- ledger writes item it's ledger record; gone its gone record.
+local function ledger(it)
+  local v = it.v
+  redis.call('XADD', KEYS[1], '*', 'id', it.id, 'provider', ARGV[v], 'code', ARGV[v + 1], 'status', ARGV[v + 2],
+    'detail', ARGV[v + 3], 'attempt', ARGV[v + 4], 'latency_ms', ARGV[v + 5], 'at', ARGV[v + 6])
+end
+local function gone(it)
+  local v = it.v
+  redis.call('XADD', KEYS[2], '*', 'id', it.id, 'provider', ARGV[v], 'code', ARGV[v + 1], 'endpoint', ARGV[v + 7],
+    'detail', ARGV[v + 3], 'at', ARGV[v + 6])
 end
 
 local mine = {}
@@ -106,7 +102,7 @@ for i, it in ipairs(items) do
   if not owner then
     if it.sent and not isMarked then
       accept(it)
-      xadd(KEYS[1], ARGV[5], it.ledger, it.ledger + it.nl - 1)
+      ledger(it)
       table.insert(accepted, it.id)
       table.insert(accepted, 'accepted')
     else
@@ -124,9 +120,9 @@ for i, it in ipairs(items) do
         redis.call('SET', it.goneKey, '1', 'PX', ARGV[4])
       end
       if it.gone then
-        xadd(KEYS[2], ARGV[6], it.ledger + it.nl, it.last)
+        gone(it)
       end
-      xadd(KEYS[1], ARGV[5], it.ledger, it.ledger + it.nl - 1)
+      ledger(it)
     end
   end
 end

@@ -12,11 +12,22 @@ local function parse_id(id)
 end
 
 -- pending_for returns the ids (a table id -> true) among ids that are pending in group for
--- consumer. One XPENDING of the consumer's own entries from the smallest id to the largest
--- answers for all of them: Redis walks only that consumer's pending list, which holds no more
--- than what the consumer has in hand. When that reply is cut at its count, each id it did not
--- list is asked alone.
+-- consumer. For many ids, one XPENDING of the consumer's own entries from the smallest id to
+-- the largest answers for all of them: Redis walks only that consumer's pending list, which
+-- holds no more than what the consumer has in hand. When that reply is cut at its count, each
+-- id it did not list is asked alone; so is each of a few ids.
 local function pending_for(stream, group, consumer, ids)
+  local mine = {}
+  if #ids < 8 then
+    -- A few entries: one look each costs less than listing everything the consumer holds in
+    -- their range (a lane's range spans its sends in flight).
+    for _, id in ipairs(ids) do
+      if #redis.call('XPENDING', stream, group, id, id, 1, consumer) > 0 then
+        mine[id] = true
+      end
+    end
+    return mine
+  end
   local lo, hi = ids[1], ids[1]
   local loMs, loSeq = parse_id(lo)
   local hiMs, hiSeq = loMs, loSeq
@@ -38,7 +49,6 @@ local function pending_for(stream, group, consumer, ids)
   end
   local limit = math.max(4 * #ids, 1000)
   local p = redis.call('XPENDING', stream, group, lo, hi, limit, consumer)
-  local mine = {}
   for _, x in ipairs(p) do
     mine[x[1]] = true
   end

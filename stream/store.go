@@ -153,9 +153,10 @@ func (s *Store) groupFor(key string) *groupCommit {
 	return s.groups[0]
 }
 
-// SetCommitLinger lets each shard's shared pipeline of records (Finish) wait up to d after its
-// first one for others to join it (0, the default, sends at once; see groupCommit). Moves and
-// checks never wait. Call it before the Store is used.
+// SetCommitLinger lets each shard's shared pipeline of records (Finish of a Result with Linger
+// set) wait up to d after its first one for others to join it (0, the default, sends at once;
+// see groupCommit). Moves, checks and other records never wait. Call it before the Store is
+// used.
 func (s *Store) SetCommitLinger(d time.Duration) {
 	for _, g := range s.groups {
 		g.linger = max(d, 0)

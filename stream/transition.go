@@ -168,8 +168,12 @@ type Result struct {
 	MarkGone bool
 	// Endpoint is the subscription's endpoint, for Gone and MarkGone.
 	Endpoint string
-	// Sent sets the job's sent mark, so a redelivered copy is acknowledged without a send.
+	// Sent puts the job in the duplicate-suppression window (for SentTTL), so a copy enqueued
+	// again is acknowledged without a send.
 	Sent bool
+	// Linger lets the record wait up to the commit linger for others to share its pipeline and
+	// script call (Store.SetCommitLinger): for a record whose wait delays no send.
+	Linger bool
 }
 
 // Finish writes the ledger record of r (and, as r asks, the gone record, the endpoint's gone
@@ -194,19 +198,14 @@ func (s *Store) finishItem(e Entry, r Result) *batchItem {
 	if len(detail) > MaxDetail {
 		detail = detail[:MaxDetail] + "..."
 	}
-	ledger := []any{
-		"id", r.ID, "provider", r.Provider, "code", r.Code, "status", r.Status, "detail", detail,
-		"attempt", r.Attempt, "latency_ms", r.Latency.Milliseconds(), "at", ms(r.At),
-	}
-	args := make([]any, 0, 9+len(ledger)+12)
-	args = append(args, e.ID, r.ID, boolArg(r.Sent), windowField(r.ID), s.o.Now().Unix(),
-		boolArg(r.Gone), boolArg(r.MarkGone), len(ledger))
-	args = append(args, ledger...)
+	// The ledger record's values, in the order of its fields (finish.lua names them), and the
+	// endpoint for the gone record: the one record that carries one, since the upstream needs it
+	// to prune the subscription.
+	args := make([]any, 0, 15)
+	args = append(args, e.ID, r.ID, boolArg(r.Sent), windowField(r.ID), s.o.Now().Unix(), boolArg(r.Gone), boolArg(r.MarkGone),
+		r.Provider, r.Code, r.Status, detail, r.Attempt, r.Latency.Milliseconds(), ms(r.At))
 	if r.Gone {
-		// The one record that carries an endpoint: the upstream needs it to prune the
-		// subscription.
-		args = append(args, "id", r.ID, "provider", r.Provider, "code", r.Code,
-			"endpoint", r.Endpoint, "detail", detail, "at", ms(r.At))
+		args = append(args, r.Endpoint)
 	}
 	goneMark := k.Base + "gonemark:-" // unused by the script unless r.MarkGone
 	if r.MarkGone {
@@ -214,8 +213,8 @@ func (s *Store) finishItem(e Entry, r Result) *batchItem {
 	}
 	return &batchItem{script: finishScript,
 		sharedKeys: []string{k.Results, k.Gone, k.Jobs, k.Window},
-		sharedArgs: []any{Group, s.o.Consumer, durMs(s.o.SentTTL), durMs(s.o.GoneTTL), s.o.ResultsMaxLen, s.o.GoneMaxLen},
-		keys:       []string{e.Stream, k.Sent(r.ID), goneMark}, args: args, linger: true}
+		sharedArgs: []any{Group, s.o.Consumer, durMs(s.o.SentTTL), durMs(s.o.GoneTTL)},
+		keys:       []string{e.Stream, k.Sent(r.ID), goneMark}, args: args, linger: r.Linger}
 }
 
 // AckSent acknowledges and deletes the lane entry of job jobID with no record: a redelivered
