@@ -42,6 +42,10 @@ type Message struct {
 	Topic   string
 	// Key is the application server key the subscription was made with.
 	Key *vapid.Key
+	// Provider, when set, is the id of the provider whose adapter sends the message, in place
+	// of the one the endpoint resolves to: a worker's lane names its own, so that a job routed
+	// before a registry reload moved its host is sent, limited and recorded as one provider.
+	Provider string
 }
 
 // Config is what every provider's adapter shares.
@@ -61,12 +65,16 @@ type Config struct {
 	// JobIDHeader, when set, carries Message.ID on every request so a simulator can tell a
 	// redelivery from a new message. Off by default: real push services have no use for it.
 	JobIDHeader string
+	// Reuse, when set, is the Sender this one replaces (a registry reload): for every provider
+	// whose connection settings (connect, TLS and response header timeouts) are the same, the
+	// new adapter takes over its transport and the connections it holds open.
+	Reuse *Sender
 }
 
 // Sender routes each message to its provider's adapter.
 type Sender struct {
 	reg      *providers.Registry
-	adapters map[string]*Adapter // by provider id; immutable after New
+	adapters map[string]*adapter // by provider id; immutable after New
 	signer   *vapid.Signer       // immutable after New
 }
 
@@ -77,19 +85,25 @@ func (s *Sender) Signatures() uint64 { return s.signer.Signatures() }
 // SignaturesByKey is Signatures by VAPID key name.
 func (s *Sender) SignaturesByKey() map[string]uint64 { return s.signer.SignaturesByKey() }
 
-// New builds one adapter, with its own transport, per provider in the registry.
-func New(cfg Config) (*Sender, error) {
+// NewSender builds one adapter, with its own transport (or Config.Reuse's), per provider in
+// the registry.
+func NewSender(cfg Config) (*Sender, error) {
 	if cfg.Registry == nil || cfg.Signer == nil {
 		return nil, errors.New("adapter: Config needs a Registry and a Signer")
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Sender{reg: cfg.Registry, adapters: make(map[string]*Adapter), signer: cfg.Signer}
+	s := &Sender{reg: cfg.Registry, adapters: make(map[string]*adapter), signer: cfg.Signer}
 	for _, p := range cfg.Registry.Providers() {
-		d := &dialer{connectTo: cfg.ConnectTo, allow: cfg.Allow, timeout: p.ConnectTimeout, resolver: cfg.Resolver}
-		t := newTransport(p, d, cfg.RootCAs)
-		s.adapters[p.ID] = &Adapter{
+		var t *http.Transport
+		if old := cfg.Reuse.adapterOf(p.ID); old != nil && sameConnections(old.provider, p) {
+			t = old.transport
+		} else {
+			d := &dialer{connectTo: cfg.ConnectTo, allow: cfg.Allow, timeout: p.ConnectTimeout, resolver: cfg.Resolver}
+			t = newTransport(p, d, cfg.RootCAs)
+		}
+		s.adapters[p.ID] = &adapter{
 			provider:  p,
 			signer:    cfg.Signer,
 			now:       cfg.Now,
@@ -106,7 +120,8 @@ func New(cfg Config) (*Sender, error) {
 	return s, nil
 }
 
-// Send resolves the endpoint's provider and sends through its adapter.
+// Send resolves the endpoint's provider and sends through its adapter, or through the
+// adapter of m.Provider when the message names one this Sender has.
 func (s *Sender) Send(ctx context.Context, m *Message) taxonomy.Outcome {
 	route, err := s.reg.Resolve(m.Subscription.Endpoint)
 	if err != nil {
@@ -116,13 +131,23 @@ func (s *Sender) Send(ctx context.Context, m *Message) taxonomy.Outcome {
 		}
 		return taxonomy.SecretsOf(m.Subscription.Endpoint).Local(s.reg.Fallback().ID, code, err.Error())
 	}
-	return s.adapters[route.Provider.ID].Send(ctx, route, m)
+	a := s.adapters[route.Provider.ID]
+	if named := s.adapterOf(m.Provider); named != nil && named != a {
+		a, route.Provider = named, named.provider
+	}
+	return a.Send(ctx, route, m)
 }
 
-// Adapter returns the adapter of a provider id.
-func (s *Sender) Adapter(id string) (*Adapter, bool) {
-	a, ok := s.adapters[id]
-	return a, ok
+func (s *Sender) adapterOf(id string) *adapter {
+	if s == nil || id == "" {
+		return nil
+	}
+	return s.adapters[id]
+}
+
+// sameConnections reports whether a transport built for a serves b as well.
+func sameConnections(a, b *providers.Provider) bool {
+	return a.ConnectTimeout == b.ConnectTimeout && a.TLSTimeout == b.TLSTimeout && a.ResponseHeaderTimeout == b.ResponseHeaderTimeout
 }
 
 // Close drops every idle connection.
@@ -132,8 +157,22 @@ func (s *Sender) Close() {
 	}
 }
 
-// Adapter sends to one provider.
-type Adapter struct {
+// Retire closes the idle connections of the transports of s that next did not take over
+// (Config.Reuse): call it once the sends s started have ended.
+func (s *Sender) Retire(next *Sender) {
+	kept := map[*http.Transport]bool{}
+	for _, a := range next.adapters {
+		kept[a.transport] = true
+	}
+	for _, a := range s.adapters {
+		if !kept[a.transport] {
+			a.transport.CloseIdleConnections()
+		}
+	}
+}
+
+// adapter sends to one provider.
+type adapter struct {
 	provider  *providers.Provider // immutable after New
 	signer    *vapid.Signer
 	now       func() time.Time
@@ -142,15 +181,12 @@ type Adapter struct {
 	client    *http.Client
 }
 
-// Provider is the provider this adapter sends to.
-func (a *Adapter) Provider() *providers.Provider { return a.provider }
-
 // Send delivers m to route, which must be one of this adapter's, and returns its outcome.
 //
 // Every outcome, answered or not, is made through the Secrets of the endpoint, so its detail
 // holds no part of the endpoint's path: not what a service echoes, not what a transport error
 // quotes, not what a local refusal says.
-func (a *Adapter) Send(ctx context.Context, route providers.Route, m *Message) taxonomy.Outcome {
+func (a *adapter) Send(ctx context.Context, route providers.Route, m *Message) taxonomy.Outcome {
 	p := a.provider
 	secrets := taxonomy.SecretsOf(route.Endpoint)
 	h, out, ok := a.shape(secrets, m)
@@ -198,7 +234,7 @@ func (a *Adapter) Send(ctx context.Context, route providers.Route, m *Message) t
 }
 
 // shape builds the headers every push carries and checks what the provider would refuse.
-func (a *Adapter) shape(secrets taxonomy.Secrets, m *Message) (http.Header, taxonomy.Outcome, bool) {
+func (a *adapter) shape(secrets taxonomy.Secrets, m *Message) (http.Header, taxonomy.Outcome, bool) {
 	p := a.provider
 	if m.TTL < 0 {
 		return nil, a.local(secrets, taxonomy.InvalidTTL, fmt.Sprintf("TTL %d is negative", m.TTL)), false
@@ -234,7 +270,7 @@ func (a *Adapter) shape(secrets taxonomy.Secrets, m *Message) (http.Header, taxo
 
 // body returns the aes128gcm body: the upstream's ciphertext, or the payload encrypted to the
 // subscription's keys.
-func (a *Adapter) body(secrets taxonomy.Secrets, m *Message) ([]byte, taxonomy.Outcome, bool) {
+func (a *adapter) body(secrets taxonomy.Secrets, m *Message) ([]byte, taxonomy.Outcome, bool) {
 	if m.Ciphertext != nil {
 		if limit := maxBody(a.provider.Kind); len(m.Ciphertext) > limit {
 			return nil, a.local(secrets, taxonomy.PayloadTooLarge,
@@ -256,14 +292,14 @@ func (a *Adapter) body(secrets taxonomy.Secrets, m *Message) ([]byte, taxonomy.O
 	return body, taxonomy.Outcome{}, true
 }
 
-func (a *Adapter) local(secrets taxonomy.Secrets, code taxonomy.Code, detail string) taxonomy.Outcome {
+func (a *adapter) local(secrets taxonomy.Secrets, code taxonomy.Code, detail string) taxonomy.Outcome {
 	return secrets.Local(a.provider.ID, code, detail)
 }
 
 // transportOutcome names a failure to get an answer. The url.Error wrapper is dropped (its text
 // is the method and the URL, which says nothing more), and what is left still goes through the
 // endpoint's secrets: an error deeper down may quote the URL too.
-func (a *Adapter) transportOutcome(ctx context.Context, secrets taxonomy.Secrets, err error) taxonomy.Outcome {
+func (a *adapter) transportOutcome(ctx context.Context, secrets taxonomy.Secrets, err error) taxonomy.Outcome {
 	var blocked *BlockedError
 	if errors.As(err, &blocked) {
 		return a.local(secrets, taxonomy.Blocked, blocked.Error())

@@ -142,7 +142,7 @@ func BenchmarkSend(b *testing.B) {
 			b.Fatal(err)
 		}
 		connectTo, _ := adapter.ParseConnectTo([]string{"fcm.googleapis.com:443=" + sim.addr})
-		s, err := adapter.New(adapter.Config{Registry: reg, Signer: signer, ConnectTo: connectTo, RootCAs: sim.pool})
+		s, err := adapter.NewSender(adapter.Config{Registry: reg, Signer: signer, ConnectTo: connectTo, RootCAs: sim.pool})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -5,11 +5,12 @@ import (
 	"net"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/adapter"
+	"github.com/webpush-gateway/webpush-gateway/internal/simtest"
+	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
 	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/providers"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
@@ -22,31 +23,13 @@ const (
 	genericHost = "push.example.net"
 )
 
-// clock is a settable time source shared by the signer and the classifier.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = t
-}
-
 // harness is pushsim plus a Sender wired to it under the real provider host names.
 type harness struct {
 	sim    *pushsim.Server
 	sender *adapter.Sender
 	signer *vapid.Signer
 	key    *vapid.Key
-	clock  *clock
+	clock  *testkit.Clock // shared by the signer and the classifier
 }
 
 type harnessOptions struct {
@@ -57,13 +40,10 @@ type harnessOptions struct {
 
 func newHarness(t testing.TB, opt harnessOptions) *harness {
 	t.Helper()
-	sim, err := pushsim.Start(pushsim.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatalf("pushsim.Start: %v", err)
-	}
-	t.Cleanup(func() { sim.Close() })
+	sim := simtest.Start(t, pushsim.Config{})
 	data := opt.registry
 	if data == nil {
+		var err error
 		if data, err = os.ReadFile("../registry.yaml"); err != nil {
 			t.Fatal(err)
 		}
@@ -72,10 +52,10 @@ func newHarness(t testing.TB, opt harnessOptions) *harness {
 	if err != nil {
 		t.Fatalf("registry: %v", err)
 	}
-	c := &clock{now: opt.now}
-	if c.now.IsZero() {
-		c.now = time.Now()
+	if opt.now.IsZero() {
+		opt.now = time.Now()
 	}
+	c := testkit.NewClock(opt.now)
 	signer, err := vapid.NewSigner(vapid.SignerOptions{Subject: subject, Now: c.Now})
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +66,7 @@ func newHarness(t testing.TB, opt harnessOptions) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sender, err := adapter.New(adapter.Config{
+	sender, err := adapter.NewSender(adapter.Config{
 		Registry: reg, Signer: signer, ConnectTo: connectTo, RootCAs: sim.CertPool(), Now: c.Now,
 		JobIDHeader: "X-Job-Id",
 	})
@@ -94,11 +74,7 @@ func newHarness(t testing.TB, opt harnessOptions) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(sender.Close)
-	key, err := vapid.GenerateKey("default")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &harness{sim: sim, sender: sender, signer: signer, key: key, clock: c}
+	return &harness{sim: sim, sender: sender, signer: signer, key: simtest.VAPIDKey(t), clock: c}
 }
 
 // subscribe makes a subscription on pushsim bound to the harness key.

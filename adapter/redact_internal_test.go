@@ -21,7 +21,7 @@ func TestTransportErrorsAreRedacted(t *testing.T) {
 		token    = "dpH5lCsTSSM:APA91bHqjZxM0VImWWqDRN7U0a3AycjUf4O-byuxb_wJsKRaKvV"
 		endpoint = "https://fcm.googleapis.com/fcm/send/" + token
 	)
-	a := &Adapter{provider: &providers.Provider{ID: "fcm", Kind: "fcm"}}
+	a := &adapter{provider: &providers.Provider{ID: "fcm", Kind: "fcm"}}
 	secrets := taxonomy.SecretsOf(endpoint)
 	tests := []struct {
 		name string

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/webpush-gateway/webpush-gateway/adapter"
+	"github.com/webpush-gateway/webpush-gateway/internal/simtest"
 	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/providers"
 	"github.com/webpush-gateway/webpush-gateway/taxonomy"
@@ -203,7 +204,7 @@ func senderFor(t *testing.T, cert *x509.Certificate, connectTo []string, allow [
 	if cert != nil {
 		pool.AddCert(cert)
 	}
-	s, err := adapter.New(adapter.Config{Registry: reg, Signer: signer, ConnectTo: ct, RootCAs: pool, Allow: allow})
+	s, err := adapter.NewSender(adapter.Config{Registry: reg, Signer: signer, ConnectTo: ct, RootCAs: pool, Allow: allow})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,10 +215,7 @@ func senderFor(t *testing.T, cert *x509.Certificate, connectTo []string, allow [
 // sendTo sends one message to endpoint with freshly made subscription keys.
 func sendTo(t *testing.T, s *adapter.Sender, endpoint string) taxonomy.Outcome {
 	t.Helper()
-	key, err := vapid.GenerateKey("default")
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := simtest.VAPIDKey(t)
 	var sub job.Subscription
 	sub.Endpoint = endpoint
 	// Any valid P-256 point and 16-byte secret will do: these servers do not decrypt.

@@ -5,50 +5,160 @@
 // stream names, metric names, the registry, the grace period).
 package deploy_test
 
-import "time"
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
 
-// The names the worker exposes, as the contract between the worker and its deployment fixes
-// them. Every check reads them from here; when the worker's listener and metrics land, these
-// are the values to take from its own constants, and contractMetrics is what a scrape of a
-// running worker lists.
-const (
-	httpPortName = "http" // container port name of `run --http`
-	httpPort     = 9090   // its default port
-	livezPath    = "/livez"
-	readyzPath   = "/readyz"
-	metricsPath  = "/metrics"
-	defaultGrace = 25 * time.Second // --grace when GATEWAY_GRACE is not set
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/webpush-gateway/webpush-gateway/dispatch"
+	"github.com/webpush-gateway/webpush-gateway/internal/redistest"
+	"github.com/webpush-gateway/webpush-gateway/telemetry"
+	"github.com/webpush-gateway/webpush-gateway/vapid"
 )
 
-// metricFamily is one metric of the contract: its type and its labels.
+// The names the worker exposes, taken from its own constants: every check reads them from
+// here.
+const (
+	httpPortName = "http" // container port name of `run --http`
+	livezPath    = telemetry.LivezPath
+	readyzPath   = telemetry.ReadyzPath
+	metricsPath  = telemetry.MetricsPath
+	defaultGrace = dispatch.DefaultGrace // --grace when GATEWAY_GRACE is not set
+)
+
+// httpPort is the port of run's default --http.
+var httpPort = func() int32 {
+	_, p, err := net.SplitHostPort(telemetry.DefaultAddr)
+	n, _ := strconv.Atoi(p)
+	if err != nil || n == 0 {
+		panic(fmt.Sprintf("telemetry.DefaultAddr %q has no port", telemetry.DefaultAddr))
+	}
+	return int32(n)
+}()
+
+// metricFamily is one metric the worker exports: its type and its labels.
 type metricFamily struct {
 	typ    string // counter, gauge, histogram
 	labels []string
 }
 
-var contractMetrics = map[string]metricFamily{
-	"webpush_sends_total":                             {"counter", []string{"provider", "code"}},
-	"webpush_send_duration_seconds":                   {"histogram", []string{"provider"}},
-	"webpush_inflight_requests":                       {"gauge", []string{"provider"}},
-	"webpush_inflight_limit":                          {"gauge", []string{"provider"}},
-	"webpush_rate_limit_per_second":                   {"gauge", []string{"provider"}},
-	"webpush_breaker_state":                           {"gauge", []string{"provider"}},
-	"webpush_breaker_transitions_total":               {"counter", []string{"provider", "to"}},
-	"webpush_jobs_finished_total":                     {"counter", []string{"provider", "code"}},
-	"webpush_retries_scheduled_total":                 {"counter", []string{"provider", "code"}},
-	"webpush_dead_letters_total":                      {"counter", []string{"reason"}},
-	"webpush_unknown_authority_total":                 {"counter", nil},
-	"webpush_vapid_signatures_total":                  {"counter", []string{"key"}},
-	"webpush_queue_entries":                           {"gauge", []string{"shard", "stream"}},
-	"webpush_queue_lag_entries":                       {"gauge", []string{"shard", "stream"}},
-	"webpush_oldest_pending_age_seconds":              {"gauge", []string{"shard", "stream"}},
-	"webpush_queue_stats_refreshed_timestamp_seconds": {"gauge", nil},
-	"webpush_replicas":                                {"gauge", nil},
-	"webpush_redis_errors_total":                      {"counter", []string{"op"}},
-	"webpush_registry_reload_success":                 {"gauge", nil},
-	"webpush_registry_reload_timestamp_seconds":       {"gauge", nil},
-	"webpush_build_info":                              {"gauge", []string{"version", "goversion"}},
-	"webpush_provider_paused":                         {"gauge", []string{"provider"}},
+// scraped is the worker's own scrape, taken once per test binary by workerMetrics.
+var scraped struct {
+	once     sync.Once
+	families map[string]metricFamily
+	err      error
+}
+
+// workerMetrics is every family a running worker serves on /metrics: the real binary, built
+// from this tree, run against a real redis-server, scraped once it runs. The rules, the
+// scaler's query and the dashboard are checked against it, so a metric or label renamed in the
+// worker fails here and not in production.
+func workerMetrics(t *testing.T) map[string]metricFamily {
+	t.Helper()
+	scraped.once.Do(func() { scraped.families, scraped.err = scrapeWorker(t) })
+	if scraped.err != nil {
+		t.Fatalf("scrape a running worker: %v", scraped.err)
+	}
+	return scraped.families
+}
+
+func scrapeWorker(t *testing.T) (map[string]metricFamily, error) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "gateway-worker")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/gateway-worker")
+	build.Dir = ".."
+	if out, err := build.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	key, err := vapid.GenerateKey("default")
+	if err != nil {
+		return nil, err
+	}
+	pem, err := key.MarshalPEM()
+	if err != nil {
+		return nil, err
+	}
+	keyFile := filepath.Join(dir, "vapid.pem")
+	if err := os.WriteFile(keyFile, pem, 0o600); err != nil {
+		return nil, err
+	}
+	r := redistest.Start(t)
+	logFile := filepath.Join(dir, "worker.log")
+	logs, err := os.Create(logFile)
+	if err != nil {
+		return nil, err
+	}
+	defer logs.Close()
+	worker := exec.Command(bin, "run", "--redis", r.URL(), "--vapid-key", keyFile, "--subject", "mailto:ops@example.com",
+		"--http", "127.0.0.1:0", "--registry", "../registry.yaml")
+	worker.Stdout, worker.Stderr = logs, logs
+	if err := worker.Start(); err != nil {
+		return nil, err
+	}
+	defer func() {
+		_ = worker.Process.Signal(syscall.SIGTERM)
+		_ = worker.Wait()
+	}()
+	// The listener's address is in the log; the families are complete once the worker runs
+	// and its first queue statistics are in.
+	deadline := time.Now().Add(time.Minute)
+	for ; time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		addr := listenerAddr(logFile)
+		if addr == "" {
+			continue
+		}
+		resp, err := http.Get("http://" + addr + telemetry.MetricsPath)
+		if err != nil {
+			continue
+		}
+		parser := expfmt.NewTextParser(model.UTF8Validation)
+		fams, err := parser.TextToMetricFamilies(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		if fams["webpush_queue_entries"] == nil || fams["webpush_breaker_state"] == nil {
+			continue
+		}
+		out := map[string]metricFamily{}
+		for name, f := range fams {
+			if !strings.HasPrefix(name, "webpush_") {
+				continue // the Go and process collectors
+			}
+			var labels []string
+			for _, l := range f.GetMetric()[0].GetLabel() {
+				labels = append(labels, l.GetName())
+			}
+			out[name] = metricFamily{strings.ToLower(f.GetType().String()), labels}
+		}
+		return out, nil
+	}
+	data, _ := os.ReadFile(logFile)
+	return nil, fmt.Errorf("no complete scrape within a minute; the worker's log:\n%s", data)
+}
+
+// listenerAddr is the address in the worker's "http listener" log line, or "".
+func listenerAddr(logFile string) string {
+	data, _ := os.ReadFile(logFile)
+	for _, line := range strings.Split(string(data), "\n") {
+		var rec struct{ Msg, Addr string }
+		if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "http listener" {
+			return rec.Addr
+		}
+	}
+	return ""
 }
 
 // queueGauges read the same Redis on every replica, so every replica reports the same value:

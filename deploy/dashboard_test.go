@@ -173,7 +173,7 @@ func TestDashboard(t *testing.T) {
 	}
 	b := build(t, "overlays/production")
 	_, recorded := ruleExprs(b.rules[0])
-	qc := queryContext{families: contractMetrics, recorded: recorded, providerIDs: providerIDs(registryOf(t, b))}
+	qc := queryContext{families: workerMetrics(t), recorded: recorded, providerIDs: registryOf(t, b).IDs()}
 	for _, err := range checkDashboard(d, qc) {
 		t.Error(err)
 	}
@@ -188,7 +188,7 @@ func TestDashboardChecksCatchBreakage(t *testing.T) {
 	}
 	b := build(t, "overlays/production")
 	_, recorded := ruleExprs(b.rules[0])
-	qc := queryContext{families: contractMetrics, recorded: recorded, providerIDs: providerIDs(registryOf(t, b))}
+	qc := queryContext{families: workerMetrics(t), recorded: recorded, providerIDs: registryOf(t, b).IDs()}
 	find := func(d *dashJSON, title string) *dashPanel {
 		for i := range d.Panels {
 			if d.Panels[i].Title == title {

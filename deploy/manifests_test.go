@@ -144,14 +144,6 @@ func registryOf(t *testing.T, b *built) *providers.Registry {
 	return reg
 }
 
-func providerIDs(reg *providers.Registry) []string {
-	var ids []string
-	for _, p := range reg.Providers() {
-		ids = append(ids, p.ID)
-	}
-	return ids
-}
-
 // checkWorkerPod checks the worker's pod template against what `run` needs: probes on the
 // listener's paths and port, the grace period, GOMEMLIMIT, the consumer name, the registry
 // and key mounts, and no token.
@@ -172,7 +164,7 @@ func checkWorkerPod(t *testing.T, b *built, d *appsv1.Deployment, c *corev1.Cont
 	if port == nil || port.ContainerPort != httpPort {
 		bad("container port %q must be %d (run --http's): %+v", httpPortName, httpPort, c.Ports)
 	}
-	if _, p, err := net.SplitHostPort(e["GATEWAY_HTTP"]); err != nil || p != strconv.Itoa(httpPort) {
+	if _, p, err := net.SplitHostPort(e["GATEWAY_HTTP"]); err != nil || p != strconv.Itoa(int(httpPort)) {
 		bad("GATEWAY_HTTP %q must listen on port %d", e["GATEWAY_HTTP"], httpPort)
 	}
 	probe := func(name string, p *corev1.Probe, wantPath string) {
@@ -728,7 +720,7 @@ func TestScaledObject(t *testing.T) {
 				t.Fatalf("GATEWAY_SHARDS %q", e["GATEWAY_SHARDS"])
 			}
 			prefix := e["GATEWAY_PREFIX"]
-			ids := providerIDs(registryOf(t, b))
+			ids := registryOf(t, b).IDs()
 			var kinds []string
 			for _, tr := range so.Spec.Triggers {
 				kinds = append(kinds, tr.Type)
@@ -757,7 +749,7 @@ func TestScaledObject(t *testing.T) {
 // Prometheus query that scales on the ledger are each caught.
 func TestScaledObjectChecksCatchBreakage(t *testing.T) {
 	dev := build(t, "overlays/dev")
-	ids := providerIDs(registryOf(t, dev))
+	ids := registryOf(t, dev).IDs()
 	so := *dev.scaledObjects[0]
 	so.Spec.Triggers = slices.Clone(so.Spec.Triggers)
 	so.Spec.Triggers = slices.DeleteFunc(so.Spec.Triggers, func(tr scaleTrigger) bool { return tr.Metadata["stream"] == "wp:{0}:lane:apple" })

@@ -330,8 +330,7 @@ func matchesAll(ms []*labels.Matcher, lbls map[string]string) bool {
 }
 
 // TestRulesUseWorkerMetrics: every expression of the PrometheusRule and the ScaledObject's
-// query reads metrics, labels and label values the worker exposes (the contract's list, until
-// the lead switches contractMetrics to a scrape of a running worker), and combines the queue
+// query reads metrics, labels and label values a running worker serves, and combines the queue
 // gauges with max. A renamed metric or label, a code that is not a taxonomy code, or a summed
 // queue gauge fails here.
 func TestRulesUseWorkerMetrics(t *testing.T) {
@@ -339,7 +338,7 @@ func TestRulesUseWorkerMetrics(t *testing.T) {
 		t.Run(dir, func(t *testing.T) {
 			b := build(t, dir)
 			exprs, recorded := ruleExprs(b.rules[0])
-			qc := queryContext{families: contractMetrics, recorded: recorded, providerIDs: providerIDs(registryOf(t, b))}
+			qc := queryContext{families: workerMetrics(t), recorded: recorded, providerIDs: registryOf(t, b).IDs()}
 			keys := make([]string, 0, len(exprs))
 			for k := range exprs {
 				keys = append(keys, k)
@@ -377,7 +376,7 @@ func TestRulesUseWorkerMetrics(t *testing.T) {
 // TestQueryChecksCatchBreakage: the checks above refuse a renamed metric, an unknown label, a
 // code outside the taxonomy, a stream no worker reports, and a summed queue gauge.
 func TestQueryChecksCatchBreakage(t *testing.T) {
-	qc := queryContext{families: contractMetrics, recorded: map[string]bool{scalingRule: true}, providerIDs: []string{"fcm", "apple"}}
+	qc := queryContext{families: workerMetrics(t), recorded: map[string]bool{scalingRule: true}, providerIDs: []string{"fcm", "apple"}}
 	for _, tc := range []struct{ expr, want string }{
 		{`sum(rate(webpush_send_total[5m]))`, "webpush_send_total is not one the worker exposes"},
 		{`sum by (provider) (rate(webpush_sends_total{status="500"}[5m]))`, `no label "status"`},

@@ -10,28 +10,12 @@ import (
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/webpush-gateway/webpush-gateway/internal/metricstest"
 )
 
 // rulesTests is the promtool unit test file, relative to deploy/.
 const rulesTests = "base/tests/rules_test.yaml"
-
-// promtool finds Prometheus's promtool on the PATH or where scripts/install-deps.sh puts it
-// (bin/promtool at the repository root), and fails the test when it is in neither.
-func promtool(t *testing.T) string {
-	t.Helper()
-	if p, err := exec.LookPath("promtool"); err == nil {
-		return p
-	}
-	local, err := filepath.Abs(filepath.Join("..", "bin", "promtool"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fi, err := os.Stat(local); err == nil && fi.Mode()&0o111 != 0 {
-		return local
-	}
-	t.Fatalf("promtool is not on the PATH nor at %s: run `make deps` (scripts/install-deps.sh extracts it from Debian's prometheus package)", local)
-	return ""
-}
 
 // writeRules writes an overlay's PrometheusRule spec as a plain Prometheus rule file.
 func writeRules(t *testing.T, b *built, dir string) string {
@@ -56,7 +40,7 @@ func writeRules(t *testing.T, b *built, dir string) string {
 
 func runPromtool(t *testing.T, dir string, args ...string) {
 	t.Helper()
-	cmd := exec.Command(promtool(t), args...)
+	cmd := exec.Command(metricstest.Promtool(t), args...)
 	cmd.Dir = dir
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)

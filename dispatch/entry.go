@@ -8,6 +8,7 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/adapter"
 	"github.com/webpush-gateway/webpush-gateway/stream"
 	"github.com/webpush-gateway/webpush-gateway/taxonomy"
+	"github.com/webpush-gateway/webpush-gateway/telemetry"
 )
 
 // laneStore is what a lane needs of Redis: its reads and the state changes of its entries.
@@ -156,6 +157,7 @@ func (l *lane) message(lj *laneJob, now time.Time) *adapter.Message {
 		ID: j.ID, Subscription: j.Subscription,
 		Payload: j.Payload, Ciphertext: j.Ciphertext,
 		TTL: max(0, int(remaining/time.Second)), Urgency: j.Urgency, Topic: j.Topic, Key: l.cfg.Keys[j.VAPIDKey],
+		Provider: l.provider,
 	}
 }
 
@@ -212,7 +214,7 @@ func (l *lane) stillOurs(ctx, stop context.Context, e stream.Entry) bool {
 // ask runs a Redis call that a send waits for (a check), retrying failures until it succeeds,
 // ctx ends or stop ends (the lane is stopping: the entry stays pending for another replica).
 func (l *lane) ask(ctx, stop context.Context, e stream.Entry, what string, op func(context.Context) error) error {
-	return l.health.retry(ctx, stop.Done(), e.Shard, opCheck, what, false, l.cfg.Now, op)
+	return l.health.retry(ctx, stop.Done(), e.Shard, telemetry.OpCheck, what, false, l.cfg.Now, op)
 }
 
 // recordContext is the context the outcome of a send is written under. It is not cancelled

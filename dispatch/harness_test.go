@@ -242,7 +242,7 @@ func (e *env) senderFor(reg *providers.Registry) *adapter.Sender {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	s, err := adapter.New(adapter.Config{
+	s, err := adapter.NewSender(adapter.Config{
 		Registry: reg, Signer: signer, ConnectTo: connectTo, RootCAs: sim.CertPool(), Now: e.clock.Now,
 		JobIDHeader: "X-Job-Id",
 	})

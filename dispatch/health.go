@@ -43,33 +43,22 @@ func newRedisHealth(shards int, log *slog.Logger, now time.Time, metrics *teleme
 	return &redisHealth{log: log, metrics: metrics, shards: make([]shardHealth, shards), upSince: now, changed: make(chan struct{})}
 }
 
-// The ops a Redis error is counted under (webpush_redis_errors_total{op}): a fixed set.
-const (
-	opRead      = "read"      // intake and lane reads
-	opWrite     = "write"     // the state changes of entries
-	opCheck     = "check"     // the looks before a send (owner, sent and gone marks)
-	opHeartbeat = "heartbeat" // the heartbeat
-	opProbe     = "probe"     // the write probe
-	opReclaim   = "reclaim"   // claims of entries of replicas that are gone
-	opStats     = "stats"     // the queue statistics
-)
-
 // observe takes the result of a Redis call of kind op made for shard (-1: a call of no one
-// shard, such as the heartbeat); an error counts in the metrics under op. A write refusal closes the shard's gate until the prober finds that the shard
-// accepts writes again (probed): the scripts that record outcomes run even while Redis refuses
-// other writes, so their success proves nothing. A call that got no answer marks Redis down
-// until any call gets one.
-func (h *redisHealth) observe(shard int, op string, err error, now time.Time) {
+// shard, such as the heartbeat); an error counts in the metrics under op. A write refusal
+// closes the shard's gate until the prober finds that the shard accepts writes again (probed):
+// the scripts that record outcomes run even while Redis refuses other writes, so their success
+// proves nothing. A call that got no answer marks Redis down until any call gets one.
+func (h *redisHealth) observe(shard int, op telemetry.RedisOp, err error, now time.Time) {
 	h.note(shard, op, err, now, false)
 }
 
 // probed takes the result of a write probe of shard: success reopens a gate that a write
 // refusal closed.
 func (h *redisHealth) probed(shard int, err error, now time.Time) {
-	h.note(shard, opProbe, err, now, true)
+	h.note(shard, telemetry.OpProbe, err, now, true)
 }
 
-func (h *redisHealth) note(shard int, op string, err error, now time.Time, probe bool) {
+func (h *redisHealth) note(shard int, op telemetry.RedisOp, err error, now time.Time, probe bool) {
 	if err != nil && !errors.Is(err, context.Canceled) {
 		h.metrics.RedisError(op)
 	}
@@ -177,7 +166,7 @@ func (h *redisHealth) upFor(now time.Time) time.Duration {
 // send, or of a job that ends without one), every failure keeps the shard's gate closed until
 // the write goes through: the worker takes no new work while it cannot record what it did.
 // Errors from stream never carry an endpoint or key material, so they are logged as they are.
-func (h *redisHealth) retry(ctx context.Context, stop <-chan struct{}, shard int, kind, what string, outcome bool, now func() time.Time, op func(context.Context) error) error {
+func (h *redisHealth) retry(ctx context.Context, stop <-chan struct{}, shard int, kind telemetry.RedisOp, what string, outcome bool, now func() time.Time, op func(context.Context) error) error {
 	var p pause
 	counted := false
 	defer func() {

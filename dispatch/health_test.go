@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/providers"
+	"github.com/webpush-gateway/webpush-gateway/telemetry"
 )
 
 var (
@@ -31,10 +33,10 @@ func TestHealthGate(t *testing.T) {
 		upFor        time.Duration // at t0+10s
 	}{
 		{"fresh", func() {}, true, true, 10 * time.Second},
-		{"unreachable closes every shard", func() { h.observe(0, opRead, errUnreachable, t0.Add(time.Second)) }, false, false, 0},
-		{"any answer reopens them and restarts the clock", func() { h.observe(1, opRead, nil, t0.Add(4*time.Second)) }, true, true, 6 * time.Second},
-		{"a write refusal closes its shard only", func() { h.observe(1, opRead, errOOM, t0.Add(5*time.Second)) }, true, false, 6 * time.Second},
-		{"a successful outcome write does not reopen it", func() { h.observe(1, opRead, nil, t0.Add(6*time.Second)) }, true, false, 6 * time.Second},
+		{"unreachable closes every shard", func() { h.observe(0, telemetry.OpRead, errUnreachable, t0.Add(time.Second)) }, false, false, 0},
+		{"any answer reopens them and restarts the clock", func() { h.observe(1, telemetry.OpRead, nil, t0.Add(4*time.Second)) }, true, true, 6 * time.Second},
+		{"a write refusal closes its shard only", func() { h.observe(1, telemetry.OpRead, errOOM, t0.Add(5*time.Second)) }, true, false, 6 * time.Second},
+		{"a successful outcome write does not reopen it", func() { h.observe(1, telemetry.OpRead, nil, t0.Add(6*time.Second)) }, true, false, 6 * time.Second},
 		{"a failed probe keeps it closed", func() { h.probed(1, errOOM, t0.Add(7*time.Second)) }, true, false, 6 * time.Second},
 		{"a successful probe reopens it", func() { h.probed(1, nil, t0.Add(8*time.Second)) }, true, true, 6 * time.Second},
 		{"an outcome waiting to be written closes its shard", func() { h.unwritten(0, +1) }, false, true, 6 * time.Second},
@@ -74,10 +76,35 @@ func TestReclaimerWaitsOutAReconnect(t *testing.T) {
 		t.Errorf("alive = %v; want the view's two replicas", alive)
 	}
 	check("the view is older than stale_after", t0.Add(11*time.Second), false)
-	h.observe(-1, opRead, errUnreachable, t0.Add(12*time.Second))
-	h.observe(-1, opRead, nil, t0.Add(20*time.Second))
+	h.observe(-1, telemetry.OpRead, errUnreachable, t0.Add(12*time.Second))
+	h.observe(-1, telemetry.OpRead, nil, t0.Add(20*time.Second))
 	beat.view.Store(&aliveView{names: []string{"w1"}, at: t0.Add(20 * time.Second)})
 	check("back 1 s after an outage, a fresh view", t0.Add(21*time.Second), false)
 	beat.view.Store(&aliveView{names: []string{"w1"}, at: t0.Add(25 * time.Second)})
 	check("back 6 s after it, a fresh view", t0.Add(26*time.Second), true)
+}
+
+// TestWatchedRoundsEndBeforeTheirWatchdog: every round of a ticking loop runs under a deadline
+// well inside the loop's /livez bound, so a Redis that never answers makes rounds fail, not
+// the loop stop ticking.
+func TestWatchedRoundsEndBeforeTheirWatchdog(t *testing.T) {
+	cfg := &Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	const period = time.Hour
+	done := make(chan struct{})
+	left := make(chan time.Duration, 1)
+	start := time.Now()
+	go ticking(done, period, true, cfg, "test", func(ctx context.Context) error {
+		dl, ok := ctx.Deadline()
+		if !ok {
+			left <- -1
+		} else {
+			left <- dl.Sub(start)
+		}
+		close(done)
+		return nil
+	})
+	d := <-left
+	if d <= 0 || d > watchdogBound(period)/2+time.Second {
+		t.Fatalf("a round's deadline is %v after its start; want one within half the watchdog's %v", d, watchdogBound(period))
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/providers"
+	"github.com/webpush-gateway/webpush-gateway/telemetry"
 )
 
 // leaveTimeout bounds the Leave call on shutdown: Redis may be gone, and the replica then
@@ -55,7 +56,7 @@ func (h *heartbeat) start(wg *sync.WaitGroup) {
 	goCounted(wg, func() {
 		ctx, cancel := untilClosed(h.done)
 		defer cancel()
-		beat := h.cfg.Health.Loop("heartbeat", 3*h.hb.Every+watchdogSlack)
+		beat := h.cfg.Health.Loop("heartbeat", watchdogBound(h.hb.Every))
 		defer beat.Done()
 		t := time.NewTicker(h.hb.Every)
 		defer t.Stop()
@@ -67,7 +68,10 @@ func (h *heartbeat) start(wg *sync.WaitGroup) {
 			case <-t.C:
 			}
 			beat.Tick()
-			if err := h.beat(ctx); err != nil && ctx.Err() == nil {
+			rctx, cancelRound := roundContext(ctx, h.hb.Every)
+			err := h.beat(rctx)
+			cancelRound()
+			if err != nil && ctx.Err() == nil {
 				h.cfg.Logger.Warn("dispatch: heartbeat failed; trying again at the next period", "err", err, "every", h.hb.Every.String())
 			}
 		}
@@ -79,7 +83,7 @@ func (h *heartbeat) start(wg *sync.WaitGroup) {
 func (h *heartbeat) beat(ctx context.Context) error {
 	now := h.cfg.Now()
 	b, err := h.cfg.Store.Heartbeat(ctx, now, h.hb.StaleAfter, h.state())
-	h.health.observe(-1, opHeartbeat, err, h.cfg.Now())
+	h.health.observe(-1, telemetry.OpHeartbeat, err, h.cfg.Now())
 	if err != nil {
 		return err
 	}
@@ -98,13 +102,13 @@ func (h *heartbeat) beat(ctx context.Context) error {
 // replicaState is what a replica publishes with its heartbeat, for `gateway-worker status`.
 type replicaState struct {
 	Version  string            `json:"version,omitempty"`
-	Breakers map[string]string `json:"breakers"` // provider id -> closed, half-open, open
+	Breakers map[string]string `json:"breakers"` // provider id -> closed, half_open, open
 }
 
 func (h *heartbeat) state() string {
 	st := replicaState{Version: h.cfg.Version, Breakers: map[string]string{}}
 	for _, pl := range h.limits.all() {
-		st.Breakers[pl.id] = pl.breaker().State().String()
+		st.Breakers[pl.id] = breakerState(pl.breaker().State()).String() // as the metrics' labels spell it
 	}
 	b, err := json.Marshal(st)
 	if err != nil {

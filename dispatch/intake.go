@@ -56,7 +56,7 @@ func (in *intake) run() {
 		// Entries that break the entry rules are dead-lettered by the read itself, in Redis.
 		entries, refused, err := cfg.Store.ReadIntake(ctx, in.shard, cfg.IntakeBatch, cfg.Block)
 		if ctx.Err() == nil {
-			in.health.observe(in.shard, opRead, err, cfg.Now())
+			in.health.observe(in.shard, telemetry.OpRead, err, cfg.Now())
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -119,7 +119,7 @@ func (in *intake) handle(ctx context.Context, e stream.Entry) error {
 	}
 	provider := route.Provider.ID
 	var v stream.LaneVerdict
-	err = in.health.retry(ctx, in.done, e.Shard, opWrite, "to lane", false, cfg.Now, func(ctx context.Context) (err error) {
+	err = in.health.retry(ctx, in.done, e.Shard, telemetry.OpWrite, "to lane", false, cfg.Now, func(ctx context.Context) (err error) {
 		v, err = cfg.Store.ToLane(ctx, e, provider, job.ID, raw, job.EnqueuedAt.UnixMilli())
 		return err
 	})
@@ -162,7 +162,7 @@ func (in *intake) dead(ctx context.Context, e stream.Entry, id, reason, raw stri
 // means another consumer owns the entry now, which is not an error: that consumer moves it.
 func (in *intake) move(ctx context.Context, what string, e stream.Entry, op func(context.Context) (bool, error)) error {
 	var owned bool
-	err := in.health.retry(ctx, in.done, e.Shard, opWrite, what, false, in.cfg.Now, func(ctx context.Context) (err error) {
+	err := in.health.retry(ctx, in.done, e.Shard, telemetry.OpWrite, what, false, in.cfg.Now, func(ctx context.Context) (err error) {
 		owned, err = op(ctx)
 		return err
 	})

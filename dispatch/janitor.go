@@ -3,6 +3,8 @@ package dispatch
 import (
 	"context"
 	"sync"
+
+	"github.com/webpush-gateway/webpush-gateway/telemetry"
 )
 
 // janitorParams configure the consumer janitor.
@@ -39,6 +41,9 @@ func (j *janitor) clean(ctx context.Context) error {
 		for _, st := range streams {
 			removed, err := cfg.Store.CleanConsumers(ctx, s, st, cfg.JanitorIdle)
 			if err != nil {
+				if ctx.Err() == nil {
+					cfg.Metrics.RedisError(telemetry.OpJanitor)
+				}
 				return err
 			}
 			if len(removed) > 0 {

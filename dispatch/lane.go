@@ -12,6 +12,7 @@ import (
 	jobfmt "github.com/webpush-gateway/webpush-gateway/job" // "job" names one job in this package
 	"github.com/webpush-gateway/webpush-gateway/limits"
 	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/telemetry"
 )
 
 // gatherWait is how long a lane whose slots are nearly all taken waits for a few more to come
@@ -176,9 +177,11 @@ func (l *lane) run() {
 					// Why: the failures (5xx, 429, transport errors) of at least min_samples
 					// outcomes in the window reached the failure ratio.
 					b := l.lim.provider().Breaker
+					failures, outcomes := l.lim.breaker().Tripped()
 					level = slog.LevelWarn
-					attrs = append(attrs, "why", fmt.Sprintf("failures reached %g of the outcomes (at least %d) within %s",
-						b.FailureRatio, b.MinSamples, b.Window), "cooldown", b.Cooldown.String())
+					attrs = append(attrs, "why", fmt.Sprintf("%d failures in %d outcomes within %s reached the failure ratio %g (at least %d outcomes)",
+						failures, outcomes, b.Window, b.FailureRatio, b.MinSamples),
+						"failures", failures, "outcomes", outcomes, "cooldown", b.Cooldown.String())
 				}
 				log.Log(ctx, level, "dispatch: provider breaker "+state.String(), attrs...)
 			}
@@ -226,7 +229,7 @@ func (l *lane) run() {
 		}
 		entries, err := l.store.ReadLane(ctx, l.shard, l.provider, n, cfg.Block)
 		if ctx.Err() == nil {
-			l.health.observe(l.shard, opRead, err, cfg.Now())
+			l.health.observe(l.shard, telemetry.OpRead, err, cfg.Now())
 		}
 		if err != nil {
 			if ctx.Err() != nil {

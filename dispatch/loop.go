@@ -83,6 +83,17 @@ func closed(ch <-chan struct{}) bool {
 // waits for Redis (a dial, a read timeout, the backoff) still ticks within it.
 const watchdogSlack = 30 * time.Second
 
+// watchdogBound is the /livez bound of a loop that ticks every period.
+func watchdogBound(period time.Duration) time.Duration { return 3*period + watchdogSlack }
+
+// roundContext bounds one round of a watched loop to half its /livez bound. go-redis, given a
+// Redis that does not answer (a partition drops packets rather than refusing them), retries
+// each dial and each command for longer than that bound; without a deadline such a round
+// would stop the loop's ticks and /livez would restart a pod whose only fault is Redis.
+func roundContext(ctx context.Context, period time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, watchdogBound(period)/2)
+}
+
 // ticking runs round once a period until done is closed: the shape of the promoter, the
 // reclaimer, the prober, the janitor and the budget loop. With atOnce the first round runs
 // before the first tick. A failed round is logged and tried again after the Redis backoff; a
@@ -91,7 +102,7 @@ const watchdogSlack = 30 * time.Second
 func ticking(done <-chan struct{}, period time.Duration, atOnce bool, cfg *Config, what string, round func(context.Context) error) {
 	ctx, cancel := untilClosed(done)
 	defer cancel()
-	beat := cfg.Health.Loop(what, 3*period+watchdogSlack)
+	beat := cfg.Health.Loop(what, watchdogBound(period))
 	defer beat.Done()
 	t := time.NewTicker(period)
 	defer t.Stop()
@@ -107,7 +118,10 @@ func ticking(done <-chan struct{}, period time.Duration, atOnce bool, cfg *Confi
 		}
 		beat.Tick()
 		wait = true
-		if err := round(ctx); err != nil {
+		rctx, cancelRound := roundContext(ctx, period)
+		err := round(rctx)
+		cancelRound()
+		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/webpush-gateway/webpush-gateway/internal/metricstest"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/telemetry"
 )
@@ -20,7 +20,7 @@ import (
 func TestMetricsFollowTheRun(t *testing.T) {
 	e := newEnv(t, envOptions{wallClock: true, registry: testRegistry(map[string]string{"apple": "breaker: {cooldown: 30s}"})})
 	reg := telemetry.NewRegistry()
-	m, err := telemetry.NewMetrics(reg, telemetry.MetricsOptions{Providers: providerIDs(e.reg), Keys: []string{"default"}, Version: "test", GoVersion: "go"})
+	m, err := telemetry.NewMetrics(reg, telemetry.MetricsOptions{Providers: e.reg.IDs(), Keys: []string{"default"}, Version: "test", GoVersion: "go"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func TestMetricsFollowTheRun(t *testing.T) {
 	e.enqueue(job("self-hosted", unknown, "x"), job("bad", fcm, "x", "ttl", -1))
 	e.start(cfg)
 	waitFor(t, "apple's breaker open", func() bool {
-		v, ok := lookup(t, reg, telemetry.BreakerStateMetric, "provider", "apple")
+		v, ok := metricstest.Gather(t, reg).Lookup(telemetry.BreakerStateMetric, "provider", "apple")
 		return ok && v == 2
 	})
 	for i := range 20 {
@@ -53,25 +53,25 @@ func TestMetricsFollowTheRun(t *testing.T) {
 			accepted++
 		}
 	}
-	if got := value(t, reg, telemetry.SendsTotal, "provider", "fcm", "code", "ACCEPTED"); int(got) != accepted || accepted != 20 {
+	if got := metricstest.Gather(t, reg).Value(t, telemetry.SendsTotal, "provider", "fcm", "code", "ACCEPTED"); int(got) != accepted || accepted != 20 {
 		t.Errorf("sends_total{fcm,ACCEPTED} = %v, ledger ACCEPTED for fcm = %d; want both 20", got, accepted)
 	}
-	if got := value(t, reg, telemetry.JobsFinishedTotal, "provider", "fcm", "code", "ACCEPTED"); got != 20 {
+	if got := metricstest.Gather(t, reg).Value(t, telemetry.JobsFinishedTotal, "provider", "fcm", "code", "ACCEPTED"); got != 20 {
 		t.Errorf("jobs_finished_total{fcm,ACCEPTED} = %v, want 20", got)
 	}
-	if got := value(t, reg, telemetry.SendsTotal, "provider", "apple", "code", "PROVIDER_DOWN"); got < 1 {
+	if got := metricstest.Gather(t, reg).Value(t, telemetry.SendsTotal, "provider", "apple", "code", "PROVIDER_DOWN"); got < 1 {
 		t.Errorf("sends_total{apple,PROVIDER_DOWN} = %v, want some", got)
 	}
-	if got := value(t, reg, telemetry.RetriesScheduledTotal, "provider", "apple", "code", "PROVIDER_DOWN"); got < 1 {
+	if got := metricstest.Gather(t, reg).Value(t, telemetry.RetriesScheduledTotal, "provider", "apple", "code", "PROVIDER_DOWN"); got < 1 {
 		t.Errorf("retries_scheduled_total{apple,PROVIDER_DOWN} = %v, want some", got)
 	}
-	if got := value(t, reg, telemetry.BreakerTransitions, "provider", "apple", "to", "open"); got != 1 {
+	if got := metricstest.Gather(t, reg).Value(t, telemetry.BreakerTransitions, "provider", "apple", "to", "open"); got != 1 {
 		t.Errorf("breaker_transitions_total{apple,open} = %v, want 1", got)
 	}
-	if got := value(t, reg, telemetry.DeadLettersTotal, "reason", string(telemetry.DeadInvalidJob)); got != 1 {
+	if got := metricstest.Gather(t, reg).Value(t, telemetry.DeadLettersTotal, "reason", string(telemetry.DeadInvalidJob)); got != 1 {
 		t.Errorf("dead_letters_total{invalid_job} = %v, want 1", got)
 	}
-	if got := value(t, reg, telemetry.UnknownAuthorityTotal); got != 1 {
+	if got := metricstest.Gather(t, reg).Value(t, telemetry.UnknownAuthorityTotal); got != 1 {
 		t.Errorf("unknown_authority_total = %v, want 1", got)
 	}
 	waitFor(t, "the queue gauges", func() bool {
@@ -88,50 +88,4 @@ webpush_replicas 1
 	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
 		t.Errorf("lint: %v %v", problems, err)
 	}
-}
-
-// value is the value of the series of metric name with the given label pairs in reg's gather
-// (the counter's, the gauge's, or the histogram's count); it fails the test when there is none.
-func value(t *testing.T, reg prometheus.Gatherer, name string, labels ...string) float64 {
-	t.Helper()
-	v, ok := lookup(t, reg, name, labels...)
-	if !ok {
-		t.Fatalf("no series %s%v", name, labels)
-	}
-	return v
-}
-
-// lookup is value without the failure: ok is false when there is no such series.
-func lookup(t *testing.T, reg prometheus.Gatherer, name string, labels ...string) (float64, bool) {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range mf.GetMetric() {
-			got := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				got[lp.GetName()] = lp.GetValue()
-			}
-			for i := 0; i+1 < len(labels); i += 2 {
-				if got[labels[i]] != labels[i+1] {
-					continue series
-				}
-			}
-			switch {
-			case m.Counter != nil:
-				return m.GetCounter().GetValue(), true
-			case m.Gauge != nil:
-				return m.GetGauge().GetValue(), true
-			case m.Histogram != nil:
-				return float64(m.GetHistogram().GetSampleCount()), true
-			}
-		}
-	}
-	return 0, false
 }

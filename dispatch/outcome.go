@@ -113,7 +113,7 @@ func (l *lane) afterSend(lj *laneJob, out taxonomy.Outcome, r stream.Result) wri
 		due, v := cfg.Backoff.next(r.At, lj.attempt, out.RetryAfter, remaining, cfg.Rand())
 		switch v {
 		case retriesExhausted:
-			return write{kind: writeDead, dead: stream.DeadRecord{ID: j.ID, Code: string(out.Code),
+			return write{kind: writeDead, result: r, dead: stream.DeadRecord{ID: j.ID, Code: string(out.Code),
 				Reason:  fmt.Sprintf("gave up after %d attempts: %s", lj.attempt+1, describe(out)),
 				Attempt: lj.attempt, Provider: l.provider, Job: lj.raw, At: r.At}}
 		case retryExpired:
@@ -124,7 +124,7 @@ func (l *lane) afterSend(lj *laneJob, out taxonomy.Outcome, r stream.Result) wri
 				ID: j.ID, Provider: l.provider, Recipient: j.Recipient, Due: due, Attempt: lj.attempt + 1,
 				Job: lj.raw, EnqueuedAtMs: lj.enqueued.UnixMilli(),
 				MaxDelayed: capArg(cfg.MaxDelayed), MaxPerRecipient: capArg(cfg.MaxPerRecipient),
-				Code: string(out.Code), At: r.At,
+				Code: string(out.Code), Detail: out.Detail, At: r.At,
 			}}
 		}
 	}
@@ -175,8 +175,12 @@ func (l *lane) apply(ctx context.Context, e stream.Entry, lj *laneJob, w write) 
 		op = func(ctx context.Context) (bool, error) { return l.store.Finish(ctx, e, w.result) }
 	case writeDead:
 		what, code = "to dead", w.dead.Code
-		l.cfg.Logger.Info("dispatch: job dead-lettered", "shard", e.Shard, "provider", l.provider,
-			"id", logID(w.dead.ID), "code", w.dead.Code, "reason", w.dead.Reason)
+		attrs := []any{"shard", e.Shard, "provider", l.provider, "id", logID(w.dead.ID), "code", w.dead.Code,
+			"attempt", w.dead.Attempt, "reason", w.dead.Reason}
+		if w.result.ID != "" { // the last attempt's answer: retries exhausted
+			attrs = append(attrs, "status", w.result.Status, "latency", w.result.Latency)
+		}
+		l.cfg.Logger.Info("dispatch: job dead-lettered", append(attrs, l.endpointHash(lj)...)...)
 		op = func(ctx context.Context) (bool, error) { return l.store.ToDead(ctx, e, w.dead) }
 	case writeRetry:
 		what, code = "to delayed", w.retry.Code
@@ -191,7 +195,7 @@ func (l *lane) apply(ctx context.Context, e stream.Entry, lj *laneJob, w write) 
 		panic(fmt.Sprintf("dispatch: write of kind %d", w.kind))
 	}
 	var owned bool
-	err := l.health.retry(ctx, nil, e.Shard, opWrite, what, true, l.cfg.Now, func(ctx context.Context) (err error) {
+	err := l.health.retry(ctx, nil, e.Shard, telemetry.OpWrite, what, true, l.cfg.Now, func(ctx context.Context) (err error) {
 		owned, err = op(ctx)
 		return err
 	})
@@ -239,10 +243,16 @@ func (l *lane) logFinished(e stream.Entry, lj *laneJob, r stream.Result) {
 	}
 	attrs := []any{"shard", e.Shard, "provider", l.provider, "id", logID(r.ID), "code", r.Code, "status", r.Status,
 		"attempt", r.Attempt, "latency", r.Latency}
+	log.Log(context.Background(), level, "dispatch: job finished", append(attrs, l.endpointHash(lj)...)...)
+}
+
+// endpointHash is the endpoint_hash attribute of a job's log line, or none without a key or a
+// job.
+func (l *lane) endpointHash(lj *laneJob) []any {
 	if key := l.cfg.EndpointHashKey; key != nil && lj.job != nil {
-		attrs = append(attrs, "endpoint_hash", telemetry.EndpointHash(key, lj.job.Subscription.Endpoint))
+		return []any{"endpoint_hash", telemetry.EndpointHash(key, lj.job.Subscription.Endpoint)}
 	}
-	log.Log(context.Background(), level, "dispatch: job finished", attrs...)
+	return nil
 }
 
 // count tells the metrics what a write that went through did: a terminal record, a retry

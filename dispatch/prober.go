@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"sync"
 )
 
@@ -37,8 +38,8 @@ func (p *prober) probe(ctx context.Context) error {
 	var failed error
 	for s := 0; s < p.cfg.Store.Shards(); s++ {
 		err := p.cfg.Store.ProbeWrite(ctx, s)
-		if ctx.Err() != nil {
-			return nil
+		if errors.Is(ctx.Err(), context.Canceled) {
+			return nil // stopping; a round that ran out of time is a failed check
 		}
 		p.health.probed(s, err, p.cfg.Now())
 		if err != nil && failed == nil {

@@ -3,6 +3,8 @@ package dispatch
 import (
 	"context"
 	"sync"
+
+	"github.com/webpush-gateway/webpush-gateway/telemetry"
 )
 
 // promoteLimit is how many due retries one PromoteDue call moves: enough to drain a backlog in
@@ -44,6 +46,9 @@ func (pr *promoter) promote(ctx context.Context) error {
 		for range promoteRounds {
 			n, err := cfg.Store.PromoteDue(ctx, s, cfg.Now(), promoteLimit)
 			if err != nil {
+				if ctx.Err() == nil {
+					cfg.Metrics.RedisError(telemetry.OpPromote)
+				}
 				return err
 			}
 			if n > 0 {

@@ -79,6 +79,9 @@ type fleetLimits struct {
 	order []*providerLimits          // guarded by mu; registry order
 	// shared is the live-replica count of the last share, for a reload's re-share.
 	shared int // guarded by mu
+	// paused are the providers an operator paused, as the last heartbeat read them: a provider
+	// a reload adds starts paused when it is one.
+	paused map[string]bool // guarded by mu
 }
 
 // newFleetLimits builds the limits of every provider of the registry. Buckets start at the
@@ -122,6 +125,7 @@ func (f *fleetLimits) add(p *providers.Provider, fallback bool) *providerLimits 
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	pl.paused.Store(f.paused[p.ID])
 	f.byID[p.ID] = pl
 	f.order = append(f.order, pl)
 	return pl
@@ -223,6 +227,9 @@ func (f *fleetLimits) pause(ids []string, log *slog.Logger) {
 	for _, id := range ids {
 		paused[id] = true
 	}
+	f.mu.Lock()
+	f.paused = paused
+	f.mu.Unlock()
 	for _, pl := range f.all() {
 		if was := pl.paused.Swap(paused[pl.id]); was != paused[pl.id] {
 			if was {

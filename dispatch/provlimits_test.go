@@ -2,12 +2,16 @@ package dispatch
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/limits"
 	"github.com/webpush-gateway/webpush-gateway/providers"
+	"github.com/webpush-gateway/webpush-gateway/stream"
 	"github.com/webpush-gateway/webpush-gateway/taxonomy"
+	"github.com/webpush-gateway/webpush-gateway/vapid"
 )
 
 func TestOutcomesForTheBreakers(t *testing.T) {
@@ -163,5 +167,30 @@ func TestTokenGatherWaitsOnlyWhileTheTokensAreTheLimit(t *testing.T) {
 				t.Errorf("tokenGather = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// A provider an operator paused, that a reload adds to the registry (the drain of an orphan
+// lane), starts paused: its lanes must not read before the next heartbeat says so.
+func TestAddedProviderStartsAsPaused(t *testing.T) {
+	reg, err := providers.Parse("registry.yaml", []byte(unitRegistry))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Config{Store: stream.New(nil, nil, stream.Options{Consumer: "unit"}), Sender: &fakeSender{}, Registry: reg,
+		Keys: map[string]*vapid.Key{"default": unitKey}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFleetLimits(&cfg)
+	f.pause([]string{"selfhosted"}, cfg.Logger)
+	p := *reg.Fallback()
+	p.ID = "selfhosted"
+	if pl := f.add(&p, false); !pl.paused.Load() {
+		t.Error("selfhosted, paused by an operator, was added unpaused")
+	}
+	p.ID = "other"
+	if pl := f.add(&p, false); pl.paused.Load() {
+		t.Error("other, which nobody paused, was added paused")
 	}
 }

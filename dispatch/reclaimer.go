@@ -153,7 +153,7 @@ func (r *reclaimer) room(p string) int {
 func (r *reclaimer) claim(ctx context.Context, shard int, stream string, count int, alive []string) ([]stream.Entry, error) {
 	cfg := r.cfg
 	claimed, dead, err := cfg.Store.Reclaim(ctx, shard, stream, cfg.VisibilityTimeout, count, cfg.MaxDeliveries, alive...)
-	r.health.observe(shard, opReclaim, err, cfg.Now())
+	r.health.observe(shard, telemetry.OpReclaim, err, cfg.Now())
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/webpush-gateway/webpush-gateway/telemetry"
 )
 
 // Run is the worker: New and Worker.Run, for callers that reload nothing.
@@ -52,13 +54,17 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	cfg := &w.cfg
 	log := cfg.Logger
-	ids := providerIDs(cfg.registry())
+	ids := cfg.registry().IDs()
 	// Redis may still be starting (a pod and its Redis come up together): keep trying, for
 	// up to StartupTimeout in all.
 	start, cancelStart := context.WithTimeout(ctx, cfg.StartupTimeout)
 	defer cancelStart()
 	if err := startup(start, cfg.StartupTimeout, log, "setup", func(ctx context.Context) error {
-		return cfg.Store.Setup(ctx, ids)
+		err := cfg.Store.Setup(ctx, ids)
+		if err != nil && ctx.Err() == nil {
+			cfg.Metrics.RedisError(telemetry.OpSetup)
+		}
+		return err
 	}); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped before Redis answered: nothing was started
@@ -133,6 +139,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	w.stopping.Store(true)
 	cfg.Health.Draining()
+	log.Info("dispatch: stopping: the readers stop, the sends in flight finish", "grace", cfg.Grace.String(), "record_grace", cfg.RecordGrace.String())
 	// The grace period counts from the cancellation: sends keep running while readers stop.
 	grace := time.NewTimer(cfg.Grace)
 	defer grace.Stop()

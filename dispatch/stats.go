@@ -52,12 +52,12 @@ func (st *stats) round(ctx context.Context) error {
 	var all []telemetry.QueueStat
 	for s := 0; s < cfg.Store.Shards(); s++ {
 		qs, err := cfg.Store.QueueStats(ctx, s, providers, now)
-		st.health.observe(s, opStats, err, cfg.Now())
+		st.health.observe(s, telemetry.OpStats, err, cfg.Now())
 		if err != nil {
 			return err
 		}
 		if _, err := cfg.Store.TrimRecords(ctx, s); err != nil {
-			st.health.observe(s, opStats, err, cfg.Now())
+			st.health.observe(s, telemetry.OpStats, err, cfg.Now())
 			return err
 		}
 		for _, q := range qs {

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 
 	"github.com/webpush-gateway/webpush-gateway/providers"
+	"github.com/webpush-gateway/webpush-gateway/telemetry"
 )
 
 // Worker is one worker process's dispatcher: New checks its Config, Run runs it, and Reload
@@ -87,7 +87,7 @@ func (w *Worker) apply(ctx context.Context, r reload) error {
 	old := cfg.registry()
 	next := r.reg
 	var removed []string
-	for _, id := range providerIDs(old) {
+	for _, id := range old.IDs() {
 		if _, ok := next.Provider(id); !ok {
 			removed = append(removed, id)
 		}
@@ -105,7 +105,8 @@ func (w *Worker) apply(ctx context.Context, r reload) error {
 	}
 	if len(added) > 0 {
 		// Groups first, so that no entry routed to a new lane waits in a stream no group reads.
-		if err := cfg.Store.Setup(ctx, providerIDs(next)); err != nil {
+		if err := cfg.Store.Setup(ctx, next.IDs()); err != nil {
+			cfg.Metrics.RedisError(telemetry.OpSetup)
 			return fmt.Errorf("dispatch: reload: create the new lanes' groups: %w", err)
 		}
 	}
@@ -126,7 +127,7 @@ func (w *Worker) apply(ctx context.Context, r reload) error {
 	}
 	cfg.live.reg.Store(next)
 	w.limits.share(cfg.Now(), w.limits.live())
-	cfg.Metrics.SetProviders(providerIDs(next))
+	cfg.Metrics.SetProviders(next.IDs())
 
 	var restart []string
 	if old.Heartbeat() != next.Heartbeat() {
@@ -170,13 +171,4 @@ func (w *Worker) allLanes() []*lane {
 		}
 	}
 	return out
-}
-
-// providerIDs are reg's provider ids, in registry order.
-func providerIDs(reg *providers.Registry) []string {
-	var ids []string
-	for _, p := range reg.Providers() {
-		ids = append(ids, p.ID)
-	}
-	return slices.Clip(ids)
 }

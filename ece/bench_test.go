@@ -1,34 +1,28 @@
 package ece_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"encoding/base64"
 	"fmt"
-	"math/big"
-	"net/url"
 	"testing"
-	"time"
 
 	webpush "github.com/SherClockHolmes/webpush-go"
-	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/webpush-gateway/webpush-gateway/ece"
+	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
 )
 
 var benchSizes = []int{32, 256, 2048}
 
-// BenchmarkEncrypt is one production message: fresh ephemeral key, random
-// salt, ECDH, derivation, AES-GCM, and a newly allocated body.
-func BenchmarkEncrypt(b *testing.B) {
-	_, _, keys := uaKeys(b)
+// eachSize runs a sub-benchmark for every payload size of benchSizes, its throughput counted in
+// plaintext bytes: prepare makes the operation on that plaintext (untimed), and b.Loop repeats
+// it.
+func eachSize(b *testing.B, prepare func(b *testing.B, pt []byte) func() error) {
 	for _, n := range benchSizes {
 		b.Run(fmt.Sprintf("size=%d", n), func(b *testing.B) {
-			pt := payload(n)
+			op := prepare(b, payload(n))
 			b.SetBytes(int64(n))
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := ece.Encrypt(keys, pt, ece.Options{}); err != nil {
+				if err := op(); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -36,23 +30,29 @@ func BenchmarkEncrypt(b *testing.B) {
 	}
 }
 
+// BenchmarkEncrypt is one production message: fresh ephemeral key, random
+// salt, ECDH, derivation, AES-GCM, and a newly allocated body.
+func BenchmarkEncrypt(b *testing.B) {
+	_, _, keys := uaKeys(b)
+	eachSize(b, func(_ *testing.B, pt []byte) func() error {
+		return func() error {
+			_, err := ece.Encrypt(keys, pt, ece.Options{})
+			return err
+		}
+	})
+}
+
 // BenchmarkAppendEncrypt is Encrypt into a reused per-worker buffer.
 func BenchmarkAppendEncrypt(b *testing.B) {
 	_, _, keys := uaKeys(b)
-	for _, n := range benchSizes {
-		b.Run(fmt.Sprintf("size=%d", n), func(b *testing.B) {
-			pt := payload(n)
-			buf := make([]byte, 0, ece.MaxBodySize)
-			b.SetBytes(int64(n))
-			b.ReportAllocs()
-			for b.Loop() {
-				var err error
-				if buf, err = ece.AppendEncrypt(buf[:0], keys, pt, ece.Options{}); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
+	eachSize(b, func(_ *testing.B, pt []byte) func() error {
+		buf := make([]byte, 0, ece.MaxBodySize)
+		return func() error {
+			var err error
+			buf, err = ece.AppendEncrypt(buf[:0], keys, pt, ece.Options{})
+			return err
+		}
+	})
 }
 
 // BenchmarkParseKeysEncrypt adds ParseKeys, for callers that get the keys
@@ -86,21 +86,16 @@ func BenchmarkParseKeys(b *testing.B) {
 
 func BenchmarkDecrypt(b *testing.B) {
 	ua, auth, keys := uaKeys(b)
-	for _, n := range benchSizes {
-		b.Run(fmt.Sprintf("size=%d", n), func(b *testing.B) {
-			body, err := ece.Encrypt(keys, payload(n), ece.Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.SetBytes(int64(n))
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := ece.Decrypt(body, ua, auth); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
+	eachSize(b, func(b *testing.B, pt []byte) func() error {
+		body, err := ece.Encrypt(keys, pt, ece.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return func() error {
+			_, err := ece.Decrypt(body, ua, auth)
+			return err
+		}
+	})
 }
 
 // BenchmarkWebpushGoEncrypt times github.com/SherClockHolmes/webpush-go
@@ -116,16 +111,12 @@ func BenchmarkDecrypt(b *testing.B) {
 func BenchmarkWebpushGoEncrypt(b *testing.B) {
 	ua, auth, _ := uaKeys(b)
 	w := newWebpushGo(b, b64url(ua.PublicKey().Bytes()), b64url(auth), 0, false)
-	for _, n := range benchSizes {
-		b.Run(fmt.Sprintf("size=%d", n), func(b *testing.B) {
-			pt := payload(n)
-			b.SetBytes(int64(n))
-			b.ReportAllocs()
-			for b.Loop() {
-				w.send(b, pt)
-			}
-		})
-	}
+	eachSize(b, func(b *testing.B, pt []byte) func() error {
+		return func() error {
+			w.send(b, pt)
+			return nil
+		}
+	})
 }
 
 // BenchmarkEncryptPadded4096 is our Encrypt padded to a 4096-byte body,
@@ -133,27 +124,21 @@ func BenchmarkWebpushGoEncrypt(b *testing.B) {
 // like comparison of the encryption work.
 func BenchmarkEncryptPadded4096(b *testing.B) {
 	_, _, keys := uaKeys(b)
-	for _, n := range benchSizes {
-		b.Run(fmt.Sprintf("size=%d", n), func(b *testing.B) {
-			pt := payload(n)
-			opts := ece.Options{Pad: ece.MaxPlaintext - n}
-			b.SetBytes(int64(n))
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := ece.Encrypt(keys, pt, opts); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
+	eachSize(b, func(_ *testing.B, pt []byte) func() error {
+		opts := ece.Options{Pad: ece.MaxPlaintext - len(pt)}
+		return func() error {
+			_, err := ece.Encrypt(keys, pt, opts)
+			return err
+		}
+	})
 }
 
 // BenchmarkWebpushGoVAPIDOnly approximates the part of
-// BenchmarkWebpushGoEncrypt that is not encryption: it repeats, step by
-// step, what webpush-go's getVAPIDAuthorizationHeader does per message
-// (decode the VAPID key, recompute its public point with ScalarMult, sign
-// an ES256 JWT with golang-jwt). Subtracting it from
-// BenchmarkWebpushGoEncrypt estimates webpush-go's encryption cost alone.
+// BenchmarkWebpushGoEncrypt that is not encryption: what webpush-go's
+// getVAPIDAuthorizationHeader does per message (decode the VAPID key,
+// recompute its public point with ScalarMult, sign an ES256 JWT with
+// golang-jwt), as testkit.WebpushGoVAPIDHeader replays it. Subtracting it
+// from BenchmarkWebpushGoEncrypt estimates webpush-go's encryption cost alone.
 func BenchmarkWebpushGoVAPIDOnly(b *testing.B) {
 	priv, pub, err := webpush.GenerateVAPIDKeys()
 	if err != nil {
@@ -161,32 +146,8 @@ func BenchmarkWebpushGoVAPIDOnly(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		u, err := url.Parse("https://push.example.test/wpush/v2/token")
-		if err != nil {
+		if _, err := testkit.WebpushGoVAPIDHeader("https://push.example.test/wpush/v2/token", "mailto:ops@example.com", priv, pub); err != nil {
 			b.Fatal(err)
 		}
-		token := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{
-			"aud": u.Scheme + "://" + u.Host,
-			"exp": time.Now().Add(12 * time.Hour).Unix(),
-			"sub": "mailto:ops@example.com",
-		})
-		d, err := base64.RawURLEncoding.DecodeString(priv)
-		if err != nil {
-			b.Fatal(err)
-		}
-		curve := elliptic.P256()
-		//lint:ignore SA1019 webpush-go builds its key this way; the benchmark measures what it does
-		x, y := curve.ScalarMult(curve.Params().Gx, curve.Params().Gy, d)
-		//lint:ignore SA1019 as above
-		key := &ecdsa.PrivateKey{PublicKey: ecdsa.PublicKey{Curve: curve, X: x, Y: y}, D: new(big.Int).SetBytes(d)}
-		s, err := token.SignedString(key)
-		if err != nil {
-			b.Fatal(err)
-		}
-		p, err := base64.RawURLEncoding.DecodeString(pub)
-		if err != nil {
-			b.Fatal(err)
-		}
-		_ = "vapid t=" + s + ", k=" + base64.RawURLEncoding.EncodeToString(p)
 	}
 }

@@ -22,14 +22,7 @@ import (
 // record is the full plaintext record including delimiter and padding.
 func refSeal(tb testing.TB, uaPub, auth, salt []byte, as *ecdh.PrivateKey, rs uint32, record []byte) []byte {
 	tb.Helper()
-	peer, err := ecdh.P256().NewPublicKey(uaPub)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	secret, err := as.ECDH(peer)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	secret := refECDH(tb, as, uaPub)
 	gcm, nonce := refAEAD(tb, secret, uaPub, as.PublicKey().Bytes(), auth, salt)
 	hdr := make([]byte, 0, ece.HeaderSize)
 	hdr = append(hdr, salt...)
@@ -39,19 +32,26 @@ func refSeal(tb testing.TB, uaPub, auth, salt []byte, as *ecdh.PrivateKey, rs ui
 	return gcm.Seal(hdr, nonce, record, nil)
 }
 
+// refECDH is the secret priv shares with the holder of the uncompressed P-256 point peer.
+func refECDH(tb testing.TB, priv *ecdh.PrivateKey, peer []byte) []byte {
+	tb.Helper()
+	pub, err := ecdh.P256().NewPublicKey(peer)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	secret, err := priv.ECDH(pub)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return secret
+}
+
 // refOpen decrypts a body with the reference derivation and returns the
 // raw record (delimiter and padding included).
 func refOpen(tb testing.TB, body []byte, ua *ecdh.PrivateKey, auth []byte) []byte {
 	tb.Helper()
 	asPub := body[21:86]
-	peer, err := ecdh.P256().NewPublicKey(asPub)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	secret, err := ua.ECDH(peer)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	secret := refECDH(tb, ua, asPub)
 	gcm, nonce := refAEAD(tb, secret, ua.PublicKey().Bytes(), asPub, auth, body[:16])
 	rec, err := gcm.Open(nil, nonce, body[86:], nil)
 	if err != nil {

@@ -163,14 +163,10 @@ func AppendEncrypt(dst []byte, keys *Keys, plaintext []byte, opts Options) ([]by
 		// silently produce garbage.
 		return dst, fmt.Errorf("ece: ECDH: %w", err)
 	}
-	cek, nonce := deriveKeys(secret, keys.auth[:], keys.p256[:], asPub, salt)
-	gcm, err := newGCM(&cek)
-	clear(cek[:])
+	gcm, nonceBuf, err := contentCipher(secret, keys.auth[:], keys.p256[:], asPub, salt)
 	if err != nil {
-		clear(secret)
 		return dst, err
 	}
-	nonceBuf := reuseForNonce(secret, &nonce)
 
 	// Seal in place: rec holds plaintext, delimiter and padding, and the
 	// ciphertext plus tag overwrite it exactly (dst = rec[:0] is allowed).
@@ -229,14 +225,10 @@ func Decrypt(body []byte, uaPrivate *ecdh.PrivateKey, authSecret []byte) ([]byte
 		return nil, errKeyID
 	}
 	uaPub := uaPrivate.PublicKey().Bytes()
-	cek, nonce := deriveKeys(secret, authSecret, uaPub, asPub, salt)
-	gcm, err := newGCM(&cek)
-	clear(cek[:])
+	gcm, nonceBuf, err := contentCipher(secret, authSecret, uaPub, asPub, salt)
 	if err != nil {
-		clear(secret)
 		return nil, err
 	}
-	nonceBuf := reuseForNonce(secret, &nonce)
 	pt, err := gcm.Open(make([]byte, 0, len(ct)-tagSize), nonceBuf, ct, nil)
 	if err != nil {
 		return nil, errAuth
@@ -251,6 +243,20 @@ func Decrypt(body []byte, uaPrivate *ecdh.PrivateKey, authSecret []byte) ([]byte
 		return nil, errPadding
 	}
 	return pt[:i], nil
+}
+
+// contentCipher derives the content encryption key and nonce from the ECDH secret (RFC 8291
+// section 3.4), and returns the AES-GCM cipher of the key, wiped once the cipher holds it, and
+// the nonce, in secret's bytes (reuseForNonce). The secret is spent either way: wiped on error.
+func contentCipher(secret, auth, uaPub, asPub, salt []byte) (cipher.AEAD, []byte, error) {
+	cek, nonce := deriveKeys(secret, auth, uaPub, asPub, salt)
+	gcm, err := newGCM(&cek)
+	clear(cek[:])
+	if err != nil {
+		clear(secret)
+		return nil, nil, err
+	}
+	return gcm, reuseForNonce(secret, &nonce), nil
 }
 
 // reuseForNonce wipes the spent ECDH secret and returns its first 12 bytes

@@ -33,14 +33,7 @@ func loadRFC(tb testing.TB) rfc {
 	if err != nil {
 		tb.Fatalf("ParseKeys(RFC keys): %v", err)
 	}
-	as, err := ecdh.P256().NewPrivateKey(v["as_private"])
-	if err != nil {
-		tb.Fatal(err)
-	}
-	ua, err := ecdh.P256().NewPrivateKey(v["ua_private"])
-	if err != nil {
-		tb.Fatal(err)
-	}
+	as, ua := ece.RFCKeys(tb, v)
 	return rfc{v: v, keys: keys, as: as, ua: ua, auth: v["auth_secret"]}
 }
 

@@ -18,9 +18,26 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// RFCVector exposes the parsed RFC 8291 Appendix A vector to the external
-// tests (package ece_test).
-var RFCVector = rfcVector
+// RFCVector and RFCKeys expose the parsed RFC 8291 Appendix A vector and its
+// private keys to the external tests (package ece_test).
+var (
+	RFCVector = rfcVector
+	RFCKeys   = rfcKeys
+)
+
+// rfcKeys are the vector's application server and user agent private keys.
+func rfcKeys(tb testing.TB, v map[string][]byte) (as, ua *ecdh.PrivateKey) {
+	tb.Helper()
+	as, err := ecdh.P256().NewPrivateKey(v["as_private"])
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ua, err = ecdh.P256().NewPrivateKey(v["ua_private"])
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return as, ua
+}
 
 // rfcVector reads testdata/rfc8291-appendix-a.txt: blocks of
 //
@@ -97,14 +114,7 @@ func rfcVector(tb testing.TB) map[string][]byte {
 // so a failure names the step that went wrong.
 func TestDerivationSteps(t *testing.T) {
 	v := rfcVector(t)
-	as, err := ecdh.P256().NewPrivateKey(v["as_private"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	ua, err := ecdh.P256().NewPrivateKey(v["ua_private"])
-	if err != nil {
-		t.Fatal(err)
-	}
+	as, ua := rfcKeys(t, v)
 	ecdhAS, err := as.ECDH(ua.PublicKey())
 	if err != nil {
 		t.Fatal(err)

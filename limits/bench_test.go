@@ -10,6 +10,15 @@ import (
 
 // The per-delivery cost of the limits on a lane's hot path. Run with -benchmem.
 
+// hostNames are n distinct host:port names, push0.example:443 on.
+func hostNames(n int) []string {
+	hosts := make([]string, n)
+	for i := range hosts {
+		hosts[i] = fmt.Sprintf("push%d.example:443", i)
+	}
+	return hosts
+}
+
 func BenchmarkBreakerAllowDone(b *testing.B) {
 	br := limits.NewBreaker("p", limits.BreakerConfig{}, nil)
 	for b.Loop() {
@@ -37,11 +46,9 @@ func BenchmarkBreakerAllowDoneParallel(b *testing.B) {
 
 // A full table of hosts, a quarter of them skipped: Allow is a map lookup under a mutex.
 func BenchmarkHostBreakerAllow(b *testing.B) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	h := limits.NewHostBreaker(limits.HostBreakerConfig{})
-	hosts := make([]string, 4096)
+	hosts := hostNames(4096)
 	for i := range hosts {
-		hosts[i] = fmt.Sprintf("push%d.example:443", i)
 		n := 1
 		if i%4 == 0 {
 			n = 3
@@ -60,12 +67,8 @@ func BenchmarkHostBreakerAllow(b *testing.B) {
 
 // Transport failures on ever new hosts: every Record evicts the least recently failing.
 func BenchmarkHostBreakerRecordEvict(b *testing.B) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	h := limits.NewHostBreaker(limits.HostBreakerConfig{MaxHosts: 4096})
-	hosts := make([]string, 8192)
-	for i := range hosts {
-		hosts[i] = fmt.Sprintf("push%d.example:443", i)
-	}
+	hosts := hostNames(8192)
 	i := 0
 	for b.Loop() {
 		h.Record(hosts[i%len(hosts)], limits.TransportFailed, t0)
@@ -100,11 +103,10 @@ func BenchmarkSlotsTryAcquireReleaseParallel(b *testing.B) {
 // table of 4096 tracked hosts: for a host never tracked (every healthy one), for a tracked host
 // (closed, failures in its window) and for a throttled one (its own token reserved).
 func BenchmarkHostLimitsAdmitDone(b *testing.B) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	full := func() *limits.HostLimits {
 		h := limits.NewHostLimits(limits.HostLimitsConfig{Rate: 100, Burst: 20, MaxHosts: 4096})
-		for i := range 4096 {
-			p, _, _ := h.Admit(fmt.Sprintf("push%d.example:443", i), t0)
+		for i, host := range hostNames(4096) {
+			p, _, _ := h.Admit(host, t0)
 			p.Done(t0, limits.Failure, i == 0, 0)
 		}
 		return h
@@ -130,7 +132,7 @@ func BenchmarkHostLimitsAdmitDone(b *testing.B) {
 }
 
 func BenchmarkHostLimitsAdmitDoneParallel(b *testing.B) {
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := t0
 	h := limits.NewHostLimits(limits.HostLimitsConfig{})
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
@@ -147,12 +149,9 @@ func BenchmarkHostLimitsAdmitDoneParallel(b *testing.B) {
 // Failures on ever new hosts: every Done starts tracking one and forgets the least recently
 // failing; its bytes are what a tracked host costs.
 func BenchmarkHostLimitsTrackEvict(b *testing.B) {
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := t0
 	h := limits.NewHostLimits(limits.HostLimitsConfig{MaxHosts: 4096})
-	hosts := make([]string, 8192)
-	for i := range hosts {
-		hosts[i] = fmt.Sprintf("push%d.example:443", i)
-	}
+	hosts := hostNames(8192)
 	i := 0
 	for b.Loop() {
 		p, _, err := h.Admit(hosts[i%len(hosts)], now)

@@ -123,6 +123,9 @@ type Breaker struct {
 	// openedAt is when the breaker last opened, written by the state hook under gobreaker's
 	// mutex and read lock-free by OpenFor.
 	openedAt atomic.Pointer[time.Time]
+	// tripped is the failures and outcomes (failures<<32 | outcomes) of the window that last
+	// opened the breaker, for the line that says why.
+	tripped atomic.Uint64
 }
 
 // NewBreaker returns a closed breaker. onChange, when not nil, is called on every transition
@@ -148,7 +151,11 @@ func NewBreaker(name string, c BreakerConfig, onChange func(name string, from, t
 		// rounded, so 8 of 20 reaches a FailureRatio of 0.4 exactly.
 		ReadyToTrip: func(n gobreaker.Counts) bool {
 			outcomes := n.TotalSuccesses + n.TotalFailures
-			return outcomes >= minSamples && float64(n.TotalFailures)/float64(outcomes) >= ratio
+			trip := outcomes >= minSamples && float64(n.TotalFailures)/float64(outcomes) >= ratio
+			if trip {
+				b.tripped.Store(uint64(n.TotalFailures)<<32 | uint64(outcomes))
+			}
+			return trip
 		},
 		IsSuccessful: func(err error) bool { return err == nil },
 		IsExcluded:   func(err error) bool { return err == errExcluded },
@@ -163,6 +170,13 @@ func NewBreaker(name string, c BreakerConfig, onChange func(name string, from, t
 		},
 	})
 	return b
+}
+
+// Tripped is what the window held when the breaker last opened: its failures and its counted
+// outcomes. Zero before it first opened.
+func (b *Breaker) Tripped() (failures, outcomes uint32) {
+	v := b.tripped.Load()
+	return uint32(v >> 32), uint32(v)
 }
 
 func stateOf(s gobreaker.State) State {

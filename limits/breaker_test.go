@@ -88,6 +88,19 @@ func TestBreakerOpensAtRatioWithMinSamples(t *testing.T) {
 						t.Fatalf("after result %d (%v): state %v, want %v", i, r, got, want)
 					}
 					if want == limits.Open {
+						// Tripped says what opened it: the window's failures and outcomes.
+						var failures, outcomes uint32
+						for _, r := range tc.seq[:i+1] {
+							if r != X {
+								outcomes++
+							}
+							if r == F {
+								failures++
+							}
+						}
+						if f, o := b.Tripped(); f != failures || o != outcomes {
+							t.Fatalf("Tripped() = %d failures of %d outcomes, want %d of %d", f, o, failures, outcomes)
+						}
 						return
 					}
 				}

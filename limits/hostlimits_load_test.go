@@ -16,7 +16,6 @@ import (
 // Many goroutines on different hosts at once (run with -race): the healthy hosts are never
 // refused nor made to wait while the others fail, answer 429 or come and go past MaxHosts.
 func TestHostLimitsConcurrent(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	const rounds = 500
 	tests := []struct {
 		name     string
@@ -118,7 +117,6 @@ func FuzzHostLimits(f *testing.F) {
 	f.Add([]byte{0x0c, 0x0d, 0x0e, 0x0f, 0x2c, 0x10, 0x11, 0x12, 0x13, 0xff, 0x1c, 0x1d})
 	f.Add([]byte("the fallback lane's hosts are client-supplied, so anyone can point one at their own"))
 	f.Fuzz(func(t *testing.T, ops []byte) {
-		t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 		h := limits.NewHostLimits(limits.HostLimitsConfig{
 			Breaker: limits.BreakerConfig{FailureRatio: 0.5, Window: 2 * time.Second, MinSamples: 2, Cooldown: 3 * time.Second, Probes: 2},
 			Rate:    50, Burst: 2, MaxHosts: 3,

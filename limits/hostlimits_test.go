@@ -58,7 +58,6 @@ var testStates = map[string]limits.State{"closed": limits.Closed, "half-open": l
 
 func runHostLimits(t *testing.T, h *limits.HostLimits, steps []hlStep) {
 	t.Helper()
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	held := map[string]*limits.HostPermit{}
 	for i, s := range steps {
 		now := t0.Add(s.at)
@@ -609,7 +608,6 @@ func TestHostLimitsOnChangeReportsEviction(t *testing.T) {
 // Hosts are client-supplied: however many fail, at most MaxHosts are remembered, and the
 // most recently failing are the ones kept.
 func TestHostLimitsStaysBounded(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	h := limits.NewHostLimits(limits.HostLimitsConfig{
 		Breaker:  limits.BreakerConfig{FailureRatio: 1, MinSamples: 1},
 		MaxHosts: 100,

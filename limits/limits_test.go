@@ -7,8 +7,10 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/limits"
 )
 
+// t0 is the instant the stepped clocks of these tests start at.
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
 func TestBucketSteppedClock(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	b := limits.NewBucket(10, 2) // 10/s, burst 2
 	tests := []struct {
 		name string
@@ -30,7 +32,7 @@ func TestBucketSteppedClock(t *testing.T) {
 }
 
 func TestBucketSetRateNeverExceedsConfigured(t *testing.T) {
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := t0
 	b := limits.NewBucket(100, 10)
 	b.SetRate(now, 25)
 	if got := b.Rate(); got != 25 {
@@ -52,7 +54,7 @@ func TestBucketSetRateNeverExceedsConfigured(t *testing.T) {
 }
 
 func TestBucketUnlimited(t *testing.T) {
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := t0
 	b := limits.NewBucket(0, 1)
 	for i := range 1000 {
 		if !b.Allow(now) {

@@ -37,13 +37,13 @@ func (e *Error) Error() string {
 // Unwrap makes every registry problem match ErrInvalid.
 func (e *Error) Unwrap() error { return ErrInvalid }
 
-// List is every problem found in one file, in line order. Parse and Load return it (never an
+// Errors is every problem found in one file, in line order. Parse and Load return it (never an
 // empty one) when the file breaks any rule; errors.As(err, &list) gets the items, and
 // errors.As(err, &item) with item *Error gets the first.
-type List []*Error
+type Errors []*Error
 
 // Error prints one "file:line: field: problem" per line.
-func (l List) Error() string {
+func (l Errors) Error() string {
 	var b strings.Builder
 	for i, e := range l {
 		if i > 0 {
@@ -55,7 +55,7 @@ func (l List) Error() string {
 }
 
 // Unwrap exposes the items to errors.Is and errors.As.
-func (l List) Unwrap() []error {
+func (l Errors) Unwrap() []error {
 	errs := make([]error, len(l))
 	for i, e := range l {
 		errs[i] = e

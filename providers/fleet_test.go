@@ -1,8 +1,6 @@
 package providers_test
 
 import (
-	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -87,17 +85,7 @@ func TestInFlightBounds(t *testing.T) {
 
 // The Shape example at the top of docs/registry.md, fleet sections included, must load.
 func TestDocShapeExample(t *testing.T) {
-	md, err := os.ReadFile("../docs/registry.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(string(md), "## Shape")
-	_, block, ok2 := strings.Cut(rest, "```yaml\n")
-	block, _, ok3 := strings.Cut(block, "```")
-	if !ok || !ok2 || !ok3 {
-		t.Fatal("docs/registry.md has no yaml block under ## Shape")
-	}
-	reg, err := providers.Parse("docs/registry.md", []byte(block))
+	reg, err := providers.Parse("docs/registry.md", []byte(registryDocYAML(t, "## Shape")))
 	if err != nil {
 		t.Fatalf("Shape example does not load:\n%v", err)
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/providers"
 )
 
-// FuzzParse: Parse never panics and returns either a usable registry or a List whose every item
+// FuzzParse: Parse never panics and returns either a usable registry or a Errors whose every item
 // has a line, this file's name and a problem.
 func FuzzParse(f *testing.F) {
 	if shipped, err := os.ReadFile("../registry.yaml"); err == nil {
@@ -57,9 +57,9 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("Parse returned registry %v and error %v; want exactly one", reg, err)
 		}
 		if err != nil {
-			var list providers.List
+			var list providers.Errors
 			if !errors.As(err, &list) || len(list) == 0 {
-				t.Fatalf("error %v (%T) is not a non-empty List", err, err)
+				t.Fatalf("error %v (%T) is not a non-empty Errors", err, err)
 			}
 			for _, e := range list {
 				if e.Line < 1 || e.File != "f.yaml" || e.Problem == "" {

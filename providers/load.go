@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -23,7 +24,7 @@ const MaxFileSize = 1 << 20
 
 var idPattern = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
 
-// Load reads and parses a registry file. Problems in the file come back as a List; a file that
+// Load reads and parses a registry file. Problems in the file come back as Errors; a file that
 // cannot be read comes back as the os error, wrapped.
 func Load(path string) (*Registry, error) {
 	data, err := readFile(path)
@@ -34,13 +35,19 @@ func Load(path string) (*Registry, error) {
 }
 
 // readFile reads at most one byte more than MaxFileSize, so Parse can refuse a larger file
-// without this reading all of it.
+// without this reading all of it. Only a regular file is read: opening a FIFO would block
+// until a writer came, and a running worker's watch would stop with it.
 func readFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fmt.Errorf("providers: read registry: %w", err)
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return nil, fmt.Errorf("providers: read registry: %w", err)
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("providers: read registry %s: not a regular file (%s)", path, fi.Mode().Type())
+	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("providers: read registry: %w", err)
@@ -49,7 +56,7 @@ func readFile(path string) ([]byte, error) {
 }
 
 // Parse checks a registry file's content and builds the Registry; filename only labels errors.
-// Every problem found is returned at once, as a List in line order.
+// Every problem found is returned at once, as Errors in line order.
 func Parse(filename string, data []byte) (*Registry, error) {
 	d := &decoder{file: filename}
 	var reg *Registry
@@ -66,7 +73,7 @@ func Parse(filename string, data []byte) (*Registry, error) {
 // decoder collects problems while walking one file's node tree.
 type decoder struct {
 	file string
-	errs List
+	errs Errors
 }
 
 func (d *decoder) add(line int, field, problem string) {

@@ -289,7 +289,7 @@ func TestAllErrorsReportedTogether(t *testing.T) {
 		"    hosts: ['*.notify.windows.com', fcm.googleapis.com]",
 		"    breaker: {failure_ratio: 2, probes: 0}",
 	))
-	want := providers.List{
+	want := providers.Errors{
 		{File: "registry.yaml", Line: 1, Field: "version", Problem: "unsupported version 3 (this build reads version 1)"},
 		{File: "registry.yaml", Line: 2, Field: "providers", Problem: "no entry with id: fallback (endpoints on hosts no entry lists need one; give it kind: generic and no hosts)"},
 		{File: "registry.yaml", Line: 5, Field: "providers[0].rate", Problem: "must be more than 0 requests per second, got 0"},
@@ -299,9 +299,9 @@ func TestAllErrorsReportedTogether(t *testing.T) {
 		{File: "registry.yaml", Line: 9, Field: "providers[1].breaker.failure_ratio", Problem: "must be more than 0 and at most 1, got 2"},
 		{File: "registry.yaml", Line: 9, Field: "providers[1].breaker.probes", Problem: "must be at least 1, got 0"},
 	}
-	var got providers.List
+	var got providers.Errors
 	if !errors.As(err, &got) {
-		t.Fatalf("error %v (%T) is not a providers.List", err, err)
+		t.Fatalf("error %v (%T) is not a providers.Errors", err, err)
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("errors (-want +got):\n%s", diff)
@@ -328,13 +328,13 @@ func TestAllErrorsReportedTogether(t *testing.T) {
 
 var errorLine = regexp.MustCompile(`^r\.yaml:[1-9][0-9]*: `)
 
-// checkErrorShape asserts the contract every Parse error keeps: a List of *Error with a line,
+// checkErrorShape asserts the contract every Parse error keeps: a Errors of *Error with a line,
 // matching ErrInvalid, printed one "file:line: ..." per line.
 func checkErrorShape(t *testing.T, err error) {
 	t.Helper()
-	var list providers.List
+	var list providers.Errors
 	if !errors.As(err, &list) || len(list) == 0 {
-		t.Fatalf("error %v (%T) is not a non-empty providers.List", err, err)
+		t.Fatalf("error %v (%T) is not a non-empty providers.Errors", err, err)
 	}
 	if !errors.Is(err, providers.ErrInvalid) {
 		t.Errorf("errors.Is(err, ErrInvalid) = false for %v", err)

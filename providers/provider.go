@@ -85,6 +85,15 @@ type Registry struct {
 // Providers returns the entries in file order. The slice is a copy; the Providers are shared.
 func (r *Registry) Providers() []*Provider { return slices.Clone(r.list) }
 
+// IDs returns the entries' ids in file order.
+func (r *Registry) IDs() []string {
+	ids := make([]string, len(r.list))
+	for i, p := range r.list {
+		ids[i] = p.ID
+	}
+	return ids
+}
+
 // Provider returns the entry with this id.
 func (r *Registry) Provider(id string) (*Provider, bool) {
 	p, ok := r.byID[id]

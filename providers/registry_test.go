@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
 	"github.com/webpush-gateway/webpush-gateway/providers"
 )
 
@@ -128,9 +129,9 @@ func TestLoadErrors(t *testing.T) {
 	if !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("Load(missing) error = %v, want os.ErrNotExist", err)
 	}
-	var list providers.List
+	var list providers.Errors
 	if errors.As(err, &list) {
-		t.Errorf("Load(missing) error is a List (%v); an unreadable file is not a registry problem", list)
+		t.Errorf("Load(missing) error is a Errors (%v); an unreadable file is not a registry problem", list)
 	}
 }
 
@@ -253,21 +254,15 @@ func TestParseValid(t *testing.T) {
 	}
 }
 
+// registryDocYAML is the first yaml block of docs/registry.md after the line heading.
+func registryDocYAML(t *testing.T, heading string) string {
+	t.Helper()
+	return testkit.MarkdownBlock(t, "../docs/registry.md", heading, "yaml")
+}
+
 // The self-hosted Autopush example in docs/registry.md must stay a valid entry.
 func TestDocExample(t *testing.T) {
-	md, err := os.ReadFile("../docs/registry.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(string(md), "## Adding a self-hosted Autopush server")
-	if !ok {
-		t.Fatal("docs/registry.md has no self-hosted Autopush section")
-	}
-	_, block, ok := strings.Cut(rest, "```yaml\n")
-	block, _, ok2 := strings.Cut(block, "```")
-	if !ok || !ok2 {
-		t.Fatal("the self-hosted Autopush section has no yaml block")
-	}
+	block := registryDocYAML(t, "## Adding a self-hosted Autopush server")
 	reg, err := providers.Parse("docs/registry.md", []byte("version: 1\n"+block))
 	if err != nil {
 		t.Fatalf("doc example does not load:\n%v", err)

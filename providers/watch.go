@@ -46,8 +46,10 @@ func (w *Watcher) Load() (*Registry, error) {
 // Run reads the file every period (DefaultWatchEvery when period is not positive) until ctx
 // ends, and calls changed with the new table, or with the errors that kept it from loading,
 // whenever the settled content differs from the one last reported or kick fires. changed runs
-// on Run's goroutine; while it runs, the file is not read.
-func (w *Watcher) Run(ctx context.Context, period time.Duration, kick <-chan struct{}, changed func(*Registry, error)) {
+// on Run's goroutine; while it runs, the file is not read. When changed returns retry (the
+// table was good but could not be applied yet, Redis being away), the same content is offered
+// again after it settles once more.
+func (w *Watcher) Run(ctx context.Context, period time.Duration, kick <-chan struct{}, changed func(*Registry, error) (retry bool)) {
 	if period <= 0 {
 		period = DefaultWatchEvery
 	}
@@ -59,12 +61,19 @@ func (w *Watcher) Run(ctx context.Context, period time.Duration, kick <-chan str
 			return
 		case <-kick:
 			reg, err := w.Load()
-			changed(reg, err)
+			w.offered(changed(reg, err))
 		case <-t.C:
 			if reg, err, ok := w.poll(); ok {
-				changed(reg, err)
+				w.offered(changed(reg, err))
 			}
 		}
+	}
+}
+
+// offered forgets the content just reported when it is to be offered again.
+func (w *Watcher) offered(retry bool) {
+	if retry {
+		w.applied = [sha256.Size]byte{}
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
 )
 
 const (
@@ -61,9 +63,9 @@ func TestWatcherDebouncesAndReportsOnce(t *testing.T) {
 	writeFile(t, path, watchBad)
 	quiet("first read of a bad edit")
 	_, err, ok = w.poll()
-	var list List
+	var list Errors
 	if !ok || !errors.As(err, &list) || !strings.Contains(err.Error(), path+":5: providers[0].rate:") {
-		t.Fatalf("bad edit: %v, %v; want a List naming %s:5 providers[0].rate", err, ok, path)
+		t.Fatalf("bad edit: %v, %v; want a Errors naming %s:5 providers[0].rate", err, ok, path)
 	}
 	quiet("the bad edit again")
 	quiet("the bad edit a third time")
@@ -151,17 +153,11 @@ func TestWatcherRunFollowsAConfigMapSwapAndKicks(t *testing.T) {
 	reports, kick, done := make(chan report, 8), make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
-		w.Run(ctx, 5*time.Millisecond, kick, func(reg *Registry, err error) { reports <- report{reg, err} })
+		w.Run(ctx, 5*time.Millisecond, kick, func(reg *Registry, err error) bool { reports <- report{reg, err}; return false })
 	}()
 	next := func(what string) report {
 		t.Helper()
-		select {
-		case r := <-reports:
-			return r
-		case <-time.After(10 * time.Second):
-			t.Fatalf("%s: no report", what)
-			return report{}
-		}
+		return testkit.Receive(t, reports, 10*time.Second, what)
 	}
 
 	cm.update(watchFast)
@@ -182,5 +178,32 @@ func TestWatcherRunFollowsAConfigMapSwapAndKicks(t *testing.T) {
 	case r := <-reports:
 		t.Fatalf("a report after the bad one: %v, %v", r.reg, r.err)
 	default:
+	}
+}
+
+// A table that could not be applied yet (the caller says retry) is offered again once its
+// content settles again, without any edit.
+func TestWatcherOffersAgainWhatCouldNotBeApplied(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "registry.yaml")
+	writeFile(t, path, watchGood)
+	w := NewWatcher(path)
+	if _, err := w.Load(); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, path, watchFast)
+	w.poll()
+	reg, err, ok := w.poll()
+	if !ok || err != nil || fallbackRate(t, reg) != 20 {
+		t.Fatalf("edit: %v, %v, %v", reg, err, ok)
+	}
+	w.offered(true)
+	w.poll()
+	if reg, err, ok := w.poll(); !ok || err != nil || fallbackRate(t, reg) != 20 {
+		t.Fatalf("after a retry: %v, %v, %v; want the same table offered again", reg, err, ok)
+	}
+	w.offered(false)
+	w.poll()
+	if reg, err, ok := w.poll(); ok {
+		t.Fatalf("after it was applied: offered %v, %v again", reg, err)
 	}
 }

@@ -18,9 +18,7 @@ import (
 var cmpDelivery = cmpopts.IgnoreFields(pushsim.Delivery{}, "Seq", "Header", "Body")
 
 func TestAcceptEveryProvider(t *testing.T) {
-	s := start(t, pushsim.Config{})
-	c := client(t, s, clientOptions{})
-	app := newAppServer(t)
+	s, c, app := setup(t, pushsim.Config{})
 	tests := []struct {
 		provider   string
 		host       string // "" default
@@ -93,9 +91,7 @@ func acceptedFixture(provider string) string {
 }
 
 func TestAcceptDefaults(t *testing.T) {
-	s := start(t, pushsim.Config{})
-	c := client(t, s, clientOptions{})
-	app := newAppServer(t)
+	s, c, app := setup(t, pushsim.Config{})
 	tests := []struct {
 		name        string
 		provider    string
@@ -170,9 +166,7 @@ func TestIPHost(t *testing.T) {
 }
 
 func TestWNSRawURI(t *testing.T) {
-	s := start(t, pushsim.Config{})
-	c := client(t, s, clientOptions{})
-	app := newAppServer(t)
+	s, c, app := setup(t, pushsim.Config{})
 	sub := subscribe(t, s, "wns", "", app)
 	raw := strings.TrimPrefix(sub.Endpoint, "https://wns2-par02p.notify.windows.com/w/?token=")
 	token, err := url.QueryUnescape(raw)
@@ -208,9 +202,7 @@ func tlsConfig(s *pushsim.Server) *tls.Config { return &tls.Config{RootCAs: s.Ce
 
 // FCM serves every token under /fcm/send/ (what browsers hand out) and /wp/.
 func TestFCMWpPath(t *testing.T) {
-	s := start(t, pushsim.Config{})
-	c := client(t, s, clientOptions{})
-	app := newAppServer(t)
+	s, c, app := setup(t, pushsim.Config{})
 	sub := subscribe(t, s, "fcm", "", app)
 	wp := strings.Replace(sub.Endpoint, "/fcm/send/", "/wp/", 1)
 	got := do(t, c, rawPush(t, wp, app.authorization(t, sub.Endpoint), encrypt(t, sub, []byte("via /wp/"))))

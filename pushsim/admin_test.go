@@ -46,9 +46,7 @@ func admin(t *testing.T, s *pushsim.Server, method, path, body string, wantStatu
 }
 
 func TestAdminRoundTrip(t *testing.T) {
-	s := start(t, pushsim.Config{})
-	c := client(t, s, clientOptions{})
-	app := newAppServer(t)
+	s, c, app := setup(t, pushsim.Config{})
 
 	var sub job.Subscription
 	admin(t, s, "POST", "/subscriptions", `{"provider":"wns","application_server_key":"`+app.pub+`"}`, 201, &sub)
@@ -156,9 +154,7 @@ func TestAdminRefuses(t *testing.T) {
 }
 
 func TestDeliveriesBounded(t *testing.T) {
-	s := start(t, pushsim.Config{MaxDeliveries: 3})
-	c := client(t, s, clientOptions{})
-	app := newAppServer(t)
+	s, c, app := setup(t, pushsim.Config{MaxDeliveries: 3})
 	sub := subscribe(t, s, "generic", "", app)
 	for i := range 5 {
 		do(t, c, pushRequest(t, app, sub, []byte(itoa(i))))

@@ -17,9 +17,7 @@ import (
 )
 
 func TestFailShapes(t *testing.T) {
-	s := start(t, pushsim.Config{})
-	c := client(t, s, clientOptions{})
-	app := newAppServer(t)
+	s, c, app := setup(t, pushsim.Config{})
 	tests := []struct {
 		name       string
 		provider   string
@@ -81,9 +79,7 @@ func TestFailShapes(t *testing.T) {
 // TestEchoQuotesThePath: an Echo answers every provider's push with a body that quotes the
 // request's path and query, the subscription's credential, in the status asked for.
 func TestEchoQuotesThePath(t *testing.T) {
-	s := start(t, pushsim.Config{})
-	c := client(t, s, clientOptions{})
-	app := newAppServer(t)
+	s, c, app := setup(t, pushsim.Config{})
 	for _, p := range pushsim.Providers() {
 		for _, status := range []int{0, 400, 410} {
 			t.Run(fmt.Sprintf("%s %d", p, status), func(t *testing.T) {
@@ -115,9 +111,7 @@ func TestEchoQuotesThePath(t *testing.T) {
 }
 
 func TestFailRatio(t *testing.T) {
-	s := start(t, pushsim.Config{Seed: 42})
-	c := client(t, s, clientOptions{})
-	app := newAppServer(t)
+	s, c, app := setup(t, pushsim.Config{Seed: 42})
 	if err := s.SetFault("fcm", pushsim.Fault{Kind: pushsim.Fail, Ratio: 0.4}); err != nil {
 		t.Fatal(err)
 	}
@@ -152,9 +146,7 @@ func TestFailRatio(t *testing.T) {
 
 // TestHostFault: a fault set on one host hits only that host, over its provider's, and clears.
 func TestHostFault(t *testing.T) {
-	s := start(t, pushsim.Config{})
-	c := client(t, s, clientOptions{})
-	app := newAppServer(t)
+	s, c, app := setup(t, pushsim.Config{})
 	bad := subscribe(t, s, "generic", "push.bad.example.org", app)
 	good := subscribe(t, s, "generic", "push.good.example.org", app)
 	if err := s.SetHostFault("Push.Bad.Example.org.", pushsim.Fault{Kind: pushsim.Fail, Status: 503}); err != nil {
@@ -188,9 +180,7 @@ func TestHostFault(t *testing.T) {
 }
 
 func TestFaultsEveryProvider(t *testing.T) {
-	s := start(t, pushsim.Config{})
-	c := client(t, s, clientOptions{})
-	app := newAppServer(t)
+	s, c, app := setup(t, pushsim.Config{})
 	if err := s.SetFault("*", pushsim.Fault{Kind: pushsim.Fail, Status: 500}); err != nil {
 		t.Fatal(err)
 	}
@@ -237,10 +227,7 @@ func TestStall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, proto := range []struct {
-		name  string
-		http1 bool
-	}{{"HTTP/2", false}, {"HTTP/1.1", true}} {
+	for _, proto := range protocols {
 		t.Run(proto.name, func(t *testing.T) {
 			c := client(t, s, clientOptions{http1: proto.http1, timeout: 200 * time.Millisecond})
 			app := newAppServer(t)
@@ -312,10 +299,8 @@ func TestReset(t *testing.T) {
 	if err := s.SetFault("wns", pushsim.Fault{Kind: pushsim.Reset}); err != nil {
 		t.Fatal(err)
 	}
-	for _, proto := range []struct {
-		name  string
-		http1 bool
-	}{{"HTTP/2 stream reset", false}, {"HTTP/1.1 connection reset", true}} {
+	// HTTP/2 resets the stream, HTTP/1.1 the connection.
+	for _, proto := range protocols {
 		t.Run(proto.name, func(t *testing.T) {
 			c := client(t, s, clientOptions{http1: proto.http1})
 			sub := subscribe(t, s, "wns", "", app)
@@ -333,9 +318,7 @@ func TestReset(t *testing.T) {
 }
 
 func TestSlow(t *testing.T) {
-	s := start(t, pushsim.Config{})
-	c := client(t, s, clientOptions{})
-	app := newAppServer(t)
+	s, c, app := setup(t, pushsim.Config{})
 	sub := subscribe(t, s, "autopush", "", app)
 	do(t, c, pushRequest(t, app, subscribe(t, s, "autopush", "", app), []byte("warm up"))) // TLS handshake outside the measurement
 	const delay = 50 * time.Millisecond

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
@@ -19,6 +18,8 @@ import (
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/ece"
+	"github.com/webpush-gateway/webpush-gateway/internal/simtest"
+	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
 	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 )
@@ -34,20 +35,23 @@ func start(t testing.TB, cfg pushsim.Config) *pushsim.Server {
 	if cfg.Now == nil {
 		cfg.Now = func() time.Time { return testNow }
 	}
-	if cfg.Dir == "" {
-		cfg.Dir = t.TempDir()
-	}
-	s, err := pushsim.Start(cfg)
-	if err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return s
+	return simtest.Start(t, cfg)
 }
+
+// setup is what most tests begin with: a simulator (as start runs it), a client that reaches it
+// over HTTP/2, and an application server to sign pushes.
+func setup(t testing.TB, cfg pushsim.Config) (*pushsim.Server, *http.Client, appServer) {
+	t.Helper()
+	s := start(t, cfg)
+	return s, client(t, s, clientOptions{}), newAppServer(t)
+}
+
+// protocols are the two a client may speak to the simulator: what a fault does must reach the
+// client whichever it speaks.
+var protocols = []struct {
+	name  string
+	http1 bool
+}{{"HTTP/2", false}, {"HTTP/1.1", true}}
 
 type clientOptions struct {
 	http1   bool          // offer only http/1.1 in ALPN
@@ -81,15 +85,8 @@ type appServer struct {
 
 func newAppServer(t testing.TB) appServer {
 	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := k.PublicKey.Bytes()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return appServer{key: k, pub: base64.RawURLEncoding.EncodeToString(raw)}
+	k := testkit.NewKey(t)
+	return appServer{key: k.Private, pub: k.PublicKey()}
 }
 
 // jwt signs claims as a compact ES256 JWS: the test's own few lines, shared with nothing.

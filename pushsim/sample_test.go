@@ -10,9 +10,7 @@ import (
 // refused only on the sampled pushes, every other check still runs on all of them, and the
 // counts a load run reads (tokens, bytes) are kept.
 func TestSampleChecksOnePushInN(t *testing.T) {
-	s := start(t, pushsim.Config{Sample: 4, Lean: true})
-	c := client(t, s, clientOptions{})
-	app := newAppServer(t)
+	s, c, app := setup(t, pushsim.Config{Sample: 4, Lean: true})
 	sub := subscribe(t, s, pushsim.FCM, "", app)
 	other := newAppServer(t)
 
@@ -59,9 +57,7 @@ func TestSampleChecksOnePushInN(t *testing.T) {
 // TestTokensCountsReusedJWTOnce: a sender that reuses its JWT, as the gateway does, shows as one
 // signature however many pushes carry it.
 func TestTokensCountsReusedJWTOnce(t *testing.T) {
-	s := start(t, pushsim.Config{})
-	c := client(t, s, clientOptions{})
-	app := newAppServer(t)
+	s, c, app := setup(t, pushsim.Config{})
 	sub := subscribe(t, s, pushsim.Autopush, "", app)
 	auth := app.authorization(t, sub.Endpoint)
 	for range 5 {

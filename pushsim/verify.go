@@ -121,15 +121,11 @@ func readJWT(token string, pub *ecdsa.PublicKey) (Claims, bool) {
 	if !ok1 || !ok2 || strings.Contains(sig, ".") {
 		return Claims{}, false
 	}
-	hb, err := base64.RawURLEncoding.DecodeString(h)
-	if err != nil {
-		return Claims{}, false
-	}
 	var header struct {
 		Alg string `json:"alg"`
 		Typ string `json:"typ"`
 	}
-	if json.Unmarshal(hb, &header) != nil || header.Alg != "ES256" || (header.Typ != "" && !strings.EqualFold(header.Typ, "JWT")) {
+	if !decodeSegment(h, &header) || header.Alg != "ES256" || (header.Typ != "" && !strings.EqualFold(header.Typ, "JWT")) {
 		return Claims{}, false
 	}
 	sb, err := base64.RawURLEncoding.DecodeString(sig)
@@ -141,16 +137,12 @@ func readJWT(token string, pub *ecdsa.PublicKey) (Claims, bool) {
 	if pub != nil && !ecdsa.Verify(pub, digest[:], r, s) {
 		return Claims{}, false
 	}
-	pb, err := base64.RawURLEncoding.DecodeString(p)
-	if err != nil {
-		return Claims{}, false
-	}
 	var raw struct {
 		Aud any             `json:"aud"`
 		Exp json.RawMessage `json:"exp"`
 		Sub any             `json:"sub"`
 	}
-	if json.Unmarshal(pb, &raw) != nil {
+	if !decodeSegment(p, &raw) {
 		return Claims{}, false
 	}
 	var c Claims
@@ -162,6 +154,13 @@ func readJWT(token string, pub *ecdsa.PublicKey) (Claims, bool) {
 		c.Exp = int64(f)
 	}
 	return c, true
+}
+
+// decodeSegment reads a JWS header or payload segment into v: base64url without padding, then
+// JSON.
+func decodeSegment(seg string, v any) bool {
+	b, err := base64.RawURLEncoding.DecodeString(seg)
+	return err == nil && json.Unmarshal(b, v) == nil
 }
 
 // appleSubject applies Apple's rules for sub: a real mailto: or https: URL; localhost, .local

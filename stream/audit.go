@@ -27,30 +27,45 @@ type AuditReport struct {
 }
 
 // Audit reads the ledger and the dead stream of every shard and reports how many terminal
-// records each of ids has (a ledger or a dead record, INVALID_JOB included). It reads whole
+// records each of ids has (a ledger or a dead record, INVALID_JOB included). Every shard means
+// those the Store reads and any a larger shard count left (auditShards). It reads whole
 // streams: an operator's tool, not a hot path. Records trimmed past the streams' bounds
 // (Options.ResultsMaxLen, DeadMaxLen: TrimRecords) are gone and their ids report as missing.
 func (s *Store) Audit(ctx context.Context, ids []string) (AuditReport, error) {
+	rep, _, err := s.AuditByCode(ctx, ids)
+	return rep, err
+}
+
+// AuditByCode is Audit that also counts the terminal records of ids by outcome code (the
+// ledger's and the dead stream's codes), in the same reads.
+func (s *Store) AuditByCode(ctx context.Context, ids []string) (AuditReport, map[string]int, error) {
 	rep := AuditReport{Total: len(ids), NoneWhere: map[string]int{}}
+	byCode := map[string]int{}
 	if err := checkShards(ctx, s.c, s.o.Prefix, s.o.Shards, false); err != nil {
-		return rep, err
+		return rep, byCode, err
+	}
+	shards, err := s.auditShards(ctx)
+	if err != nil {
+		return rep, byCode, err
 	}
 	want := make(map[string]int, len(ids))
 	for _, id := range ids {
 		want[id] = 0
 	}
-	for shard := 0; shard < s.o.Shards; shard++ {
+	for _, shard := range shards {
 		k := s.Keys(shard)
 		for _, st := range []string{k.Results, k.Dead} {
 			err := s.scanStream(ctx, st, func(_ string, f map[string]any) {
 				if id, ok := f["id"].(string); ok {
 					if _, ok := want[id]; ok {
 						want[id]++
+						code, _ := f["code"].(string)
+						byCode[code]++
 					}
 				}
 			})
 			if err != nil {
-				return rep, err
+				return rep, byCode, err
 			}
 		}
 	}
@@ -69,11 +84,11 @@ func (s *Store) Audit(ctx context.Context, ids []string) (AuditReport, error) {
 	rep.None = len(missing)
 	rep.Missing = missing
 	if len(missing) == 0 {
-		return rep, nil
+		return rep, byCode, nil
 	}
-	where, err := s.locate(ctx, missing)
+	where, err := s.locate(ctx, shards, missing)
 	if err != nil {
-		return rep, err
+		return rep, byCode, err
 	}
 	for _, id := range missing {
 		w := where[id]
@@ -82,17 +97,17 @@ func (s *Store) Audit(ctx context.Context, ids []string) (AuditReport, error) {
 		}
 		rep.NoneWhere[w]++
 	}
-	return rep, nil
+	return rep, byCode, nil
 }
 
-// locate finds where each of ids is waiting: delayed, a lane, the intake, or pending.
-func (s *Store) locate(ctx context.Context, ids []string) (map[string]string, error) {
+// locate finds where each of ids is waiting on shards: delayed, a lane, the intake, or pending.
+func (s *Store) locate(ctx context.Context, shards []int, ids []string) (map[string]string, error) {
 	look := make(map[string]bool, len(ids))
 	for _, id := range ids {
 		look[id] = true
 	}
 	where := map[string]string{}
-	for shard := 0; shard < s.o.Shards; shard++ {
+	for _, shard := range shards {
 		k := s.Keys(shard)
 		members, err := s.c.ZRange(ctx, k.Delayed, 0, -1).Result()
 		if err != nil {

@@ -34,8 +34,13 @@ type RetryRecord struct {
 	MaxDelayed      int64
 	MaxPerRecipient int64
 	// Code is the retryable code of the attempt that failed; it becomes the dead record's
-	// code when a cap refuses the retry (CodeRetryRefused when empty).
+	// code when a cap refuses the retry (CodeRetryRefused when empty). Empty for a put-back,
+	// which made no attempt.
 	Code string
+	// Detail is that attempt's detail (the provider's words, as the ledger keeps them), cut to
+	// MaxDetail. Code and Detail are kept with the waiting retry (last_code, last_detail in
+	// its delayed data) for `gateway-worker inspect`; the promoter and lanes ignore them.
+	Detail string
 	// At is the time of the decision, the dead record's "at" (Options.Now when zero).
 	At time.Time
 }
@@ -86,10 +91,15 @@ func (s *Store) ToDelayed(ctx context.Context, e Entry, r RetryRecord) (RetryVer
 	if at.IsZero() {
 		at = s.o.Now()
 	}
+	detail := r.Detail
+	if len(detail) > MaxDetail {
+		detail = detail[:MaxDetail] + "..."
+	}
 	n, err := s.eval(ctx, toDelayedScript,
 		[]string{e.Stream, k.Delayed, k.DelayedData, k.Rcpt, k.Dead, k.Jobs},
 		Group, e.ID, s.o.Consumer, r.ID, r.Provider, r.Recipient, ms(r.Due), r.Attempt, r.Job,
 		r.EnqueuedAtMs, r.MaxDelayed, r.MaxPerRecipient, ms(at), code, s.o.DeadMaxLen,
+		r.Code, detail,
 	)
 	if err != nil {
 		return NotOwner, fmt.Errorf("stream: to delayed: %w", err)

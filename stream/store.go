@@ -34,6 +34,12 @@ type Options struct {
 	Prefix string
 	// Shards is the number of shards (default 1). Producers must use the same number.
 	Shards int
+	// ReshardFrom is the shard count the prefix had before Shards, while the count changes on
+	// a live system (docs/operations.md, "Changing the shard count"); 0 when no change is under
+	// way. The Store then reads the shards of both counts (Shards reports the larger), so jobs
+	// in the old count's shards are still delivered, and CheckShards takes the old count as
+	// recorded and records Shards in its place. Producers made by the Store write with Shards.
+	ReshardFrom int
 	// Consumer is this process's consumer name in the group: unique per process (pod name and
 	// a random suffix), never reused by a restarted process.
 	Consumer string
@@ -85,6 +91,9 @@ func New(c redis.UniversalClient, blocking redis.UniversalClient, o Options) *St
 	if o.Shards < 1 {
 		o.Shards = 1
 	}
+	if o.ReshardFrom < 0 || o.ReshardFrom == o.Shards {
+		o.ReshardFrom = 0
+	}
 	if o.SentTTL <= 0 {
 		o.SentTTL = DefaultSentTTL
 	}
@@ -102,7 +111,7 @@ func New(c redis.UniversalClient, blocking redis.UniversalClient, o Options) *St
 	// The scripts' own MAXLEN on each write would trim whatever an upstream's group has not
 	// read: it stays off, and TrimRecords bounds the streams instead.
 	o.ResultsMaxLen, o.GoneMaxLen, o.DeadMaxLen = 0, 0, 0
-	groups := make([]*groupCommit, o.Shards)
+	groups := make([]*groupCommit, max(o.Shards, o.ReshardFrom))
 	for i := range groups {
 		groups[i] = newGroupCommit(c)
 	}
@@ -132,7 +141,9 @@ func (s *Store) AddHook(h redis.Hook) {
 }
 
 // Producer is a Producer on the Store's main client, with its prefix and shard count.
-func (s *Store) Producer() *Producer { return NewProducer(s.c, s.o.Prefix, s.o.Shards) }
+func (s *Store) Producer(opts ...ProducerOption) *Producer {
+	return NewProducer(s.c, s.o.Prefix, s.o.Shards, opts...)
+}
 
 // Client is the Store's main client, for what a caller reads of Redis outside the gateway's
 // keys (the lab's INFO figures). It stays the Store's: Close closes it.
@@ -163,8 +174,9 @@ func (s *Store) SetCommitLinger(d time.Duration) {
 	}
 }
 
-// Shards is the number of shards.
-func (s *Store) Shards() int { return s.o.Shards }
+// Shards is the number of shards the Store reads: Options.Shards, or Options.ReshardFrom when
+// that is larger. Every loop of a worker runs over these.
+func (s *Store) Shards() int { return max(s.o.Shards, s.o.ReshardFrom) }
 
 // Consumer is this store's consumer name.
 func (s *Store) Consumer() string { return s.o.Consumer }
@@ -196,6 +208,9 @@ func (s *Store) Setup(ctx context.Context, providers []string) error {
 		s.providers[p] = true
 	}
 	s.mu.Unlock()
+	if err := s.checkLeftovers(ctx); err != nil {
+		return err
+	}
 	for shard := 0; shard < s.o.Shards; shard++ {
 		k := s.Keys(shard)
 		streams := []string{k.Intake}
@@ -258,8 +273,12 @@ func infoField(info, field string) string {
 // CheckShards makes sure that every worker, producer and audit of a prefix uses one shard
 // count. The first to use the prefix records its count (ShardsKey); one that has another count
 // gets an error that names both, because jobs written to a shard no worker reads wait there
-// unseen. To change the count, see docs/operations.md.
+// unseen. With Options.ReshardFrom, the old count is accepted as recorded and replaced by
+// Shards (switchShards). To change the count, see docs/operations.md.
 func (s *Store) CheckShards(ctx context.Context) error {
+	if s.o.ReshardFrom > 0 {
+		return switchShards(ctx, s.c, s.o.Prefix, s.o.ReshardFrom, s.o.Shards)
+	}
 	return checkShards(ctx, s.c, s.o.Prefix, s.o.Shards, true)
 }
 

@@ -25,6 +25,11 @@
 -- ARGV[13] now, unix ms (the dead record's "at")
 -- ARGV[14] dead record code
 -- ARGV[15] dead stream cap (approximate MAXLEN; 0 = none)
+-- ARGV[16] code of the attempt that failed ("" for a put-back, which made none)
+-- ARGV[17] that attempt's detail
+-- The delayed data keeps the lane entry's fields (job, provider, attempt, enqueued_at,
+-- recipient) and, for the operator, queued_at (ARGV[13]) and, after an attempt, last_code and
+-- last_detail; promote.lua reads only the lane entry's fields.
 -- Returns 0 not owner (nothing changed), 1 queued, 2 dead: global cap, 3 dead: recipient cap,
 -- 4 acknowledged: a copy of this job is already waiting to retry (that copy keeps the job).
 local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)
@@ -73,9 +78,15 @@ if verdict ~= 1 then
 end
 
 redis.call('ZADD', KEYS[2], ARGV[7], id)
-redis.call('HSET', KEYS[3], id, cjson.encode({
+local data = {
   job = ARGV[9], provider = ARGV[5], attempt = ARGV[8], enqueued_at = ARGV[10], recipient = recipient,
-}))
+  queued_at = ARGV[13],
+}
+if ARGV[16] ~= '' then
+  data.last_code = ARGV[16]
+  data.last_detail = ARGV[17]
+end
+redis.call('HSET', KEYS[3], id, cjson.encode(data))
 if recipient ~= '' then
   redis.call('HINCRBY', KEYS[4], recipient, 1)
 end

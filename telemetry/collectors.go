@@ -45,8 +45,8 @@ type QueueStat struct {
 	// Lag is the entries the consumer group has not read yet; exported for the intake and
 	// the lanes only, the streams more replicas can work off.
 	Lag int64
-	// OldestPendingAge is the age of the oldest entry read but not acknowledged; exported only
-	// when HasPending.
+	// OldestPendingAge is the age of the oldest entry read but not acknowledged, when
+	// HasPending; the intake's and the lanes' read 0 otherwise.
 	OldestPendingAge time.Duration
 	HasPending       bool
 }
@@ -150,8 +150,14 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		if hasLag(s.Stream) {
 			ch <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, float64(s.Lag), shard, s.Stream)
 		}
-		if s.HasPending {
-			ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, s.OldestPendingAge.Seconds(), shard, s.Stream)
+		// The streams a group reads always have the age, 0 while nothing is pending, so that
+		// an alert or a panel on it has a series from the start.
+		if s.HasPending || hasLag(s.Stream) {
+			age := 0.0
+			if s.HasPending {
+				age = s.OldestPendingAge.Seconds()
+			}
+			ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, age, shard, s.Stream)
 		}
 	}
 	if !c.refreshedAt.IsZero() {

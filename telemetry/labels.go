@@ -43,6 +43,27 @@ const (
 	DeadOther DeadReason = "other"
 )
 
+// RedisOp is the worker's operation a failed Redis call was part of: a fixed set, the label of
+// webpush_redis_errors_total. RedisError counts any value outside the constants as OpOther.
+type RedisOp string
+
+const (
+	OpRead      RedisOp = "read"      // intake and lane reads
+	OpWrite     RedisOp = "write"     // the state changes of entries (moves, records, retries)
+	OpCheck     RedisOp = "check"     // the looks before a send (owner, sent and gone marks)
+	OpHeartbeat RedisOp = "heartbeat" // the heartbeat
+	OpProbe     RedisOp = "probe"     // the background write probe behind /readyz
+	OpReclaim   RedisOp = "reclaim"   // claims of entries of replicas that are gone
+	OpStats     RedisOp = "stats"     // the queue statistics
+	OpSetup     RedisOp = "setup"     // creating the consumer groups, at start and for a reload's new lanes
+	OpPromote   RedisOp = "promote"   // moving due retries back to their lanes
+	OpJanitor   RedisOp = "janitor"   // removing idle consumers
+	OpOther     RedisOp = "other"     // any other value
+)
+
+// redisOps lists every RedisOp, each pre-created at 0.
+var redisOps = []RedisOp{OpRead, OpWrite, OpCheck, OpHeartbeat, OpProbe, OpReclaim, OpStats, OpSetup, OpPromote, OpJanitor, OpOther}
+
 // deadReasons lists every DeadReason, each pre-created at 0.
 var deadReasons = []DeadReason{
 	DeadInvalidJob, DeadRetriesExhausted, DeadTooManyDeliveries, DeadCapReached, DeadDuplicate, DeadOther,

@@ -141,8 +141,8 @@ func NewMetrics(reg prometheus.Registerer, o MetricsOptions) (*Metrics, error) {
 		finishedCodes: newLabelSet(log, JobsFinishedTotal, "code", OtherCode, false, codeNames(false)),
 		retryCodes:    newLabelSet(log, RetriesScheduledTotal, "code", OtherCode, false, codeNames(false)),
 		breakerTo:     newLabelSet(log, BreakerTransitions, "to", OtherLabel, false, breakerStates),
-		deadReasons:   newLabelSet(log, DeadLettersTotal, "reason", string(DeadOther), false, reasonNames()),
-		redisOps:      newLabelSet(log, RedisErrorsTotal, "op", OtherLabel, true, nil),
+		deadReasons:   newLabelSet(log, DeadLettersTotal, "reason", string(DeadOther), false, names(deadReasons)),
+		redisOps:      newLabelSet(log, RedisErrorsTotal, "op", string(OpOther), false, names(redisOps)),
 		keys:          newLabelSet(log, VAPIDSignaturesTotal, "key", OtherLabel, true, nil),
 
 		providers: newProviderCollector(),
@@ -170,6 +170,9 @@ func NewMetrics(reg prometheus.Registerer, o MetricsOptions) (*Metrics, error) {
 
 	for _, r := range deadReasons {
 		m.dead.WithLabelValues(string(r))
+	}
+	for _, op := range redisOps {
+		m.redisErrs.WithLabelValues(string(op))
 	}
 	for _, k := range o.Keys {
 		m.signatures.WithLabelValues(m.keys.value(k))
@@ -310,15 +313,13 @@ func (m *Metrics) VAPIDSignatures(key string, n uint64) {
 	}
 }
 
-// RedisError counts a failed Redis call of operation op. op comes from the caller's own small
-// fixed set of operation names ("read", "write", "script", "heartbeat", "probe", "stats", ...):
-// keeping it fixed is the caller's responsibility. Past MaxLabelValues distinct names, further
-// ones count as OtherLabel.
-func (m *Metrics) RedisError(op string) {
+// RedisError counts a failed Redis call of operation op; a value outside the RedisOp constants
+// counts as OpOther.
+func (m *Metrics) RedisError(op RedisOp) {
 	if m == nil {
 		return
 	}
-	m.redisErrs.WithLabelValues(m.redisOps.value(op)).Inc()
+	m.redisErrs.WithLabelValues(m.redisOps.value(string(op))).Inc()
 }
 
 // RegistryReload records a reload of the registry at time at: webpush_registry_reload_success
@@ -363,12 +364,13 @@ func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
 	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
 }
 
-func reasonNames() []string {
-	names := make([]string, len(deadReasons))
-	for i, r := range deadReasons {
-		names[i] = string(r)
+// names are the label values of a fixed set.
+func names[T ~string](set []T) []string {
+	out := make([]string, len(set))
+	for i, v := range set {
+		out[i] = string(v)
 	}
-	return names
+	return out
 }
 
 func orUnknown(s string) string {

@@ -4,9 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"log/slog"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -17,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/expfmt"
 
+	"github.com/webpush-gateway/webpush-gateway/internal/metricstest"
 	"github.com/webpush-gateway/webpush-gateway/taxonomy"
 )
 
@@ -81,7 +79,7 @@ func populate(m *Metrics) {
 	m.DeadLetter(DeadRetriesExhausted)
 	m.UnknownAuthority()
 	m.VAPIDSignatures("main", 10)
-	m.RedisError("read")
+	m.RedisError(OpRead)
 	m.RegistryReload(true, t0)
 	m.SetReplicas(3)
 	m.SetProviderSource(func() []ProviderGauge {
@@ -162,35 +160,7 @@ func TestPromtoolCheckMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkWithPromtool(t, text)
-}
-
-// checkWithPromtool runs `promtool check metrics` on a scrape's text.
-func checkWithPromtool(t *testing.T, text []byte) {
-	t.Helper()
-	cmd := exec.Command(promtool(t), "check", "metrics")
-	cmd.Stdin = bytes.NewReader(text)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("promtool check metrics: %v\n%s", err, out)
-	}
-}
-
-// promtool finds Prometheus's promtool on the PATH or where scripts/install-deps.sh puts it
-// (bin/promtool at the repository root), and fails the test when it is in neither.
-func promtool(t *testing.T) string {
-	t.Helper()
-	if p, err := exec.LookPath("promtool"); err == nil {
-		return p
-	}
-	local, err := filepath.Abs(filepath.Join("..", "bin", "promtool"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fi, err := os.Stat(local); err == nil && fi.Mode()&0o111 != 0 {
-		return local
-	}
-	t.Fatalf("promtool is not on the PATH nor at %s: run `make deps` (scripts/install-deps.sh extracts it from Debian's prometheus package)", local)
-	return ""
+	metricstest.CheckMetrics(t, text)
 }
 
 // TestSeriesExistAtZero: before any event, every provider x code series of the counters is
@@ -279,8 +249,8 @@ func TestEventValues(t *testing.T) {
 	m.VAPIDSignatures("main", 5)
 	m.VAPIDSignatures("main", 9)
 	m.VAPIDSignatures("main", 7) // smaller: ignored
-	m.RedisError("write")
-	m.RedisError("write")
+	m.RedisError(OpWrite)
+	m.RedisError(OpWrite)
 
 	for _, c := range []struct {
 		name string
@@ -483,7 +453,8 @@ webpush_rate_limit_per_second{provider="fcm"} 12.5
 }
 
 // TestQueueStatsReplace: each SetQueueStats replaces the whole set; lag only for the intake and
-// lanes, the oldest pending age only where there is one, lanes as stream="lane:<id>".
+// lanes; the oldest pending age for the intake and lanes always (0 with nothing pending) and
+// elsewhere only where there is one; lanes as stream="lane:<id>".
 func TestQueueStatsReplace(t *testing.T) {
 	reg, m := newTestMetrics(t)
 	m.SetQueueStats([]QueueStat{
@@ -496,6 +467,7 @@ func TestQueueStatsReplace(t *testing.T) {
 # HELP webpush_oldest_pending_age_seconds Age of the stream's oldest entry read but not acknowledged. The same on every replica: aggregate with max.
 # TYPE webpush_oldest_pending_age_seconds gauge
 webpush_oldest_pending_age_seconds{shard="0",stream="intake"} 2
+webpush_oldest_pending_age_seconds{shard="0",stream="lane:fcm"} 0
 webpush_oldest_pending_age_seconds{shard="1",stream="delayed"} 1
 # HELP webpush_queue_entries Entries in the stream (members of the delayed set). The same on every replica: aggregate with max.
 # TYPE webpush_queue_entries gauge
@@ -522,6 +494,9 @@ webpush_queue_stats_refreshed_timestamp_seconds %d
 		{Shard: 0, Stream: "lane:"},
 	}, t0.Add(time.Minute))
 	want = fmt.Sprintf(`
+# HELP webpush_oldest_pending_age_seconds Age of the stream's oldest entry read but not acknowledged. The same on every replica: aggregate with max.
+# TYPE webpush_oldest_pending_age_seconds gauge
+webpush_oldest_pending_age_seconds{shard="0",stream="intake"} 0
 # HELP webpush_queue_entries Entries in the stream (members of the delayed set). The same on every replica: aggregate with max.
 # TYPE webpush_queue_entries gauge
 webpush_queue_entries{shard="0",stream="intake"} 2
@@ -552,9 +527,10 @@ webpush_replicas 4
 	}
 }
 
-// TestOpenLabelSetsAreCapped: a caller passing ever new Redis operation names or VAPID keys
-// stops adding series at MaxLabelValues; the rest count as other, and the first is logged.
-func TestOpenLabelSetsAreCapped(t *testing.T) {
+// TestLabelSetsAreBounded: a caller passing ever new VAPID keys stops adding series at
+// MaxLabelValues, and a Redis operation outside the fixed set adds none; the rest count as
+// other, and the first of each is logged.
+func TestLabelSetsAreBounded(t *testing.T) {
 	var logs bytes.Buffer
 	reg := prometheus.NewRegistry()
 	m, err := NewMetrics(reg, MetricsOptions{Keys: []string{"main"}, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
@@ -562,24 +538,28 @@ func TestOpenLabelSetsAreCapped(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 100 {
-		m.RedisError(fmt.Sprintf("op%d", i))
+		m.RedisError(RedisOp(fmt.Sprintf("op%d", i)))
 		m.VAPIDSignatures(fmt.Sprintf("key%d", i), uint64(i+1))
 	}
-	if n, _ := testutil.GatherAndCount(reg, RedisErrorsTotal); n != MaxLabelValues+1 {
-		t.Errorf("%d redis error series, want %d", n, MaxLabelValues+1)
+	m.RedisError(OpProbe)
+	if n, _ := testutil.GatherAndCount(reg, RedisErrorsTotal); n != len(redisOps) {
+		t.Errorf("%d redis error series, want the %d operations", n, len(redisOps))
 	}
 	if n, _ := testutil.GatherAndCount(reg, VAPIDSignaturesTotal); n != MaxLabelValues+1 {
 		t.Errorf("%d signature series, want %d", n, MaxLabelValues+1)
 	}
-	if got, want := testutil.ToFloat64(m.redisErrs.WithLabelValues(OtherLabel)), float64(100-MaxLabelValues); got != want {
-		t.Errorf("redis errors counted as other = %v, want %v", got, want)
+	if got := testutil.ToFloat64(m.redisErrs.WithLabelValues(string(OpOther))); got != 100 {
+		t.Errorf("redis errors counted as other = %v, want 100", got)
+	}
+	if got := testutil.ToFloat64(m.redisErrs.WithLabelValues(string(OpProbe))); got != 1 {
+		t.Errorf("probe errors = %v, want 1", got)
 	}
 	// Keys key31..key99 overflow (main takes one place): the other series follows their largest total.
 	if got := testutil.ToFloat64(m.signatures.WithLabelValues(OtherLabel)); got != 100 {
 		t.Errorf("signatures counted as other = %v, want 100", got)
 	}
 	out := logs.String()
-	for _, want := range []string{"metric=" + RedisErrorsTotal, "value=op32", "metric=" + VAPIDSignaturesTotal, "value=key31"} {
+	for _, want := range []string{"metric=" + RedisErrorsTotal, "value=op0", "metric=" + VAPIDSignaturesTotal, "value=key31"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("log lacks %q:\n%s", want, out)
 		}

@@ -15,6 +15,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
+// DefaultAddr is the listener's address unless run's --http says otherwise.
+const DefaultAddr = ":9090"
+
 // The listener's paths.
 const (
 	MetricsPath = "/metrics"
@@ -88,9 +91,10 @@ func NewServer(o ServerOptions) (*Server, error) {
 	}))
 	mux.HandleFunc("GET "+LivezPath, livez(o.Health))
 	mux.HandleFunc("GET "+ReadyzPath, readyz(o.Health))
+	// Not pprof's cmdline: the command line holds --redis's password and may hold a
+	// --vapid-key given inline.
 	if o.Pprof {
 		mux.HandleFunc(PprofPath, pprof.Index)
-		mux.HandleFunc(PprofPath+"cmdline", pprof.Cmdline)
 		mux.HandleFunc(PprofPath+"profile", pprof.Profile)
 		mux.HandleFunc(PprofPath+"symbol", pprof.Symbol)
 		mux.HandleFunc(PprofPath+"trace", pprof.Trace)

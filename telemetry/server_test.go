@@ -8,35 +8,16 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/webpush-gateway/webpush-gateway/internal/metricstest"
+	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
-}
-
-// clock is a stepped clock for Health.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *clock { return &clock{now: t0} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
 }
 
 // testServer is a Server on 127.0.0.1:0, serving until the test ends, and a client for it.
@@ -131,7 +112,7 @@ func TestServerMetricsTextAndOpenMetrics(t *testing.T) {
 			t.Errorf("text scrape lacks %q", want)
 		}
 	}
-	checkWithPromtool(t, []byte(text))
+	metricstest.CheckMetrics(t, []byte(text))
 
 	code, ctype, om := ts.get(MetricsPath, "application/openmetrics-text;version=1.0.0")
 	if code != http.StatusOK || !strings.HasPrefix(ctype, "application/openmetrics-text") {
@@ -158,7 +139,7 @@ func TestScrapeSurvivesABadSource(t *testing.T) {
 	m.SetProviderSource(func() []ProviderGauge {
 		return []ProviderGauge{{Provider: "fcm", InFlight: 1}, {Provider: "fcm", InFlight: 2}}
 	})
-	var logs syncBuffer
+	var logs testkit.Buffer
 	ts := startServer(t, ServerOptions{Gatherer: reg, Health: NewHealth(nil), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	code, _, text := ts.get(MetricsPath, "")
 	if code != http.StatusOK || !strings.Contains(text, "webpush_sends_total") {
@@ -167,24 +148,6 @@ func TestScrapeSurvivesABadSource(t *testing.T) {
 	if out := logs.String(); !strings.Contains(out, "was collected before with the same name and label values") {
 		t.Errorf("the duplicate series was not logged:\n%s", out)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the server's goroutines and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func grep(s, sub string) string {
@@ -198,7 +161,7 @@ func grep(s, sub string) string {
 }
 
 func TestLivez(t *testing.T) {
-	c := newClock()
+	c := testkit.NewClock(t0)
 	h := NewHealth(c.Now)
 	ts := startServer(t, ServerOptions{Gatherer: NewRegistry(), Health: h})
 	ts.expect(LivezPath, http.StatusOK, "ok")
@@ -231,7 +194,7 @@ func TestLivez(t *testing.T) {
 }
 
 func TestReadyz(t *testing.T) {
-	c := newClock()
+	c := testkit.NewClock(t0)
 	h := NewHealth(c.Now)
 	ts := startServer(t, ServerOptions{Gatherer: NewRegistry(), Health: h})
 
@@ -275,7 +238,7 @@ func TestReadyz(t *testing.T) {
 // TestRedisCheckBeforeFreshness: RedisChecked alone adds the check with the default bound; a
 // first failure is reported with its error.
 func TestRedisCheckBeforeFreshness(t *testing.T) {
-	c := newClock()
+	c := testkit.NewClock(t0)
 	h := NewHealth(c.Now)
 	if s := h.readiness(); len(s) != 0 {
 		t.Fatalf("checks before any was set: %v", s)
@@ -332,7 +295,8 @@ func TestPprof(t *testing.T) {
 	}
 	on := startServer(t, ServerOptions{Gatherer: NewRegistry(), Health: NewHealth(nil), Pprof: true})
 	on.expect(PprofPath, http.StatusOK, "goroutine")
-	on.expect(PprofPath+"cmdline", http.StatusOK)
+	// The command line is not served: it holds --redis's password.
+	on.expect(PprofPath+"cmdline", http.StatusNotFound)
 	on.expect(PprofPath+"heap?debug=1", http.StatusOK, "heap profile")
 }
 

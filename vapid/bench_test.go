@@ -2,22 +2,18 @@ package vapid_test
 
 import (
 	"crypto/ecdh"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"encoding/base64"
 	"io"
-	"math/big"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	webpush "github.com/SherClockHolmes/webpush-go"
-	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
 	"github.com/webpush-gateway/webpush-gateway/vapid"
 )
 
@@ -96,52 +92,19 @@ func BenchmarkHeaderParallel(b *testing.B) {
 }
 
 // BenchmarkWebpushGoJWT is what webpush-go v1.4.0 does for the VAPID header
-// of every message (it has no cache). getVAPIDAuthorizationHeader is
-// unexported, so this replays its steps from vapid.go line for line: parse
-// the endpoint, build MapClaims, decode the base64 private key, rebuild the
-// ecdsa key with ScalarMult (generateVAPIDHeaderKeys), sign with jwt/v5's
-// ES256 SignedString, decode and re-encode the public key. See
-// BenchmarkWebpushGoSend for the same thing measured through SendNotification.
+// of every message (it has no cache), replayed by testkit.WebpushGoVAPIDHeader
+// since getVAPIDAuthorizationHeader is unexported. See BenchmarkWebpushGoSend
+// for the same thing measured through SendNotification.
 func BenchmarkWebpushGoJWT(b *testing.B) {
 	privB64, pubB64, err := webpush.GenerateVAPIDKeys()
 	if err != nil {
 		b.Fatal(err)
 	}
 	endpoint := "https://push.example.net/wpush/v2/gAAAAABbZ7"
-	decode := func(k string) ([]byte, error) { // webpush-go decodeVapidKey
-		if v, err := base64.URLEncoding.DecodeString(k); err == nil {
-			return v, nil
-		}
-		return base64.RawURLEncoding.DecodeString(k)
-	}
 	for b.Loop() {
-		subURL, err := url.Parse(endpoint)
-		if err != nil {
+		if _, err := testkit.WebpushGoVAPIDHeader(endpoint, testSub, privB64, pubB64); err != nil {
 			b.Fatal(err)
 		}
-		token := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{
-			"aud": subURL.Scheme + "://" + subURL.Host,
-			"exp": time.Now().Add(12 * time.Hour).Unix(),
-			"sub": testSub,
-		})
-		d, err := decode(privB64)
-		if err != nil {
-			b.Fatal(err)
-		}
-		curve := elliptic.P256()
-		//lint:ignore SA1019 the benchmark replays webpush-go, deprecated calls included
-		px, py := curve.ScalarMult(curve.Params().Gx, curve.Params().Gy, d)
-		//lint:ignore SA1019 the benchmark replays webpush-go, deprecated fields included
-		priv := &ecdsa.PrivateKey{PublicKey: ecdsa.PublicKey{Curve: curve, X: px, Y: py}, D: new(big.Int).SetBytes(d)}
-		signed, err := token.SignedString(priv)
-		if err != nil {
-			b.Fatal(err)
-		}
-		pub, err := decode(pubB64)
-		if err != nil {
-			b.Fatal(err)
-		}
-		_ = "vapid t=" + signed + ", k=" + base64.RawURLEncoding.EncodeToString(pub)
 	}
 }
 

@@ -5,32 +5,11 @@ import (
 	"crypto/elliptic"
 	"encoding/base64"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 )
-
-// fakeClock is a clock tests step by hand; safe for concurrent use.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock(t time.Time) *fakeClock { return &fakeClock{t: t} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
-}
 
 // t0 is a whole second so exp = t0 + lifetime exactly.
 var t0 = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)

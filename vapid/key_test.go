@@ -22,6 +22,7 @@ import (
 	webpush "github.com/SherClockHolmes/webpush-go"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
 	"github.com/webpush-gateway/webpush-gateway/vapid"
 )
 
@@ -31,15 +32,6 @@ func mustPEM(t *testing.T, typ string, der []byte, err error) string {
 		t.Fatal(err)
 	}
 	return string(pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}))
-}
-
-func publicOf(t *testing.T, priv *ecdsa.PrivateKey) string {
-	t.Helper()
-	b, err := priv.PublicKey.Bytes()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return base64.RawURLEncoding.EncodeToString(b)
 }
 
 // secretForms are encodings of a private scalar that must never appear in
@@ -78,14 +70,8 @@ func assertNoLeak(t *testing.T, s string, input string, secrets []string) {
 }
 
 func TestParseKey(t *testing.T) {
-	p256, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := p256.Bytes()
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := testkit.NewKey(t)
+	p256, raw := k.Private, k.Scalar
 	p384, err := ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -102,12 +88,10 @@ func TestParseKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pubBytes, _ := p256.PublicKey.Bytes()
+	pubBytes := k.Public
 
-	sec1DER, sec1Err := x509.MarshalECPrivateKey(p256)
-	sec1 := mustPEM(t, "EC PRIVATE KEY", sec1DER, sec1Err)
-	pkcs8DER, pkcs8Err := x509.MarshalPKCS8PrivateKey(p256)
-	pkcs8 := mustPEM(t, "PRIVATE KEY", pkcs8DER, pkcs8Err)
+	sec1DER, sec1 := k.SEC1, k.SEC1PEM()
+	pkcs8DER, pkcs8 := k.PKCS8, k.PKCS8PEM()
 	// What `openssl ecparam -name prime256v1 -genkey` prints.
 	ecParams := "-----BEGIN EC PARAMETERS-----\nBggqhkjOPQMBBw==\n-----END EC PARAMETERS-----\n"
 	p384SEC1, err384 := x509.MarshalECPrivateKey(p384)
@@ -122,7 +106,7 @@ func TestParseKey(t *testing.T) {
 	}))
 	order := elliptic.P256().Params().N.Bytes()
 
-	want := publicOf(t, p256)
+	want := k.PublicKey()
 	tests := []struct {
 		name    string
 		data    string
@@ -187,10 +171,7 @@ func TestParseKey(t *testing.T) {
 }
 
 func TestGenerateKeyMarshalPEMRoundTrip(t *testing.T) {
-	k, err := vapid.GenerateKey("gen")
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := newTestKey(t, "gen")
 	pemBytes, err := k.MarshalPEM()
 	if err != nil {
 		t.Fatal(err)
@@ -216,30 +197,20 @@ func TestGenerateKeyMarshalPEMRoundTrip(t *testing.T) {
 	if len(pub) != 65 || pub[0] != 4 {
 		t.Errorf("PublicKey decodes to %d bytes starting %#x, want 65 starting 0x04", len(pub), pub[:1])
 	}
-	other, err := vapid.GenerateKey("gen")
-	if err != nil {
-		t.Fatal(err)
-	}
+	other := newTestKey(t, "gen")
 	if other.PublicKey() == k.PublicKey() {
 		t.Errorf("two generated keys are equal")
 	}
 }
 
 func TestLoadKeyFile(t *testing.T) {
-	k, err := vapid.GenerateKey("file")
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := newTestKey(t, "file")
 	pemBytes, err := k.MarshalPEM()
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	scalar, _ := raw.Bytes()
-	rawKey, rawPublic := base64.RawURLEncoding.EncodeToString(scalar), publicOf(t, raw)
+	raw := testkit.NewKey(t)
+	rawKey, rawPublic := raw.Raw(), raw.PublicKey()
 	dir := t.TempDir()
 	write := func(name string, data []byte, mode os.FileMode) string {
 		p := filepath.Join(dir, name)
@@ -297,12 +268,9 @@ func TestLoadKeyFile(t *testing.T) {
 
 // TestKeyNeverPrintsPrivate formats a Key every way fmt can reach it.
 func TestKeyNeverPrintsPrivate(t *testing.T) {
-	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, _ := priv.Bytes()
-	k, err := vapid.ParseKey("main", []byte(base64.RawURLEncoding.EncodeToString(raw)))
+	key := testkit.NewKey(t)
+	raw := key.Scalar
+	k, err := vapid.ParseKey("main", []byte(key.Raw()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,6 @@
 package vapid_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/pem"
@@ -13,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
 	"github.com/webpush-gateway/webpush-gateway/vapid"
 )
 
@@ -22,24 +19,9 @@ import (
 // and the base64 of the scalar and of the DER.
 func brokenKeyForms(t *testing.T) (forms map[string]string, secrets []string) {
 	t.Helper()
-	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	scalar, err := priv.Bytes()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sec1, err := x509.MarshalECPrivateKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pkcs8, err := x509.MarshalPKCS8PrivateKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sec1PEM := string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: sec1}))
-	pkcs8PEM := string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: pkcs8}))
+	k := testkit.NewKey(t)
+	scalar, sec1, pkcs8 := k.Scalar, k.SEC1, k.PKCS8
+	sec1PEM, pkcs8PEM := k.SEC1PEM(), k.PKCS8PEM()
 	body := func(p string) string { // the base64 lines between the dashes
 		var b strings.Builder
 		for line := range strings.Lines(p) {
@@ -49,7 +31,7 @@ func brokenKeyForms(t *testing.T) (forms map[string]string, secrets []string) {
 		}
 		return b.String()
 	}
-	url := base64.RawURLEncoding.EncodeToString(scalar)
+	url := k.Raw()
 	std := base64.StdEncoding.EncodeToString(scalar)
 	corrupt := append([]byte(nil), sec1...)
 	corrupt[5] ^= 0xff // the tag of the scalar's OCTET STRING

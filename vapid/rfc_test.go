@@ -115,10 +115,7 @@ func TestRFC8292Example(t *testing.T) {
 func TestRFC8292ExampleTamperedFails(t *testing.T) {
 	v := readRFCVector(t)
 	token, k := splitHeader(t, v.authorization)
-	other, err := vapid.GenerateKey("other")
-	if err != nil {
-		t.Fatal(err)
-	}
+	other := newTestKey(t, "other")
 	parts := strings.Split(token, ".")
 	claims, _ := base64.RawURLEncoding.DecodeString(parts[1])
 	forged := strings.Replace(string(claims), "push.example.net", "push.example.org", 1)
@@ -146,10 +143,7 @@ func TestRFC8292ExampleTamperedFails(t *testing.T) {
 func TestSignedInputMatchesRFC(t *testing.T) {
 	v := readRFCVector(t)
 	rfcToken, _ := splitHeader(t, v.authorization)
-	key, err := vapid.GenerateKey("rfc")
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := newTestKey(t, "rfc")
 	s, err := vapid.NewSigner(vapid.SignerOptions{
 		Subject: "mailto:push@example.com",
 		Now:     func() time.Time { return rfcExp.Add(-vapid.DefaultLifetime) },

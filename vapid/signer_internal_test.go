@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
 )
 
 var it0 = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -25,13 +27,7 @@ func newInternalSigner(t *testing.T, now func() time.Time) (*Signer, *Key) {
 // a deadlock shows up as a clear failure, not a test-binary timeout.
 func failAfter[T any](t *testing.T, ch <-chan T, what string) T {
 	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%s did not happen within 10s", what)
-		panic("unreachable")
-	}
+	return testkit.Receive(t, ch, 10*time.Second, what)
 }
 
 // TestSigningRunsInParallel: while one audience's signature is held up, a

@@ -1,23 +1,15 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
 )
 
-// run calls the command line in-process and returns its exit code and outputs.
-func run(t *testing.T, args ...string) (int, string, string) {
-	t.Helper()
-	var stdout, stderr bytes.Buffer
-	code := runMain(context.Background(), args, &stdout, &stderr)
-	return code, stdout.String(), stderr.String()
-}
-
 func TestUsageListsDemoAndBenchOnly(t *testing.T) {
-	code, _, stderr := run(t, "help")
+	code, _, stderr := testkit.Run(t, runMain, "help")
 	if code != 0 || !strings.Contains(stderr, "usage: gateway-lab <command>") {
 		t.Fatalf("help: exit %d, %q", code, stderr)
 	}
@@ -29,7 +21,7 @@ func TestUsageListsDemoAndBenchOnly(t *testing.T) {
 	if strings.Contains(stderr, "bench-webpush-go") {
 		t.Errorf("usage lists the hidden contender command:\n%s", stderr)
 	}
-	if code, _, stderr := run(t, "run"); code != 2 || !strings.Contains(stderr, `unknown command "run"`) {
+	if code, _, stderr := testkit.Run(t, runMain, "run"); code != 2 || !strings.Contains(stderr, `unknown command "run"`) {
 		t.Errorf("run is the worker's, not the lab's: exit %d, %q", code, stderr)
 	}
 }
@@ -45,6 +37,12 @@ func TestRefusesBadFlags(t *testing.T) {
 		{"demo: unknown fault", []string{"demo", "--fault", "fcm=melt"}, `unknown fault "melt"`},
 		{"demo: too short", []string{"demo", "--duration", "1s"}, "--duration must be at least 2s"},
 		{"demo: stray word", []string{"demo", "stray", "--rate", "5"}, `unexpected argument "stray"`},
+		{"demo: a fault that does not exist", []string{"demo", "--fault", "autopush=explode"}, `--fault "autopush=explode": unknown fault "explode"`},
+		{"demo: no rate", []string{"demo", "--rate", "0"}, "--rate at least 1"},
+		{"demo: a rate that is no number", []string{"demo", "--rate", "x"}, `--rate: invalid value "x"`},
+		{"demo: unknown flag", []string{"demo", "--speed", "9"}, "unknown flag --speed"},
+		{"bench: a weight that is no number", []string{"bench", "--mix", "fcm=abc"}, `--mix: "fcm=abc" is not provider=weight`},
+		{"bench: no sample", []string{"bench", "--sample", "0"}, "--sample must be at least 1"},
 		{"bench: unknown contender", []string{"bench", "--only", "gateway,nope"}, `--only: unknown contender "nope"`},
 		{"bench: bad mix", []string{"bench", "--mix", "fcm=x"}, `--mix: "fcm=x" is not provider=weight`},
 		{"bench: too few messages", []string{"bench", "--messages", "5"}, "--messages must be at least 10"},
@@ -53,17 +51,36 @@ func TestRefusesBadFlags(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			code, stdout, stderr := run(t, tc.args...)
+			code, stdout, stderr := testkit.Run(t, runMain, tc.args...)
 			if code != 2 || !strings.Contains(stderr, tc.want) || stdout != "" {
 				t.Fatalf("exit %d, stdout %q, stderr %q; want 2 and %q", code, stdout, stderr, tc.want)
+			}
+			if tc.args[0] != "bench-webpush-go" && !strings.Contains(stderr, "usage: gateway-lab "+tc.args[0]) {
+				t.Errorf("stderr %q has no usage line", stderr)
 			}
 		})
 	}
 }
 
 func TestBenchWebpushGoReportsABadConfig(t *testing.T) {
-	code, _, stderr := run(t, "bench-webpush-go", filepath.Join(t.TempDir(), "none.json"))
+	code, _, stderr := testkit.Run(t, runMain, "bench-webpush-go", filepath.Join(t.TempDir(), "none.json"))
 	if code != 1 || !strings.Contains(stderr, "bench-webpush-go:") || !strings.Contains(stderr, "none.json") {
 		t.Fatalf("exit %d, %q; want 1 naming the missing file", code, stderr)
+	}
+}
+
+// TestHelpFormat: demo and bench print the help every command prints.
+func TestHelpFormat(t *testing.T) {
+	for cmd, flag := range map[string]string{"demo": "--fault PROVIDER=stall|503:RATIO|429:SECONDS", "bench": "--mix WEIGHTS"} {
+		code, stdout, help := testkit.Run(t, runMain, cmd, "-h")
+		if code != 0 || stdout != "" {
+			t.Fatalf("%s -h: exit %d, stdout %q", cmd, code, stdout)
+		}
+		for _, want := range []string{"usage: gateway-lab " + cmd + " ", "\nexamples:\n  gateway-lab " + cmd, "\nRedis:\n  --redis URL",
+			"\n  " + flag, "\nEvery flag can also be set as GATEWAY_<FLAG>", "\nexit status: 0 done; 2 a flag or argument refused"} {
+			if !strings.Contains(help, want) {
+				t.Errorf("%s -h lacks %q:\n%s", cmd, want, help)
+			}
+		}
 	}
 }

@@ -14,68 +14,73 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/stream"
 )
 
-func cmdAudit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := cli.NewFlagSet("gateway-worker audit", stderr)
+// auditJSON is what `audit --json` prints: the report, with the snake_case keys of send's.
+type auditJSON struct {
+	Total       int            `json:"total"`
+	ExactlyOne  int            `json:"exactly_one"`
+	None        int            `json:"none"`
+	MoreThanOne int            `json:"more_than_one"`
+	NoneWhere   map[string]int `json:"none_where"`
+	ByCode      map[string]int `json:"by_code"`
+	Missing     []string       `json:"missing"`
+	Duplicated  []string       `json:"duplicated"`
+}
+
+func cmdAudit(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stderr io.Writer) int {
 	var rf redisFlags
-	rf.register(fs)
+	rf.registerReader(fs)
+	fs.Group("Jobs")
 	idsFile := fs.String("ids", "", "`FILE` of job ids, one per line (or JSON-lines jobs: their \"id\" is used)")
-	asJSON := fs.Bool("json", false, "print the report as JSON")
-	if err := cli.ParseFlags(fs, args); err != nil {
-		return cli.ExitUsage(err)
-	}
-	if err := cli.NoArgs(fs); err != nil {
-		return 2
-	}
-	if err := rf.check(); err != nil {
-		fmt.Fprintln(stderr, "gateway-worker audit:", err)
-		return 2
-	}
-	if *idsFile == "" {
-		fmt.Fprintln(stderr, "gateway-worker audit: --ids is required")
-		return 2
+	fs.Require("ids")
+	fs.Group("Output")
+	asJSON := fs.Bool("json", false, "print the report as one JSON object (snake_case keys)")
+	if code, ok := fs.Parse(args); !ok {
+		return code
 	}
 	ids, skipped, err := readIDs(*idsFile)
 	if err != nil {
-		fmt.Fprintln(stderr, "gateway-worker audit:", err)
-		return 2
+		return fs.Fail(fmt.Errorf("--ids: %w", err))
 	}
 	if skipped > 0 {
 		fmt.Fprintf(stderr, "gateway-worker audit: %d lines of %s have no job id and were not audited\n", skipped, *idsFile)
 	}
-	st, err := stream.Open(rf.url, stream.OpenOptions{
-		Options: stream.Options{Prefix: rf.prefix, Shards: rf.shards, Consumer: "audit"}, ClientName: "gateway-audit",
-	})
-	if err != nil {
-		fmt.Fprintln(stderr, "gateway-worker audit:", err)
-		return 2
+	st, code := rf.openReader(ctx, fs, "gateway-audit", stderr)
+	if st == nil {
+		return code
 	}
 	defer st.Close()
-	rep, err := st.Audit(ctx, ids)
+	rep, byCode, err := st.AuditByCode(ctx, ids)
 	if err != nil {
-		fmt.Fprintln(stderr, "gateway-worker audit:", err)
-		return 1
+		return redisFailure(stderr, fs.Name(), err)
 	}
 	if *asJSON {
-		_ = json.NewEncoder(stdout).Encode(rep)
+		out := auditJSON{
+			Total: rep.Total, ExactlyOne: rep.ExactlyOne, None: rep.None, MoreThanOne: rep.MoreThanOne,
+			NoneWhere: rep.NoneWhere, ByCode: byCode, Missing: rep.Missing, Duplicated: rep.Duplicated,
+		}
+		if out.Missing == nil {
+			out.Missing = []string{}
+		}
+		if out.Duplicated == nil {
+			out.Duplicated = []string{}
+		}
+		if code := printJSON(fs, stdout, stderr, out); code != cli.ExitOK {
+			return code
+		}
 	} else {
-		printAudit(stdout, rep)
+		printAudit(stdout, rep, byCode)
 	}
 	if rep.ExactlyOne != rep.Total {
-		return 1
+		return cli.ExitNo
 	}
-	return 0
+	return cli.ExitOK
 }
 
-func printAudit(w io.Writer, rep stream.AuditReport) {
+func printAudit(w io.Writer, rep stream.AuditReport, byCode map[string]int) {
 	fmt.Fprintf(w, "jobs:                     %d\n", rep.Total)
 	fmt.Fprintf(w, "exactly one terminal:     %d\n", rep.ExactlyOne)
 	fmt.Fprintf(w, "none yet:                 %d\n", rep.None)
-	where := make([]string, 0, len(rep.NoneWhere))
-	for k := range rep.NoneWhere {
-		where = append(where, k)
-	}
-	sort.Strings(where)
-	for _, k := range where {
+	for _, k := range sortedKeys(rep.NoneWhere) {
 		label := k
 		if k == "nowhere" {
 			label = "nowhere (LOST)"
@@ -89,6 +94,21 @@ func printAudit(w io.Writer, rep stream.AuditReport) {
 	for _, id := range first(rep.Missing, 10) {
 		fmt.Fprintf(w, "  missing:    %s\n", id)
 	}
+	if len(byCode) > 0 {
+		fmt.Fprintln(w, "terminal records by code:")
+		for _, code := range sortedKeys(byCode) {
+			fmt.Fprintf(w, "  %-22s  %d\n", code, byCode[code])
+		}
+	}
+}
+
+func sortedKeys(m map[string]int) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 func first(s []string, n int) []string {

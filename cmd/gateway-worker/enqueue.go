@@ -16,32 +16,30 @@ import (
 // enqueueBatch is how many jobs go to Redis in one pipeline.
 const enqueueBatch = 500
 
-func cmdEnqueue(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := cli.NewFlagSet("gateway-worker enqueue", stderr)
+func cmdEnqueue(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stderr io.Writer) int {
 	var rf redisFlags
 	rf.register(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: gateway-worker enqueue --redis URL [--shards N] [--prefix P] [FILE|-]\n\nOne job (JSON object with an \"id\") per line; see docs/job-format.md.")
-		fs.PrintDefaults()
-	}
-	if err := cli.ParseFlags(fs, args); err != nil {
-		return cli.ExitUsage(err)
+	fs.Group("Replication")
+	waitReplicas := fs.Int("wait-replicas", 0, "after each batch, wait until this many replicas of every master written to have it (Redis WAIT): a failover then loses no job reported enqueued (0: no wait; see docs/operations.md)")
+	waitTimeout := fs.Duration("wait-timeout", stream.DefaultWaitTimeout, "how long each master may take to reach --wait-replicas; a batch not replicated in time stops the command, which says where to run again from")
+	if code, ok := fs.Parse(args); !ok {
+		return code
 	}
 	if err := rf.check(); err != nil {
-		fmt.Fprintln(stderr, "gateway-worker enqueue:", err)
-		return 2
+		return fs.Fail(err)
+	}
+	if *waitReplicas < 0 {
+		return fs.Fail(fmt.Errorf("--wait-replicas must be 0 or more, got %d", *waitReplicas))
+	}
+	if *waitTimeout <= 0 {
+		return fs.Fail(fmt.Errorf("--wait-timeout must be positive, got %v", *waitTimeout))
 	}
 	in := io.Reader(os.Stdin)
 	name := "standard input"
-	if fs.NArg() > 1 {
-		fs.Usage()
-		return 2
-	}
 	if fs.NArg() == 1 && fs.Arg(0) != "-" {
 		f, err := os.Open(fs.Arg(0))
 		if err != nil {
-			fmt.Fprintln(stderr, "gateway-worker enqueue:", err)
-			return 2
+			return fs.Fail(err)
 		}
 		defer f.Close()
 		in, name = f, fs.Arg(0)
@@ -50,11 +48,10 @@ func cmdEnqueue(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		Options: stream.Options{Prefix: rf.prefix, Shards: rf.shards}, ClientName: "gateway-enqueue",
 	})
 	if err != nil {
-		fmt.Fprintln(stderr, "gateway-worker enqueue:", err)
-		return 2
+		return fs.Fail(fmt.Errorf("--redis: %w", err))
 	}
 	defer st.Close()
-	res, err := enqueueLines(ctx, st.Producer(), in, newProgress(stderr))
+	res, err := enqueueLines(ctx, st.Producer(stream.WaitReplicas(*waitReplicas, *waitTimeout)), in, newProgress(stderr))
 	for _, r := range res.refused {
 		fmt.Fprintf(stderr, "%s:%d: not enqueued: %s\n", name, r.line, r.reason)
 	}
@@ -69,12 +66,12 @@ func cmdEnqueue(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		} else {
 			fmt.Fprintf(stderr, "gateway-worker enqueue: stopped after %d jobs: %v\n", res.written, err)
 		}
-		return 1
+		return redisExitCode(err)
 	}
 	if len(res.refused) > 0 {
-		return 1
+		return cli.ExitNo
 	}
-	return 0
+	return cli.ExitOK
 }
 
 type refusedLine struct {

@@ -24,30 +24,29 @@ const (
 	inventoryShownProblem = 20      // unreadable lines listed one by one
 )
 
-func cmdInventory(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := cli.NewFlagSet("gateway-worker inventory", stderr)
-	registry := fs.String("registry", "registry.yaml", "registry file that routes the endpoints")
+func cmdInventory(_ context.Context, fs *cli.FlagSet, args []string, stdout, stderr io.Writer) int {
+	fs.Group("Delivery")
+	registry := fs.String("registry", "", "provider table `FILE` that routes the endpoints (default: the registry.yaml built into this binary)")
+	fs.Group("Report")
 	total := fs.Int("total", 0, "in-flight total per replica to share (default: the registry's budget.total_in_flight, else the sum of max_in_flight)")
 	top := fs.Int("top", 20, "unknown hosts listed one by one; the rest are summed as others")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: gateway-worker inventory [--registry FILE] [--total N] [--top N] FILE|-\n\n"+
-			"FILE is a subscription export, one per line: a PushSubscription JSON object, a job with\n"+
-			"\"subscription\", {\"endpoint\": ...}, or a bare endpoint URL. Prints the subscriptions per\n"+
-			"provider and per unknown host, the lines that could not be read, and the in-flight\n"+
-			"budget each provider would get. Endpoint paths are never printed.")
-		fs.PrintDefaults()
+	if code, ok := fs.Parse(args); !ok {
+		return code
 	}
-	if err := cli.ParseFlags(fs, args); err != nil {
-		return cli.ExitUsage(err)
+	if *total < 0 {
+		return fs.Fail(fmt.Errorf("--total must be at least 0, got %d", *total))
 	}
-	if fs.NArg() != 1 || *total < 0 || *top < 0 {
-		fs.Usage()
-		return 2
+	if *top < 0 {
+		return fs.Fail(fmt.Errorf("--top must be at least 0, got %d", *top))
 	}
-	reg, err := providers.Load(*registry)
+	reg, err := cli.LoadRegistry(*registry)
 	if err != nil {
 		fmt.Fprintln(stderr, err) // file:line: field: problem, as check prints them
-		return 1
+		return cli.ExitNo
+	}
+	regName := *registry
+	if regName == "" {
+		regName = cli.BuiltinRegistryName
 	}
 	in, name := io.Reader(os.Stdin), "standard input"
 	if fs.Arg(0) != "-" {
@@ -64,7 +63,7 @@ func cmdInventory(_ context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "gateway-worker inventory: %s: %v\n", name, err)
 		return 2
 	}
-	inv.print(stdout, name, *registry, *total, *top)
+	inv.print(stdout, name, regName, *total, *top)
 	return 0
 }
 

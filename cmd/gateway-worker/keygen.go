@@ -2,6 +2,11 @@ package main
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -12,42 +17,126 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/vapid"
 )
 
-func cmdKeygen(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	fset := cli.NewFlagSet("gateway-worker keygen", stderr)
-	out := fset.String("out", "vapid.pem", "where to write the private key (PEM, mode 0600); never overwritten")
-	if err := cli.ParseFlags(fset, args); err != nil {
-		return cli.ExitUsage(err)
+// keyPair is what `keygen --json` prints, in the shape of `web-push generate-vapid-keys --json`
+// (Node): the public key and the raw private scalar, both base64url without padding.
+type keyPair struct {
+	PublicKey  string `json:"publicKey"`
+	PrivateKey string `json:"privateKey,omitempty"`
+}
+
+func cmdKeygen(_ context.Context, fset *cli.FlagSet, args []string, stdout, stderr io.Writer) int {
+	fset.Group("Key")
+	out := fset.String("out", "vapid.pem", "`FILE` to write the private key to (PEM, mode 0600); an existing file is refused")
+	force := fset.Bool("force", false, "replace an existing --out file (subscriptions made with its key stop working)")
+	public := fset.String("public", "", "print the public key of the private key in `FILE` (PEM or raw) and make none")
+	fset.Group("Output")
+	asJSON := fset.Bool("json", false, "print {\"publicKey\",\"privateKey\"} as JSON (with --public, only publicKey)")
+	if code, ok := fset.Parse(args); !ok {
+		return code
+	}
+	name := fset.Name()
+	if *public != "" {
+		if fset.IsSet("out") || *force {
+			return fset.Fail(errors.New("--public reads a key; it takes no --out or --force"))
+		}
+		key, err := loadKeyFile(*public)
+		if err != nil {
+			return failure(stderr, name, cli.ExitNo, fmt.Errorf("--public: %w", err))
+		}
+		return printKey(stdout, stderr, name, keyPair{PublicKey: key.PublicKey()}, *asJSON)
 	}
 	key, err := vapid.GenerateKey("default")
 	if err != nil {
-		fmt.Fprintln(stderr, "gateway-worker keygen:", err)
-		return 1
+		return failure(stderr, name, cli.ExitNo, err)
 	}
-	pem, err := key.MarshalPEM()
+	pemBytes, err := key.MarshalPEM()
 	if err != nil {
-		fmt.Fprintln(stderr, "gateway-worker keygen:", err)
-		return 1
+		return failure(stderr, name, cli.ExitNo, err)
 	}
-	// O_EXCL: a key that subscriptions are bound to must never be replaced by accident.
-	f, err := os.OpenFile(*out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	pair := keyPair{PublicKey: key.PublicKey()}
+	if *asJSON {
+		if pair.PrivateKey, err = rawPrivate(pemBytes); err != nil {
+			return failure(stderr, name, cli.ExitNo, err)
+		}
+	}
+	if !*asJSON || fset.IsSet("out") {
+		if err := writeKeyFile(*out, pemBytes, *force); err != nil {
+			return failure(stderr, name, cli.ExitNo, err)
+		}
+		if !*asJSON {
+			fmt.Fprintf(stderr, "wrote the private key to %s; the public key (applicationServerKey) is:\n", *out)
+		}
+	}
+	return printKey(stdout, stderr, name, pair, *asJSON)
+}
+
+func printKey(stdout, stderr io.Writer, name string, pair keyPair, asJSON bool) int {
+	var err error
+	if asJSON {
+		err = json.NewEncoder(stdout).Encode(pair)
+	} else {
+		_, err = fmt.Fprintln(stdout, pair.PublicKey)
+	}
+	if err != nil {
+		return failure(stderr, name, cli.ExitNo, err)
+	}
+	return cli.ExitOK
+}
+
+// loadKeyFile loads the key in the file at path, which must be a file: unlike --vapid-key,
+// --public never takes the key itself, so a key given there by mistake is refused, unquoted.
+func loadKeyFile(path string) (*vapid.Key, error) {
+	if st, err := os.Stat(path); err != nil || !st.Mode().IsRegular() {
+		return nil, errors.New("not a readable key file (give the path of a PEM or raw key file)")
+	}
+	return vapid.LoadKeyFile("default", path)
+}
+
+// writeKeyFile writes a new private key file, mode 0600, refusing to replace one unless force:
+// subscriptions are bound to the key a file holds.
+func writeKeyFile(path string, data []byte, force bool) error {
+	flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
+	if force {
+		flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	}
+	f, err := os.OpenFile(path, flags, 0o600)
 	if errors.Is(err, fs.ErrExist) {
-		fmt.Fprintf(stderr, "gateway-worker keygen: %s exists; subscriptions may be bound to it, so it is not overwritten\n", *out)
-		return 1
+		return fmt.Errorf("%s exists; subscriptions may be bound to its key, so it is not replaced (--force replaces it; --public %s prints its public key)", path, path)
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "gateway-worker keygen:", err)
-		return 1
+		return err
 	}
-	if _, err := f.Write(pem); err != nil {
+	if force {
+		// O_TRUNC keeps the mode of a file that existed: make it the key file's.
+		if err := f.Chmod(0o600); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	if _, err := f.Write(data); err != nil {
 		f.Close()
-		fmt.Fprintln(stderr, "gateway-worker keygen:", err)
-		return 1
+		return err
 	}
-	if err := f.Close(); err != nil {
-		fmt.Fprintln(stderr, "gateway-worker keygen:", err)
-		return 1
+	return f.Close()
+}
+
+// rawPrivate is the private scalar of a PKCS#8 PEM key in base64url, the form web-push prints.
+func rawPrivate(pemBytes []byte) (string, error) {
+	block, _ := pem.Decode(pemBytes)
+	if block == nil {
+		return "", errors.New("keygen: the new key's PEM did not decode")
 	}
-	fmt.Fprintf(stderr, "wrote the private key to %s; the public key (applicationServerKey) is:\n", *out)
-	fmt.Fprintln(stdout, key.PublicKey())
-	return 0
+	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		return "", fmt.Errorf("keygen: %w", err)
+	}
+	ec, ok := k.(*ecdsa.PrivateKey)
+	if !ok {
+		return "", fmt.Errorf("keygen: the new key is a %T", k)
+	}
+	d, err := ec.Bytes()
+	if err != nil {
+		return "", fmt.Errorf("keygen: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(d), nil
 }

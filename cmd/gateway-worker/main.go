@@ -1,8 +1,8 @@
 // Command gateway-worker delivers Web Push messages: `run` is the worker, and the other
 // subcommands are what an operator runs beside it. It links only the product; the simulator
-// (cmd/pushsim), the demo and the bench (cmd/gateway-lab) are commands of their own. Each
-// subcommand lives in its own file; main only turns signals into a context and picks the
-// subcommand.
+// (cmd/pushsim), the demo and the bench (cmd/gateway-lab) are commands of their own. main
+// turns signals into a context and picks the subcommand from the table of commands and their
+// help; each subcommand's work lives in its own file.
 package main
 
 import (
@@ -26,13 +26,195 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 func commands() []cli.Command {
 	return []cli.Command{
-		{Name: "run", Summary: "the worker: deliver jobs from Redis Streams", Run: cmdRun},
-		{Name: "enqueue", Summary: "put JSON-lines jobs on the intake streams", Run: cmdEnqueue},
-		{Name: "audit", Summary: "check that every job id reached exactly one terminal record", Run: cmdAudit},
-		{Name: "send", Summary: "send one message through the real adapter path and print its outcome", Run: cmdSend},
-		{Name: "keygen", Summary: "make a VAPID key pair", Run: cmdKeygen},
-		{Name: "check", Summary: "validate a registry file", Run: cmdCheck},
-		{Name: "inventory", Summary: "count a subscription export per provider and show the in-flight budgets", Run: cmdInventory},
-		{Name: "version", Summary: "print the version of this build and of the Go that built it", Run: cmdVersion},
+		{Name: "run", Summary: "the worker: deliver jobs from Redis Streams", Main: cmdRun},
+		{Name: "enqueue", Summary: "put JSON-lines jobs on the intake streams", Run: cmdEnqueue, Help: cli.Help{
+			Usage: "--redis URL [--shards N] [--prefix PREFIX] [FILE|-]",
+			Summary: "Put jobs on the intake streams, pipelined into the right shards: one job (a JSON object with an \"id\") per line " +
+				"of FILE or of standard input (docs/job-format.md).",
+			Details: "A line without a string id cannot be sharded: it is refused with its line number, and the others are enqueued. " +
+				"Whatever else is wrong with a job is the worker's to dead-letter with a reason.",
+			Examples: []string{
+				"gateway-worker enqueue --redis redis://127.0.0.1:6379/0 jobs.jsonl",
+				"producer | gateway-worker enqueue --redis redis://127.0.0.1:6379/0 --shards 4 -",
+			},
+			Args: "FILE", MaxArgs: 1,
+			Exit: "1 some lines were refused (listed); 3 Redis could not be written (the line to run again from is printed)",
+		}},
+		{Name: "status", Summary: "queues, retries, live replicas and their breakers, pauses, Redis memory", Run: cmdStatus, Help: cli.Help{
+			Usage: "--redis URL [--prefix PREFIX] [--shards N] [--json]",
+			Summary: "Show the queues of every shard (length, lag, pending and the age of the oldest pending entry, retries due now and the next one), " +
+				"the live replicas with each provider's breaker state, the paused providers and Redis's memory. Reads Redis only; no worker needed.",
+			Details: "Lag is how many entries of a stream no worker has read yet; pending, how many were read and not finished. " +
+				"Cost: one SCAN of the keyspace (to find the lanes), one script per shard, INFO on every node.",
+			Examples: []string{
+				"gateway-worker status --redis redis://127.0.0.1:6379/0",
+				"gateway-worker status --redis redis+cluster://h1:6379,h2:6379 --json | jq '.queues[] | select(.lag > 0)'",
+			},
+			Exit: "3 Redis could not be read",
+		}},
+		{Name: "inspect", Summary: "where one job is: intake, lane, in flight, waiting to retry, or its record", Run: cmdInspect, Help: cli.Help{
+			Usage: "--redis URL [--scan-limit N] [--json] JOB_ID",
+			Summary: "Say where one job is: in the intake (not routed yet), in its lane (waiting, or in flight with a consumer, for how long), " +
+				"waiting in the delayed set to retry (until when, as which attempt, and the outcome of the attempt that sent it there), " +
+				"or ended, with its ledger or dead record. Reads Redis only.",
+			Details: "Only the job's shard is read (CRC-32 of the id). The jobs index and the delayed set answer in one round trip; " +
+				"the intake, the job's lane, the ledger and the dead stream have no index by job id, so each is read a thousand entries a round trip, " +
+				"at most --scan-limit entries (the ledger and the dead stream newest first), and the output says when a scan was cut. " +
+				"With a long ledger that is up to --scan-limit entries transferred per stream: an operator's query, not something to run in a loop.",
+			Examples: []string{
+				"gateway-worker inspect --redis redis://127.0.0.1:6379/0 order-1234-shipped",
+				"gateway-worker inspect --redis redis://127.0.0.1:6379/0 --scan-limit 100000 --json order-1234-shipped",
+			},
+			Args: "JOB_ID", MinArgs: 1, MaxArgs: 1,
+			Exit: "1 not found anywhere (never enqueued under this prefix, or its records were trimmed); 3 Redis could not be read",
+		}},
+		{Name: "dead", Summary: "list, show, replay or purge dead-letter records", Sub: []cli.Command{
+			{Name: "ls", Summary: "list dead records, newest first, by reason, code, provider or time", Run: cmdDeadLs, Help: cli.Help{
+				Usage:   "--redis URL [--reason TEXT] [--code CODE] [--provider ID] [--since WHEN] [--until WHEN] [--limit N] [--json]",
+				Summary: "List dead-letter records, newest first over every shard: entry id, job id, code, provider, when, reason.",
+				Details: "Each shard's dead stream is read newest first, a thousand records a round trip, until --limit records matched " +
+					"(or --since is reached): a filter that matches little reads the whole stream.",
+				Examples: []string{
+					"gateway-worker dead ls --redis redis://127.0.0.1:6379/0",
+					"gateway-worker dead ls --redis redis://127.0.0.1:6379/0 --code PROVIDER_DOWN --provider autopush --since 2h",
+				},
+				Exit: "3 Redis could not be read",
+			}},
+			{Name: "show", Summary: "print one dead record whole, its job (and so its subscription) included", Run: cmdDeadShow, Help: cli.Help{
+				Usage: "--redis URL [--json] ENTRY_ID|JOB_ID",
+				Summary: "Print one dead record whole, the job JSON included. The job carries the subscription (its endpoint and keys, " +
+					"which are credentials): keep the output as you keep subscriptions.",
+				Details: "ENTRY_ID is the record's id in its dead stream, as `dead ls` prints it (SHARD/ENTRY_ID with several shards). " +
+					"Given a job id, the newest record of that job is shown (its shard's dead stream is read newest first, at most --scan-limit records).",
+				Examples: []string{
+					"gateway-worker dead show --redis redis://127.0.0.1:6379/0 1717171717171-0",
+					"gateway-worker dead show --redis redis://127.0.0.1:6379/0 --json order-1234-shipped | jq -r .job",
+				},
+				Args: "ENTRY_ID or JOB_ID", MinArgs: 1, MaxArgs: 1,
+				Exit: "1 no such record; 3 Redis could not be read",
+			}},
+			{Name: "replay", Summary: "put chosen records' jobs back on their intake as new jobs, once each", Run: cmdDeadReplay, Help: cli.Help{
+				Usage: "--redis URL (ENTRY_ID... | [--reason TEXT] [--code CODE] [--provider ID] [--since WHEN] [--until WHEN] | --all) [--dry-run]",
+				Summary: "Put the jobs of chosen dead records back on their shard's intake as new jobs (attempt 0: the intake validates and routes them again), " +
+					"each record's move one Redis script that deletes the record: a record is replayed once, however often this runs.",
+				Details: "A record whose job was cut to the entry limit (its note says so) cannot be replayed: it is skipped and named. " +
+					"A replayed job keeps its id and its enqueued_at, from which its TTL counts; an invalid job is dead-lettered again unless what refused it was fixed (a vapid_key added). " +
+					"Filters read each shard's dead stream newest first, as `dead ls` does.",
+				Examples: []string{
+					"gateway-worker dead replay --redis redis://127.0.0.1:6379/0 1717171717171-0 1717171717172-0",
+					"gateway-worker dead replay --redis redis://127.0.0.1:6379/0 --code PROVIDER_DOWN --since 6h --dry-run",
+				},
+				Args: "ENTRY_ID", MaxArgs: -1,
+				Exit: "1 some chosen records could not be replayed (named; an entry id that names no record was replayed or purged before, and is not a failure); 3 Redis could not be read or written",
+			}},
+			{Name: "purge", Summary: "delete chosen records", Run: cmdDeadPurge, Help: cli.Help{
+				Usage:   "--redis URL (ENTRY_ID... | [--reason TEXT] [--code CODE] [--provider ID] [--since WHEN] [--until WHEN] | --all --yes) [--dry-run]",
+				Summary: "Delete chosen dead records. Their jobs are gone for good: replay what should still be delivered first.",
+				Examples: []string{
+					"gateway-worker dead purge --redis redis://127.0.0.1:6379/0 --code INVALID_JOB --until 30d",
+					"gateway-worker dead purge --redis redis://127.0.0.1:6379/0 --all --yes",
+				},
+				Args: "ENTRY_ID", MaxArgs: -1,
+				Exit: "1 an entry id is on several shards (named; give SHARD/ENTRY_ID); 3 Redis could not be read or written",
+			}},
+		}},
+		{Name: "pause", Summary: "stop every worker reading a provider's lanes; its jobs wait in Redis", Run: cmdPause, Help: cli.Help{
+			Usage: "--redis URL [--reason TEXT] PROVIDER",
+			Summary: "Pause a provider: at their next heartbeat (within the registry's heartbeat.every) every worker's lanes of it stop reading, " +
+				"and the reclaimer claims none of its entries; its jobs wait in Redis, spending no attempt, until `gateway-worker resume PROVIDER`.",
+			Details: "The pause is kept in Redis (<prefix>:{hb}:paused), so it holds for workers started later too. " +
+				"Sends already in flight finish. `gateway-worker status` lists the pauses.",
+			Examples: []string{
+				"gateway-worker pause --redis redis://127.0.0.1:6379/0 --reason 'autopush incident 42' autopush",
+				"gateway-worker resume --redis redis://127.0.0.1:6379/0 autopush",
+			},
+			Args: "PROVIDER (a provider id of the registry)", MinArgs: 1, MaxArgs: 1,
+			Exit: "3 Redis could not be written",
+		}},
+		{Name: "resume", Summary: "end a provider's pause", Run: cmdResume, Help: cli.Help{
+			Usage:    "--redis URL PROVIDER",
+			Summary:  "End a provider's pause: every worker's lanes of it read again at their next heartbeat.",
+			Examples: []string{"gateway-worker resume --redis redis://127.0.0.1:6379/0 autopush"},
+			Args:     "PROVIDER", MinArgs: 1, MaxArgs: 1,
+			Exit: "3 Redis could not be written",
+		}},
+		{Name: "audit", Summary: "check that every job id reached exactly one terminal record", Run: cmdAudit, Help: cli.Help{
+			Usage: "--redis URL --ids FILE [--json]",
+			Summary: "Check that every job of a list reached exactly one terminal record (a ledger or a dead record), " +
+				"count the records by outcome code, and say where each job without one is: intake, a lane, pending with a consumer, delayed, or nowhere (lost).",
+			Details: "It reads the whole ledger and dead stream of every shard: an operator's check, not a hot path. " +
+				"Records trimmed by --results-maxlen or --dead-maxlen count as missing.",
+			Examples: []string{
+				"gateway-worker audit --redis redis://127.0.0.1:6379/0 --ids jobs.jsonl",
+				"gateway-worker audit --redis redis://127.0.0.1:6379/0 --ids ids.txt --json",
+			},
+			Exit: "1 some jobs have no terminal record yet, or more than one; 3 Redis could not be read",
+		}},
+		{Name: "send", Summary: "send one message through the real adapter path and print its outcome", Run: cmdSend, Help: cli.Help{
+			Usage: "--subscription FILE --vapid-key FILE --subject URL [--payload TEXT] [flags]",
+			Summary: "Send one message through the worker's own path (registry routing, request shaping, RFC 8291 encryption, VAPID) " +
+				"and print its outcome as one JSON object: code, status, provider, retryable, retry_after, detail.",
+			Details: "The subscription is judged as run judges a job's: one the worker would dead-letter is INVALID_JOB, with the reason its dead record would give, and is not sent.",
+			Examples: []string{
+				"gateway-worker send --subscription sub.json --payload hi --vapid-key vapid.pem --subject mailto:ops@example.com",
+				"gateway-worker send --subscription sub.json --payload hi --vapid-key k.pem --subject mailto:ops@example.com \\",
+				"    --ca-file \"$CA\" --connect-to \"$CONNECT_TO\"     # against pushsim: the values it prints",
+			},
+			Exit: "1 the push service did not accept it (the code says why)",
+		}},
+		{Name: "keygen", Summary: "make a VAPID key pair, or print the public key of one", Run: cmdKeygen, Help: cli.Help{
+			Usage: "[--out FILE [--force]] [--json] | --public FILE [--json]",
+			Summary: "Make a VAPID key pair: the private key goes to --out (PEM, mode 0600, never replaced unless --force), " +
+				"the public key (the applicationServerKey browsers subscribe with) to standard output. " +
+				"With --public FILE, print the public key of an existing key file instead (PEM or the raw base64url key).",
+			Details: "--json prints {\"publicKey\":\"...\",\"privateKey\":\"...\"} as `web-push generate-vapid-keys --json` does " +
+				"(the private key raw, base64url) and writes no file unless --out is given: keep that output secret.",
+			Examples: []string{
+				"gateway-worker keygen --out vapid.pem",
+				"gateway-worker keygen --public vapid.pem",
+				"gateway-worker keygen --json > vapid.json",
+			},
+			Exit: "1 the key file exists (and no --force) or could not be written or read",
+		}},
+		{Name: "check", Summary: "validate a registry file", Run: cmdCheck, Help: cli.Help{
+			Usage: "[FILE | --registry FILE]",
+			Summary: "Validate a provider table as the worker loads it, and say which file was checked: FILE, else --registry FILE, " +
+				"else the table built into this binary. Every mistake is reported as file:line: field: problem.",
+			Examples: []string{
+				"gateway-worker check registry.yaml",
+				"GATEWAY_REGISTRY=/etc/gateway/registry.yaml gateway-worker check",
+				"gateway-worker check            # the built-in table",
+			},
+			Args: "FILE", MaxArgs: 1,
+			Exit: "1 the table has mistakes (listed)",
+		}},
+		{Name: "registry", Summary: "print the built-in registry.yaml, a starting point for your own", Run: cmdRegistry, Help: cli.Help{
+			Usage: "",
+			Summary: "Print the provider table built into this binary (the registry.yaml every command uses without --registry), " +
+				"as a starting point for your own: edit it, check it with `gateway-worker check FILE`, and give it to run, send and inventory with --registry FILE.",
+			Examples: []string{
+				"gateway-worker registry > registry.yaml",
+				"gateway-worker check registry.yaml",
+			},
+			Exit: "1 standard output could not be written",
+		}},
+		{Name: "inventory", Summary: "count a subscription export per provider and show the in-flight budgets", Run: cmdInventory, Help: cli.Help{
+			Usage: "[--registry FILE] [--total N] [--top N] FILE|-",
+			Summary: "Count a subscription export per provider and per unknown host, list the lines that could not be read, " +
+				"and show the in-flight budget each provider would get. Endpoint paths are never printed.",
+			Details: "FILE (- for standard input) holds one subscription a line: a PushSubscription JSON object, a job with " +
+				"\"subscription\", {\"endpoint\": ...}, or a bare endpoint URL.",
+			Examples: []string{
+				"gateway-worker inventory subscriptions.jsonl",
+				"psql -Atc 'select endpoint from subscriptions' | gateway-worker inventory --registry registry.yaml -",
+			},
+			Args: "FILE (a subscription export, or - for standard input)", MinArgs: 1, MaxArgs: 1,
+			Exit: "1 the registry has mistakes",
+		}},
+		{Name: "version", Summary: "print the version of this build and of the Go that built it", Run: cmdVersion, Help: cli.Help{
+			Usage:    "",
+			Summary:  "Print the version of this build (module version, else VCS revision, else devel) and the Go release that built it.",
+			Examples: []string{"gateway-worker version", "gateway-worker --version"},
+		}},
 	}
 }

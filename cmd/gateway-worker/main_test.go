@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,17 +13,15 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/webpush-gateway/webpush-gateway/internal/redistest"
+	"github.com/webpush-gateway/webpush-gateway/internal/simtest"
+	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
+	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/stream"
 )
 
 // run calls the command line in-process and returns its exit code and outputs.
-func run(t *testing.T, args ...string) (int, string, string) {
-	t.Helper()
-	var stdout, stderr bytes.Buffer
-	code := runMain(context.Background(), args, &stdout, &stderr)
-	return code, stdout.String(), stderr.String()
-}
+func run(t *testing.T, args ...string) (int, string, string) { return testkit.Run(t, runMain, args...) }
 
 func TestKeygen(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "vapid.pem")
@@ -68,30 +65,33 @@ func TestCheck(t *testing.T) {
 	}
 }
 
-func TestSendThroughPushsim(t *testing.T) {
-	sim, err := pushsim.Start(pushsim.Config{Dir: t.TempDir()})
+// sendTarget starts pushsim, subscribes to provider for the application server key pub and
+// writes the subscription to a file for --subscription. The transport flags point at the
+// simulator through the environment, as a container would give them.
+func sendTarget(t *testing.T, provider, pub string) (sim *pushsim.Server, sub job.Subscription, file string) {
+	t.Helper()
+	sim = simtest.Start(t, pushsim.Config{})
+	sub, err := sim.Subscribe(provider, "", pub)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sim.Close()
-	dir := t.TempDir()
-	keyFile := filepath.Join(dir, "vapid.pem")
+	file = filepath.Join(t.TempDir(), "sub.json")
+	data, _ := json.Marshal(sub)
+	if err := os.WriteFile(file, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GATEWAY_CA_FILE", sim.CAFile())
+	t.Setenv("GATEWAY_CONNECT_TO", strings.Join(sim.ConnectTo(), ","))
+	return sim, sub, file
+}
+
+func TestSendThroughPushsim(t *testing.T) {
+	keyFile := filepath.Join(t.TempDir(), "vapid.pem")
 	code, pub, stderr := run(t, "keygen", "--out", keyFile)
 	if code != 0 {
 		t.Fatalf("keygen: %s", stderr)
 	}
-	sub, err := sim.Subscribe("apple", "", strings.TrimSpace(pub))
-	if err != nil {
-		t.Fatal(err)
-	}
-	subFile := filepath.Join(dir, "sub.json")
-	data, _ := json.Marshal(sub)
-	if err := os.WriteFile(subFile, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	// Transport flags come from the environment here, as a container would give them.
-	t.Setenv("GATEWAY_CA_FILE", sim.CAFile())
-	t.Setenv("GATEWAY_CONNECT_TO", strings.Join(sim.ConnectTo(), ","))
+	sim, sub, subFile := sendTarget(t, "apple", strings.TrimSpace(pub))
 	code, stdout, stderr := run(t, "send", "--subscription", subFile, "--payload", "from the CLI",
 		"--vapid-key", keyFile, "--subject", "mailto:ops@example.com", "--urgency", "low")
 	if code != 0 {
@@ -256,10 +256,10 @@ func TestSendAndRunJudgeSubscriptionsAlike(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stdout, stderr lockedBuffer
+	var stdout, stderr testkit.Buffer
 	done := make(chan int, 1)
 	go func() {
-		done <- runMain(ctx, []string{"run", "--redis", srv.URL(), "--vapid-key", "testdata/vapid.pem",
+		done <- runMain(ctx, []string{"run", "--http", "", "--redis", srv.URL(), "--vapid-key", "testdata/vapid.pem",
 			"--subject", "mailto:ops@example.com", "--block", "100ms", "--grace", "1s"}, &stdout, &stderr)
 	}()
 	c := srv.Client(t)

@@ -3,46 +3,27 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
+	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/adapter"
 	"github.com/webpush-gateway/webpush-gateway/dispatch"
 	"github.com/webpush-gateway/webpush-gateway/internal/buildinfo"
 	"github.com/webpush-gateway/webpush-gateway/internal/cli"
+	"github.com/webpush-gateway/webpush-gateway/providers"
 	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/telemetry"
 	"github.com/webpush-gateway/webpush-gateway/vapid"
 )
-
-// redisFlags are the flags every command that talks to Redis shares.
-type redisFlags struct {
-	url    string
-	prefix string
-	shards int
-}
-
-func (r *redisFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&r.url, "redis", "", "Redis `URL`: redis://, rediss://, redis+sentinel://h:p,h:p/master, redis+cluster://h:p,h:p")
-	fs.StringVar(&r.prefix, "prefix", stream.DefaultPrefix, "key `PREFIX` of every key")
-	fs.IntVar(&r.shards, "shards", 1, "number of shards; producers and workers must agree")
-}
-
-func (r *redisFlags) check() error {
-	if r.url == "" {
-		return fmt.Errorf("--redis is required")
-	}
-	if r.shards < 1 || r.shards > stream.MaxShards {
-		return fmt.Errorf("--shards must be 1 to %d, got %d", stream.MaxShards, r.shards)
-	}
-	return nil
-}
 
 // loadVAPIDKeys loads --vapid-key [NAME=]FILE values (FILE may be the key itself); a bare
 // FILE is the key named "default".
@@ -50,13 +31,14 @@ func loadVAPIDKeys(specs []string) (map[string]*vapid.Key, error) {
 	keys := make(map[string]*vapid.Key, len(specs))
 	for _, spec := range specs {
 		name, file, ok := strings.Cut(spec, "=")
-		if !ok || !keyName(name) || file == "" || file[0] == '=' {
-			// No NAME= in front: the whole value is the file or the key, whose base64 may end
-			// in '=' and whose PEM has spaces. Errors print the name, so it must not be a key.
+		if !ok || !keyName(name) || file == "" || file[0] == '=' || isFile(spec) {
+			// No NAME= in front: the whole value is the file (whose path may hold a '=') or the
+			// key, whose base64 may end in '=' and whose PEM has spaces. Errors print the name,
+			// so it must not be a key.
 			name, file = "default", spec
 		}
 		if _, dup := keys[name]; dup {
-			return nil, fmt.Errorf("--vapid-key: two keys named %q", name)
+			return nil, fmt.Errorf("two keys named %q", name)
 		}
 		k, err := vapid.LoadKeyFile(name, file)
 		if err != nil {
@@ -65,6 +47,12 @@ func loadVAPIDKeys(specs []string) (map[string]*vapid.Key, error) {
 		keys[name] = k
 	}
 	return keys, nil
+}
+
+// isFile reports whether path names a regular file.
+func isFile(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular()
 }
 
 // maxKeyName bounds the NAME of --vapid-key NAME=FILE. A raw key is 43 characters or more, so
@@ -92,56 +80,84 @@ func keyName(s string) bool {
 const maxBlockingReaders = 4096
 
 func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := cli.NewFlagSet("gateway-worker run", stderr)
+	fs := cli.NewFlagSet("gateway-worker run", stderr, cli.Help{
+		Usage:   "--redis URL --vapid-key [NAME=]FILE --subject URL [flags]",
+		Summary: "The worker: take jobs from the Redis streams of --prefix, send each to its push service, and record every outcome. Run as many replicas as you need; SIGTERM drains the sends in flight within --grace.",
+		Examples: []string{
+			"gateway-worker run --redis redis://127.0.0.1:6379/0 --vapid-key vapid.pem --subject mailto:ops@example.com",
+			"gateway-worker run --redis redis+cluster://h1:6379,h2:6379 --shards 4 --vapid-key /secrets/vapid.pem \\",
+			"    --vapid-key legacy=/secrets/old.pem --subject mailto:ops@example.com --registry /etc/gateway/registry.yaml",
+		},
+		Exit: "1 the worker stopped on an error (Redis could not be set up within --startup-timeout, or refused)",
+	})
 	var (
-		rf        redisFlags
-		tf        cli.Transport
-		keySpecs  cli.ListFlag
-		consumer  = fs.String("consumer", "", "consumer `NAME` in the group (default: $POD_NAME or the host name, plus a random suffix)")
-		jobHeader = fs.String("job-id-header", "", "send each job's id in this request `HEADER` (for simulators; off in production)")
-		logLevel  = fs.String("log-level", "info", "debug, info, warn or error")
-		statsFile = fs.String("stats-file", "", "when the worker stops, write what it did as JSON to `FILE`: Redis round trips and commands it sent, VAPID signatures it made")
-		profile   = fs.String("cpu-profile", "", "write a CPU profile (go tool pprof) of the whole run to `FILE`")
-		gcPercent = fs.Int("gogc", cli.DefaultGOGC, "garbage collection target `PERCENT`, as Go's GOGC (which wins when set); see docs/operations.md")
-		cfg       dispatch.Config
+		rf       redisFlags
+		tf       cli.Transport
+		keySpecs cli.ListFlag
+		cfg      dispatch.Config
+		so       stream.Options
 	)
 	rf.register(fs)
-	tf.Register(fs)
+	fs.IntVar(&so.ReshardFrom, "reshard-from", 0, "while changing the shard count of a live system: the `COUNT` the prefix had before --shards; the worker also reads that count's shards and records --shards in its place (docs/operations.md)")
+	tf.Register(fs) // Delivery, then VAPID
 	fs.Var(&keySpecs, "vapid-key", "VAPID private key as [NAME=]`FILE` (PEM, or the raw base64url key; FILE may also be the key itself; NAME is at most 32 characters); repeat for every key name jobs may give in vapid_key")
-	fs.DurationVar(&cfg.Grace, "grace", 25*time.Second, "how long in-flight sends may finish after SIGTERM")
-	fs.DurationVar(&cfg.RecordGrace, "record-grace", 10*time.Second, "how much longer than --grace the outcomes of answered sends may wait for Redis before shutdown gives them up (each logged)")
-	fs.DurationVar(&cfg.VisibilityTimeout, "visibility-timeout", 60*time.Second, "idle time after which another worker reclaims an entry")
-	fs.Int64Var(&cfg.MaxDeliveries, "max-deliveries", 5, "deliveries of one entry before it goes to dead")
-	fs.DurationVar(&cfg.Backoff.Base, "retry-base", 5*time.Second, "first retry delay, doubling each attempt")
-	fs.DurationVar(&cfg.Backoff.Cap, "retry-cap", 10*time.Minute, "longest retry delay")
-	fs.IntVar(&cfg.Backoff.MaxRetries, "max-retries", 8, "retries after the first attempt (0: none)")
-	fs.Int64Var(&cfg.MaxDelayed, "max-delayed", 1_000_000, "jobs a shard's delayed set holds before retries go to dead (0: no cap)")
-	fs.Int64Var(&cfg.MaxPerRecipient, "max-per-recipient", 1_000, "one recipient's jobs in the delayed set before its retries go to dead (0: no cap)")
-	var so stream.Options
-	fs.DurationVar(&so.SentTTL, "sent-ttl", time.Hour, "how long an accepted job's id is remembered: a redelivered or re-enqueued copy within it is not sent again")
-	fs.DurationVar(&so.GoneTTL, "gone-ttl", 7*24*time.Hour, "how long an endpoint reported gone is remembered, so its queued retries are dropped")
+	fs.Require("vapid-key", "subject")
+	fs.Group("Delivery")
+	jobHeader := fs.String("job-id-header", "", "send each job's id in this request `HEADER` (for simulators; off in production)")
+	fs.Group("Retries and limits")
+	fs.DurationVar(&cfg.Backoff.Base, "retry-base", dispatch.DefaultRetryBase, "first retry delay, doubling each attempt")
+	fs.DurationVar(&cfg.Backoff.Cap, "retry-cap", dispatch.DefaultRetryCap, "longest retry delay")
+	fs.IntVar(&cfg.Backoff.MaxRetries, "max-retries", dispatch.DefaultMaxRetries, "retries after the first attempt (0: none)")
+	fs.Int64Var(&cfg.MaxDelayed, "max-delayed", dispatch.DefaultMaxDelayed, "jobs a shard's delayed set holds before retries go to dead (0: no cap)")
+	fs.Int64Var(&cfg.MaxPerRecipient, "max-per-recipient", dispatch.DefaultMaxPerRecipient, "one recipient's jobs in the delayed set before its retries go to dead (0: no cap)")
+	fs.DurationVar(&cfg.VisibilityTimeout, "visibility-timeout", dispatch.DefaultVisibilityTimeout, "idle time after which another worker reclaims an entry")
+	fs.Int64Var(&cfg.MaxDeliveries, "max-deliveries", dispatch.DefaultMaxDeliveries, "deliveries of one entry before it goes to dead")
+	fs.Group("Records")
+	fs.DurationVar(&so.SentTTL, "sent-ttl", stream.DefaultSentTTL, "how long an accepted job's id is remembered: a redelivered or re-enqueued copy within it is not sent again")
+	fs.DurationVar(&so.GoneTTL, "gone-ttl", stream.DefaultGoneTTL, "how long an endpoint reported gone is remembered, so its queued retries are dropped")
 	fs.Int64Var(&so.ResultsMaxLen, "results-maxlen", stream.DefaultResultsMaxLen, "keep the ledger stream at about this many records, never trimming what an upstream's consumer group has not read and acknowledged (0: no bound; the upstream trims it)")
 	fs.Int64Var(&so.GoneMaxLen, "gone-maxlen", stream.DefaultGoneMaxLen, "keep the gone stream at about this many records, as --results-maxlen (0: no bound)")
 	fs.Int64Var(&so.DeadMaxLen, "dead-maxlen", stream.DefaultDeadMaxLen, "keep the dead stream at about this many records, as --results-maxlen (0: no bound)")
-	fs.DurationVar(&cfg.Block, "block", time.Second, "longest blocking read (bounds how long shutdown waits for a reader)")
-	fs.DurationVar(&cfg.ReclaimEvery, "reclaim-every", 5*time.Second, "how often entries of dead workers are reclaimed")
-	fs.DurationVar(&cfg.PromoteEvery, "promote-every", 250*time.Millisecond, "how often due retries return to their lanes")
-	fs.DurationVar(&cfg.StartupTimeout, "startup-timeout", 2*time.Minute, "give up (exit 1) when Redis cannot be set up within this time; refused credentials exit at once")
-	fs.DurationVar(&cfg.CommitLinger, "commit-linger", dispatch.DefaultCommitLinger, "how long a shard's shared pipeline of records waits for others to join it before it goes to Redis (0: not at all); no send waits for it")
+	fs.Group("Timing and shutdown")
+	fs.DurationVar(&cfg.Grace, "grace", dispatch.DefaultGrace, "how long in-flight sends may finish after SIGTERM")
+	fs.DurationVar(&cfg.RecordGrace, "record-grace", dispatch.DefaultRecordGrace, "how much longer than --grace the outcomes of answered sends may wait for Redis before shutdown gives them up (each logged)")
+	fs.DurationVar(&cfg.Block, "block", dispatch.DefaultBlock, "longest blocking read (bounds how long shutdown waits for a reader)")
+	fs.DurationVar(&cfg.ReclaimEvery, "reclaim-every", dispatch.DefaultReclaimEvery, "how often entries of dead workers are reclaimed")
+	fs.DurationVar(&cfg.PromoteEvery, "promote-every", dispatch.DefaultPromoteEvery, "how often due retries return to their lanes")
+	fs.DurationVar(&cfg.StartupTimeout, "startup-timeout", dispatch.DefaultStartupTimeout, "give up (exit 1) when Redis cannot be set up within this time; refused credentials exit at once")
+	fs.Group("Batching")
+	fs.DurationVar(&cfg.CommitLinger, "commit-linger", dispatch.DefaultCommitLinger, "longest a shard's shared pipeline of records waits for others to join it, while its provider's entries wait for tokens (0: not at all); no send waits for it")
 	fs.DurationVar(&cfg.LaneGather, "lane-gather", dispatch.DefaultLaneGather, "longest a lane waits to read while the entries it started still wait for their provider's tokens (0: read as soon as a slot is free)")
-	if err := cli.ParseFlags(fs, args); err != nil {
-		return cli.ExitUsage(err)
+	fs.Group("Live registry")
+	registryEvery := fs.Duration("registry-check-every", providers.DefaultWatchEvery, "how often the --registry file is read for changes, applied once it reads the same twice (0: only on SIGHUP)")
+	fs.Group("Observability")
+	httpAddr := fs.String("http", telemetry.DefaultAddr, "serve /metrics, /livez and /readyz on `ADDR` (\"\": no listener)")
+	pprofOn := fs.Bool("pprof", false, "also serve Go's profiles under /debug/pprof/ on --http")
+	redisFresh := fs.Duration("redis-check-fresh", telemetry.DefaultRedisFreshness, "how long a successful background Redis check keeps /readyz ready")
+	fs.DurationVar(&cfg.StatsEvery, "stats-every", dispatch.DefaultStatsEvery, "how often the queue gauges are read from Redis (one script per shard)")
+	consumer := fs.String("consumer", "", "consumer `NAME` in the group (default: $POD_NAME or the host name, plus a random suffix)")
+	logFormat := fs.String("log-format", telemetry.LogJSON, "`FORMAT` of the log lines on stderr: json or text")
+	logLevel := fs.String("log-level", "info", "`LEVEL`: debug, info, warn or error")
+	statsFile := fs.String("stats-file", "", "when the worker stops, write what it did as JSON to `FILE`: Redis round trips and commands it sent, VAPID signatures it made")
+	profile := fs.String("cpu-profile", "", "write a CPU profile (go tool pprof) of the whole run to `FILE`")
+	gcPercent := fs.Int("gogc", cli.DefaultGOGC, "garbage collection target `PERCENT`, as Go's GOGC (which wins when set); see docs/operations.md")
+	if code, ok := fs.Parse(args); !ok {
+		return code
 	}
-	if err := cli.NoArgs(fs); err != nil {
-		return 2
-	}
-	fail := func(err error) int {
-		fmt.Fprintln(stderr, "gateway-worker run:", err)
-		return 2
-	}
+	// SIGHUP reloads the registry; caught from here to the end, so that it never ends the
+	// process (its default action), least of all while the sends in flight drain.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	fail := fs.Fail
 	if err := rf.check(); err != nil {
 		return fail(err)
 	}
+	if so.ReshardFrom != 0 && (so.ReshardFrom < 1 || so.ReshardFrom > stream.MaxShards || so.ReshardFrom == rf.shards) {
+		return fail(fmt.Errorf("--reshard-from must be 1 to %d and differ from --shards %d, got %d", stream.MaxShards, rf.shards, so.ReshardFrom))
+	}
+	// The worker reads the shards of both counts while the count changes.
+	readShards := max(rf.shards, so.ReshardFrom)
 	// The worker's live heap is small (jobs in flight, a few MB) and it allocates quickly, so
 	// Go's default target of 100% collects many times a second; 400% trades a few more MB for
 	// most of that CPU (BENCHMARKS.md, docs/operations.md).
@@ -151,58 +167,73 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		debug.SetGCPercent(*gcPercent)
 	}
-	// On the command line 0 means "none"; in dispatch.Config 0 means "the default" and a
-	// negative number means none.
-	for _, v := range []*int64{&cfg.MaxDelayed, &cfg.MaxPerRecipient, &so.ResultsMaxLen, &so.GoneMaxLen, &so.DeadMaxLen} {
+	if err := checkRunValues(&cfg, &so, *registryEvery, *redisFresh); err != nil {
+		return fail(err)
+	}
+	// On the command line 0 means "none"; in dispatch.Config 0 means "the default", and none
+	// is said explicitly.
+	for _, v := range []*int64{&cfg.MaxDelayed, &cfg.MaxPerRecipient} {
 		if *v == 0 {
-			*v = -1
+			*v = dispatch.NoLimit
+		}
+	}
+	for _, v := range []*int64{&so.ResultsMaxLen, &so.GoneMaxLen, &so.DeadMaxLen} {
+		if *v == 0 {
+			*v = stream.NoLimit
 		}
 	}
 	if cfg.Backoff.MaxRetries == 0 {
-		cfg.Backoff.MaxRetries = -1
+		cfg.Backoff.MaxRetries = dispatch.NoRetries
 	}
 	for _, v := range []*time.Duration{&cfg.CommitLinger, &cfg.LaneGather} {
 		if *v == 0 {
 			*v = dispatch.NoLinger
 		}
 	}
-	if len(keySpecs) == 0 || tf.Subject == "" {
-		return fail(fmt.Errorf("--vapid-key and --subject are required"))
-	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		return fail(fmt.Errorf("--log-level: %w", err))
 	}
-	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	logger, err := telemetry.NewLogger(stderr, *logFormat, level)
+	if err != nil {
+		return fail(fmt.Errorf("--log-format: %w", err))
+	}
 	keys, err := loadVAPIDKeys(keySpecs)
 	if err != nil {
-		return fail(err)
+		return fail(fmt.Errorf("--vapid-key: %w", err))
 	}
-	reg, err := cli.LoadRegistry(tf.Registry)
+	var watcher *providers.Watcher
+	var reg *providers.Registry
+	if tf.Registry == "" {
+		reg, err = cli.LoadRegistry("")
+	} else {
+		watcher = providers.NewWatcher(tf.Registry)
+		reg, err = watcher.Load()
+	}
 	if err != nil {
-		return fail(err)
+		return fail(fmt.Errorf("--registry: %w", err))
 	}
 	tf.JobIDHeader = *jobHeader
 	sender, err := tf.Sender(reg)
 	if err != nil {
 		return fail(err)
 	}
-	defer sender.Close()
+	defer func() { sender.Close() }() // the sender in force when run returns
 	if *consumer == "" {
 		*consumer = cli.ConsumerName()
 	}
 	// Every lane reader and intake reader holds a blocking connection while it waits.
-	if readers := rf.shards * (1 + len(reg.Providers())); readers > maxBlockingReaders {
-		return fail(fmt.Errorf("--shards %d with %d providers needs %d blocking Redis connections per worker; at most %d: use fewer shards",
-			rf.shards, len(reg.Providers()), readers, maxBlockingReaders))
+	if readers := readShards * (1 + len(reg.Providers())); readers > maxBlockingReaders {
+		return fail(fmt.Errorf("reading %d shards (--shards, or --reshard-from when larger) with %d providers needs %d blocking Redis connections per worker; at most %d: use fewer shards",
+			readShards, len(reg.Providers()), readers, maxBlockingReaders))
 	}
 	so.Prefix, so.Shards, so.Consumer = rf.prefix, rf.shards, *consumer
 	store, err := stream.Open(rf.url, stream.OpenOptions{
 		Options: so, ClientName: "gateway-worker",
-		BlockingPoolSize: rf.shards*(1+len(reg.Providers())) + 4,
+		BlockingPoolSize: readShards*(1+len(reg.Providers())) + 4,
 	})
 	if err != nil {
-		return fail(err)
+		return fail(fmt.Errorf("--redis: %w", err))
 	}
 	defer store.Close()
 	calls := &stream.CallCounter{}
@@ -221,9 +252,39 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			}
 		}()
 	}
+	obs, err := newObserve(*httpAddr, *pprofOn, *redisFresh, reg, keys, logger)
+	if err != nil {
+		return fail(fmt.Errorf("--http: %w", err))
+	}
+	hashKey, err := endpointHashKey(keys)
+	if err != nil {
+		return fail(fmt.Errorf("--vapid-key: %w", err))
+	}
 	cfg.Store, cfg.Sender, cfg.Registry, cfg.Keys, cfg.Logger = store, sender, reg, keys, logger
-	logger.Info("worker starting", "version", buildinfo.Version(), "consumer", *consumer, "shards", rf.shards, "providers", len(reg.Providers()))
-	if err := dispatch.Run(ctx, cfg); err != nil {
+	cfg.Metrics, cfg.Health, cfg.Signatures, cfg.EndpointHashKey = obs.metrics, obs.health, sender.SignaturesByKey, hashKey
+	cfg.Version = buildinfo.Version()
+	worker, err := dispatch.New(cfg)
+	if err != nil {
+		return fail(err)
+	}
+	logger.Info("worker starting", "version", buildinfo.Version(), "go", runtime.Version(), "consumer", *consumer,
+		"shards", rf.shards, "reshard_from", so.ReshardFrom, "providers", len(reg.Providers()), "registry", registryName(tf.Registry))
+	obs.metrics.RegistryReload(true, time.Now())
+	stopHTTP := obs.serve(logger)
+	defer stopHTTP()
+
+	rl := &reloader{watcher: watcher, worker: worker, build: tf.NextSender, metrics: obs.metrics, health: obs.health,
+		log: logger, sender: sender, reg: reg}
+	stopped, reloads := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(reloads)
+		rl.run(ctx, stopped, hup, *registryEvery)
+	}()
+	err = worker.Run(ctx)
+	close(stopped)
+	<-reloads
+	sender = rl.sender
+	if err != nil {
 		logger.Error("worker stopped", "err", err)
 		return 1
 	}
@@ -255,4 +316,68 @@ func startCPUProfile(path string) (stop func(), err error) {
 		pprof.StopCPUProfile()
 		f.Close()
 	}, nil
+}
+
+// Bounds of run's values that no zero or negative convention covers.
+const (
+	minRegistryCheck = 100 * time.Millisecond // a file read more often only burns CPU
+	// maxLinger bounds --commit-linger and --lane-gather: each adds up to its value to the
+	// enqueue-to-answer latency of a paced provider's jobs, and a wait that long already shares
+	// its round trip with every job the provider's rate lets through meanwhile.
+	maxLinger = time.Second
+	// minRedisFresh is three of the prober's checks: a shorter bound flaps /readyz between
+	// two checks, and 0 would never be ready.
+	minRedisFresh = 3 * dispatch.DefaultProbeEvery
+)
+
+// checkRunValues refuses values of run's flags that the worker would otherwise take for "the
+// default" (a zero or negative duration, in dispatch.Config's convention) or run badly with, so
+// that what an operator wrote is what runs or is refused with the flag named.
+func checkRunValues(cfg *dispatch.Config, so *stream.Options, registryEvery, redisFresh time.Duration) error {
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{
+		{"--retry-base", cfg.Backoff.Base}, {"--retry-cap", cfg.Backoff.Cap}, {"--visibility-timeout", cfg.VisibilityTimeout},
+		{"--sent-ttl", so.SentTTL}, {"--gone-ttl", so.GoneTTL}, {"--grace", cfg.Grace}, {"--record-grace", cfg.RecordGrace},
+		{"--block", cfg.Block}, {"--reclaim-every", cfg.ReclaimEvery}, {"--promote-every", cfg.PromoteEvery},
+		{"--startup-timeout", cfg.StartupTimeout}, {"--stats-every", cfg.StatsEvery},
+	} {
+		if d.v <= 0 {
+			return fmt.Errorf("%s must be more than 0, got %s", d.flag, d.v)
+		}
+	}
+	for _, n := range []struct {
+		flag string
+		v    int64
+	}{
+		{"--max-retries", int64(cfg.Backoff.MaxRetries)}, {"--max-delayed", cfg.MaxDelayed},
+		{"--max-per-recipient", cfg.MaxPerRecipient}, {"--results-maxlen", so.ResultsMaxLen},
+		{"--gone-maxlen", so.GoneMaxLen}, {"--dead-maxlen", so.DeadMaxLen},
+	} {
+		if n.v < 0 {
+			return fmt.Errorf("%s must not be negative (0: none), got %d", n.flag, n.v)
+		}
+	}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"--commit-linger", cfg.CommitLinger}, {"--lane-gather", cfg.LaneGather}} {
+		if d.v < 0 || d.v > maxLinger {
+			return fmt.Errorf("%s must be 0 (none) to %s, got %s", d.flag, maxLinger, d.v)
+		}
+	}
+	switch {
+	case cfg.MaxDeliveries < 1:
+		return fmt.Errorf("--max-deliveries must be at least 1, got %d", cfg.MaxDeliveries)
+	case cfg.Backoff.Cap < cfg.Backoff.Base:
+		return fmt.Errorf("--retry-cap %s is shorter than --retry-base %s", cfg.Backoff.Cap, cfg.Backoff.Base)
+	case cfg.Block >= cfg.Grace:
+		return fmt.Errorf("--block %s must be shorter than --grace %s: shutdown waits up to --block for each reader", cfg.Block, cfg.Grace)
+	case registryEvery < 0 || registryEvery > 0 && registryEvery < minRegistryCheck:
+		return fmt.Errorf("--registry-check-every must be 0 (only SIGHUP) or at least %s, got %s", minRegistryCheck, registryEvery)
+	case redisFresh < minRedisFresh:
+		return fmt.Errorf("--redis-check-fresh must be at least %s (three background checks), got %s", minRedisFresh, redisFresh)
+	}
+	return nil
 }

@@ -1,51 +1,18 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"encoding/pem"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/internal/redistest"
-	"github.com/webpush-gateway/webpush-gateway/pushsim"
+	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
 )
-
-// rawVAPIDKey is a fresh P-256 key: its raw scalar in base64url (what web-push prints), its
-// SEC1 PEM, and its public key.
-func rawVAPIDKey(t *testing.T) (raw, pemText, public string) {
-	t.Helper()
-	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	scalar, err := priv.Bytes()
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, err := x509.MarshalECPrivateKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, err := priv.PublicKey.Bytes()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return base64.RawURLEncoding.EncodeToString(scalar), string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der})),
-		base64.RawURLEncoding.EncodeToString(pub)
-}
 
 // brokenRawKeys are the ways a raw key given on the command line goes wrong. Each must fail to
 // load without any of it reaching the output.
@@ -96,7 +63,8 @@ func assertNoKey(t *testing.T, what, out string, material ...string) {
 // GATEWAY_VAPID_KEY, exit 2 naming the key and what they wanted, and print nothing of the key on
 // stdout or stderr (where run logs).
 func TestKeyNeverPrinted(t *testing.T) {
-	raw, pemText, _ := rawVAPIDKey(t)
+	key := testkit.NewKey(t)
+	raw, pemText := key.Raw(), key.SEC1PEM()
 	pemBody := strings.Join(strings.Split(strings.TrimSpace(pemText), "\n")[1:4], "\n")
 	for name, value := range brokenRawKeys(raw, pemText) {
 		commands := map[string][]string{
@@ -136,7 +104,8 @@ func TestKeyNeverPrinted(t *testing.T) {
 // TestKeyLostToASpaceIsNotPrinted: `--vapid-key= KEY` leaves the key as a stray word after the
 // flags; the refusal describes it without repeating it.
 func TestKeyLostToASpaceIsNotPrinted(t *testing.T) {
-	raw, pemText, _ := rawVAPIDKey(t)
+	key := testkit.NewKey(t)
+	raw, pemText := key.Raw(), key.SEC1PEM()
 	pemBody := strings.Join(strings.Split(strings.TrimSpace(pemText), "\n")[1:4], "\n")
 	for _, cmd := range [][]string{
 		{"run", "--redis", "redis://127.0.0.1:1/0", "--subject", "mailto:ops@example.com", "--vapid-key=", raw},
@@ -155,18 +124,19 @@ func TestKeyLostToASpaceIsNotPrinted(t *testing.T) {
 // logs at debug level and stops cleanly) and by send (which delivers with it), and no log line
 // or output holds any of it.
 func TestRawKeyWorksAndStaysOutOfLogs(t *testing.T) {
-	raw, pemText, public := rawVAPIDKey(t)
+	key := testkit.NewKey(t)
+	raw, pemText, public := key.Raw(), key.SEC1PEM(), key.PublicKey()
 	pemBody := strings.Join(strings.Split(strings.TrimSpace(pemText), "\n")[1:4], "\n")
 
 	t.Run("run", func(t *testing.T) {
 		srv := redistest.Start(t)
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		var stdout, stderr lockedBuffer // written by the worker's goroutines while the test reads
+		var stdout, stderr testkit.Buffer // written by the worker's goroutines while the test reads
 		done := make(chan int, 1)
 		go func() {
-			done <- runMain(ctx, []string{"run", "--redis", srv.URL(), "--subject", "mailto:ops@example.com",
-				"--log-level", "debug", "--grace", "1s", "--vapid-key", raw, "--vapid-key", "legacy=" + pemText}, &stdout, &stderr)
+			done <- runMain(ctx, []string{"run", "--http", "", "--redis", srv.URL(), "--subject", "mailto:ops@example.com",
+				"--log-level", "debug", "--grace", "1s", "--block", "100ms", "--vapid-key", raw, "--vapid-key", "legacy=" + pemText}, &stdout, &stderr)
 		}()
 		deadline := time.Now().Add(30 * time.Second)
 		for !strings.Contains(stderr.String(), "dispatch: running") {
@@ -197,22 +167,7 @@ func TestRawKeyWorksAndStaysOutOfLogs(t *testing.T) {
 	})
 
 	t.Run("send", func(t *testing.T) {
-		sim, err := pushsim.Start(pushsim.Config{Dir: t.TempDir()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer sim.Close()
-		sub, err := sim.Subscribe("autopush", "", public)
-		if err != nil {
-			t.Fatal(err)
-		}
-		subFile := filepath.Join(t.TempDir(), "sub.json")
-		data, _ := json.Marshal(sub)
-		if err := os.WriteFile(subFile, data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		t.Setenv("GATEWAY_CA_FILE", sim.CAFile())
-		t.Setenv("GATEWAY_CONNECT_TO", strings.Join(sim.ConnectTo(), ","))
+		sim, sub, subFile := sendTarget(t, "autopush", public)
 		code, stdout, stderr := run(t, "send", "--subscription", subFile, "--payload", "raw key",
 			"--vapid-key", raw, "--subject", "mailto:ops@example.com")
 		if code != 0 || !strings.Contains(stdout, `"code":"ACCEPTED"`) {
@@ -224,22 +179,4 @@ func TestRawKeyWorksAndStaysOutOfLogs(t *testing.T) {
 		assertNoKey(t, "stdout", stdout, raw, pemBody)
 		assertNoKey(t, "stderr", stderr, raw, pemBody)
 	})
-}
-
-// lockedBuffer collects what the worker's goroutines write while the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

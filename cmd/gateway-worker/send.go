@@ -17,47 +17,35 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/vapid"
 )
 
-func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := cli.NewFlagSet("gateway-worker send", stderr)
-	var (
-		tf      cli.Transport
-		subFile = fs.String("subscription", "", "PushSubscription JSON `FILE` ('-' for standard input)")
-		payload = fs.String("payload", "", "the message `TEXT`")
-		ttl     = fs.Int("ttl", job.DefaultTTL, "seconds the push service keeps the message (clamped to the provider's maximum)")
-		urgency = fs.String("urgency", "", strings.Join(job.Urgencies, ", "))
-		topic   = fs.String("topic", "", fmt.Sprintf("replace a pending message with this topic (at most %d base64url characters)", job.MaxTopicLen))
-		keyFile = fs.String("vapid-key", "", "VAPID private key `FILE` (PEM, or the raw base64url key)")
-	)
-	tf.Register(fs)
-	if err := cli.ParseFlags(fs, args); err != nil {
-		return cli.ExitUsage(err)
-	}
-	if err := cli.NoArgs(fs); err != nil {
-		return 2
-	}
-	if *subFile == "" || *keyFile == "" || tf.Subject == "" {
-		fmt.Fprintln(stderr, "gateway-worker send: --subscription, --vapid-key and --subject are required")
-		return 2
+func cmdSend(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stderr io.Writer) int {
+	var tf cli.Transport
+	fs.Group("Message")
+	subFile := fs.String("subscription", "", "PushSubscription JSON `FILE` ('-' for standard input)")
+	payload := fs.String("payload", "", "the message `TEXT`")
+	ttl := fs.Int("ttl", job.DefaultTTL, "`SECONDS` the push service keeps the message (clamped to the provider's maximum)")
+	urgency := fs.String("urgency", "", "`URGENCY`: "+strings.Join(job.Urgencies, ", "))
+	topic := fs.String("topic", "", fmt.Sprintf("replace a pending message with this `TOPIC` (at most %d base64url characters)", job.MaxTopicLen))
+	tf.Register(fs) // Delivery, then VAPID
+	keyFile := fs.String("vapid-key", "", "VAPID private key `FILE` (PEM, or the raw base64url key)")
+	fs.Require("subscription", "vapid-key", "subject")
+	if code, ok := fs.Parse(args); !ok {
+		return code
 	}
 	data, err := readSubscription(*subFile)
 	if err != nil {
-		fmt.Fprintln(stderr, "gateway-worker send:", err)
-		return 2
+		return fs.Fail(fmt.Errorf("--subscription: %w", err))
 	}
 	key, err := vapid.LoadKeyFile("default", *keyFile)
 	if err != nil {
-		fmt.Fprintln(stderr, "gateway-worker send:", err)
-		return 2
+		return fs.Fail(fmt.Errorf("--vapid-key: %w", err))
 	}
 	reg, err := cli.LoadRegistry(tf.Registry)
 	if err != nil {
-		fmt.Fprintln(stderr, "gateway-worker send:", err)
-		return 2
+		return fs.Fail(fmt.Errorf("--registry: %w", err))
 	}
 	s, err := tf.Sender(reg)
 	if err != nil {
-		fmt.Fprintln(stderr, "gateway-worker send:", err)
-		return 2
+		return fs.Fail(err)
 	}
 	defer s.Close()
 	var out taxonomy.Outcome
@@ -70,13 +58,12 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	enc := json.NewEncoder(stdout)
 	if err := enc.Encode(out); err != nil {
-		fmt.Fprintln(stderr, "gateway-worker send:", err)
-		return 1
+		return failure(stderr, fs.Name(), cli.ExitNo, err)
 	}
 	if out.Code != taxonomy.Accepted {
-		return 1
+		return cli.ExitNo
 	}
-	return 0
+	return cli.ExitOK
 }
 
 // readSubscription reads a PushSubscription's JSON from a file or standard input.
@@ -89,7 +76,7 @@ func readSubscription(path string) ([]byte, error) {
 		data, err = os.ReadFile(path)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("subscription: %w", err)
+		return nil, err
 	}
 	return data, nil
 }

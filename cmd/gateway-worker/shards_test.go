@@ -40,7 +40,7 @@ func TestShardCountMismatchIsRefused(t *testing.T) {
 		t.Fatal(stderr)
 	}
 	began := time.Now()
-	code, _, stderr := run(t, "run", "--redis", srv.URL(), "--shards", "4", "--vapid-key", key,
+	code, _, stderr := run(t, "run", "--http", "", "--redis", srv.URL(), "--shards", "4", "--vapid-key", key,
 		"--subject", "mailto:ops@example.com", "--startup-timeout", "1m")
 	if code != 1 || !strings.Contains(stderr, want) {
 		t.Errorf("run --shards 4: exit %d, stderr %q; want 1 and %q", code, stderr, want)

@@ -9,14 +9,10 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/internal/cli"
 )
 
-func cmdVersion(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := cli.NewFlagSet("gateway-worker version", stderr)
-	if err := cli.ParseFlags(fs, args); err != nil {
-		return cli.ExitUsage(err)
-	}
-	if err := cli.NoArgs(fs); err != nil {
-		return 2
+func cmdVersion(_ context.Context, fs *cli.FlagSet, args []string, stdout, stderr io.Writer) int {
+	if code, ok := fs.Parse(args); !ok {
+		return code
 	}
 	fmt.Fprintln(stdout, buildinfo.String("gateway-worker"))
-	return 0
+	return cli.ExitOK
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/webpush-gateway/webpush-gateway/internal/buildinfo"
 	"github.com/webpush-gateway/webpush-gateway/internal/redistest"
+	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
 )
 
 func TestVersion(t *testing.T) {
@@ -53,17 +54,12 @@ func TestRunLogsItsVersionFirst(t *testing.T) {
 	var stdout bytes.Buffer
 	done := make(chan int, 1)
 	go func() {
-		code := runMain(ctx, []string{"run", "--redis", srv.URL(), "--vapid-key", key, "--subject", "mailto:ops@example.com",
+		code := runMain(ctx, []string{"run", "--http", "", "--redis", srv.URL(), "--vapid-key", key, "--subject", "mailto:ops@example.com",
 			"--block", "50ms", "--grace", "1s"}, &stdout, logW)
 		logW.Close()
 		done <- code
 	}()
-	var first string
-	select {
-	case first = <-firstLine:
-	case <-time.After(15 * time.Second):
-		t.Fatal("run logged nothing within 15 s")
-	}
+	first := testkit.Receive(t, firstLine, 15*time.Second, "run's first log line")
 	var rec map[string]any
 	if err := json.Unmarshal([]byte(first), &rec); err != nil {
 		t.Fatalf("first log line %q is not JSON: %v", first, err)

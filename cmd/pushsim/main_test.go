@@ -15,10 +15,11 @@ import (
 
 	"github.com/webpush-gateway/webpush-gateway/adapter"
 	"github.com/webpush-gateway/webpush-gateway/internal/cli"
+	"github.com/webpush-gateway/webpush-gateway/internal/simtest"
+	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
 	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/taxonomy"
-	"github.com/webpush-gateway/webpush-gateway/vapid"
 )
 
 // TestServesWhatItPrints starts the command, then does what its output tells a user to: a
@@ -34,7 +35,7 @@ func TestServesWhatItPrints(t *testing.T) {
 	go func() {
 		var lines []string
 		sc := bufio.NewScanner(outR)
-		for len(lines) < 4 && sc.Scan() {
+		for len(lines) < 5 && sc.Scan() {
 			lines = append(lines, sc.Text())
 		}
 		printed <- lines
@@ -47,13 +48,8 @@ func TestServesWhatItPrints(t *testing.T) {
 		outW.Close()
 		done <- code
 	}()
-	var lines []string
-	select {
-	case lines = <-printed:
-	case <-time.After(10 * time.Second):
-		t.Fatal("pushsim printed nothing within 10 s")
-	}
-	if len(lines) < 4 {
+	lines := testkit.Receive(t, printed, 10*time.Second, "pushsim's first lines")
+	if len(lines) < 5 {
 		code := <-done
 		t.Fatalf("pushsim exited %d after printing %q: %s", code, lines, stderr.String())
 	}
@@ -81,8 +77,13 @@ func TestServesWhatItPrints(t *testing.T) {
 			t.Fatalf("unexpected word %q in %q", words[i], lines[3])
 		}
 	}
-	if tr.CAFile != caFile || len(tr.ConnectTo) < 4 {
-		t.Fatalf("flags %q: CA file %q, %d --connect-to", send, tr.CAFile, len(tr.ConnectTo))
+	if tr.CAFile != caFile || len(tr.ConnectTo) != 5 || !strings.HasPrefix(tr.ConnectTo[4], pushsim.GenericHost+":443=") {
+		t.Fatalf("flags %q: CA file %q, %d --connect-to; want one for each of the five hosts, %s included", send, tr.CAFile, len(tr.ConnectTo), pushsim.GenericHost)
+	}
+	// The last line is the same, for a shell to eval.
+	want := "export ADMIN=" + adminURL + " CA=" + caFile + " CONNECT_TO=" + strings.Join(tr.ConnectTo, ",")
+	if lines[4] != want {
+		t.Errorf("fifth line %q, want %q", lines[4], want)
 	}
 	pem, err := os.ReadFile(caFile)
 	if err != nil {
@@ -92,10 +93,7 @@ func TestServesWhatItPrints(t *testing.T) {
 		t.Errorf("GET /ca.pem is not the CA file's certificate")
 	}
 
-	key, err := vapid.GenerateKey("default")
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := simtest.VAPIDKey(t)
 	var sub job.Subscription
 	body := httpBody(t, http.MethodPost, adminURL+"/subscriptions", `{"provider":"apple","application_server_key":"`+key.PublicKey()+`"}`)
 	if err := json.Unmarshal([]byte(body), &sub); err != nil || !strings.HasPrefix(sub.Endpoint, "https://"+pushsim.AppleHost+"/") {
@@ -114,6 +112,15 @@ func TestServesWhatItPrints(t *testing.T) {
 	out := sender.Send(ctx, &adapter.Message{Subscription: sub, Payload: []byte("from the printed flags"), TTL: 60, Key: key})
 	if out.Code != taxonomy.Accepted {
 		t.Fatalf("send through the printed flags: %+v", out)
+	}
+	// The self-hosted service's host too.
+	var generic job.Subscription
+	body = httpBody(t, http.MethodPost, adminURL+"/subscriptions", `{"provider":"generic","application_server_key":"`+key.PublicKey()+`"}`)
+	if err := json.Unmarshal([]byte(body), &generic); err != nil || !strings.HasPrefix(generic.Endpoint, "https://"+pushsim.GenericHost+"/") {
+		t.Fatalf("POST /subscriptions generic: %q (%v)", body, err)
+	}
+	if out := sender.Send(ctx, &adapter.Message{Subscription: generic, Payload: []byte("self-hosted"), TTL: 60, Key: key}); out.Code != taxonomy.Accepted {
+		t.Fatalf("send to %s through the printed flags: %+v", pushsim.GenericHost, out)
 	}
 	var ds []pushsim.Delivery
 	if err := json.Unmarshal([]byte(httpBody(t, http.MethodGet, adminURL+"/deliveries?endpoint="+sub.Endpoint, "")), &ds); err != nil {
@@ -168,10 +175,11 @@ func TestRefusesBadFlags(t *testing.T) {
 		env  string
 		want string
 	}{
-		{"sample below one", []string{"--sample", "0"}, "", "--sample must be at least 1"},
+		{"sample below one", []string{"--sample", "0"}, "", "--sample must be at least 1, got 0"},
+		{"sample not a number", []string{"--sample", "x"}, "", `--sample: invalid value "x"`},
 		{"stray word hides later flags", []string{"stray", "--lean"}, "", `unexpected argument "stray"`},
 		{"bad environment value", nil, "GATEWAY_SAMPLE=abc", "GATEWAY_SAMPLE"},
-		{"unknown flag", []string{"--nope"}, "", "nope"},
+		{"unknown flag", []string{"--nope"}, "", "unknown flag --nope"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -180,9 +188,22 @@ func TestRefusesBadFlags(t *testing.T) {
 			}
 			var stdout, stderr bytes.Buffer
 			code := runMain(context.Background(), tc.args, &stdout, &stderr)
-			if code != 2 || !strings.Contains(stderr.String(), tc.want) || stdout.Len() != 0 {
+			if code != 2 || !strings.Contains(stderr.String(), tc.want) || !strings.Contains(stderr.String(), "usage: pushsim") || stdout.Len() != 0 {
 				t.Fatalf("exit %d, stdout %q, stderr %q; want 2 and %q", code, stdout.String(), stderr.String(), tc.want)
 			}
 		})
+	}
+}
+
+func TestHelp(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := runMain(context.Background(), []string{"-h"}, &stdout, &stderr); code != 0 || stdout.Len() != 0 {
+		t.Fatalf("-h: exit %d, stdout %q", code, stdout.String())
+	}
+	for _, want := range []string{"usage: pushsim [--listen ADDR]", "\nexamples:\n  pushsim ", "\nListen:\n  --admin ADDR", "--sample N",
+		"\nEvery flag can also be set as GATEWAY_<FLAG>", "\nexit status: 0 done; 2 a flag or argument refused"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("help lacks %q:\n%s", want, stderr.String())
+		}
 	}
 }

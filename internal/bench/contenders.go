@@ -41,7 +41,7 @@ func (env *runEnv) gateway(ctx context.Context, paced bool) (Row, error) {
 		return row, err
 	}
 	statsFile := filepath.Join(env.dir, "gateway-stats.json")
-	argv := []string{env.worker, "run", "--redis", env.redisURL, "--prefix", prefix, "--registry", reg,
+	argv := []string{env.worker, "run", "--http", "", "--redis", env.redisURL, "--prefix", prefix, "--registry", reg,
 		"--vapid-key", env.keyFile, "--subject", vapidSubject, "--ca-file", env.sim.CAFile(),
 		"--stats-file", statsFile, "--log-level", "warn", "--grace", "10s"}
 	for _, ct := range env.connectTo() {

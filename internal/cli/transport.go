@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"flag"
 	"fmt"
 	"net/netip"
 
@@ -20,38 +19,60 @@ type Transport struct {
 	Subject   string
 	// JobIDHeader is not a flag of send; run sets it from --job-id-header.
 	JobIDHeader string
+
+	// signer is made by the first Sender and shared by every later one, so that a registry
+	// reload keeps the VAPID cache and the signature counts.
+	signer *vapid.Signer
 }
 
-// Register defines the flags on fs.
-func (t *Transport) Register(fs *flag.FlagSet) {
-	fs.StringVar(&t.Registry, "registry", "", "provider table `FILE` (default: the registry.yaml built into this binary)")
-	fs.Var(&t.ConnectTo, "connect-to", "send `HOST:PORT=ADDR:PORT` elsewhere, like curl's --connect-to (repeatable)")
+// Register defines the flags on fs: the registry and the network ones under "Delivery", the
+// VAPID subject under "VAPID" (the caller's --vapid-key belongs there too, defined after it).
+func (t *Transport) Register(fs *FlagSet) {
+	fs.Group("Delivery")
+	fs.StringVar(&t.Registry, "registry", "", "provider table `FILE` (default: the registry.yaml built into this binary; `gateway-worker registry` prints it)")
+	fs.Var(CommaList{&t.ConnectTo}, "connect-to", "send `HOST:PORT=ADDR:PORT` elsewhere, like curl's --connect-to (repeatable, or comma-separated)")
 	fs.StringVar(&t.CAFile, "ca-file", "", "extra CA certificates (PEM `FILE`) trusted besides the system roots")
-	fs.Var(&t.Allow, "allow-net", "open a blocked address range (`CIDR`) to endpoints (repeatable)")
+	fs.Var(CommaList{&t.Allow}, "allow-net", "open a blocked address range (`CIDR`) to endpoints (repeatable, or comma-separated)")
+	fs.Group("VAPID")
 	fs.StringVar(&t.Subject, "subject", "", "VAPID subject: a mailto: or https: `URL` push services can reach you at")
 }
 
-// LoadRegistry reads the provider table from path, or the built-in one when path is "".
+// BuiltinRegistryName is how messages name the provider table built into the binaries.
+const BuiltinRegistryName = "registry.yaml (built in)"
+
+// LoadRegistry reads the provider table from path, or the built-in one when path is "": the
+// one rule of every command that takes --registry.
 func LoadRegistry(path string) (*providers.Registry, error) {
 	if path == "" {
-		return providers.Parse("registry.yaml (built in)", webpushgateway.DefaultRegistry)
+		return providers.Parse(BuiltinRegistryName, webpushgateway.DefaultRegistry)
 	}
 	return providers.Load(path)
 }
 
-// Sender builds the adapter set for reg from the flags.
+// Sender builds the adapter set for reg from the flags. Every Sender of one Transport signs
+// with the same Signer. Not safe for concurrent use.
 func (t *Transport) Sender(reg *providers.Registry) (*adapter.Sender, error) {
-	signer, err := vapid.NewSigner(vapid.SignerOptions{Subject: t.Subject})
-	if err != nil {
-		return nil, err
+	return t.NextSender(reg, nil)
+}
+
+// NextSender is Sender for a registry that replaces the one prev was built for: the new
+// Sender takes over prev's connections where a provider's connection settings are unchanged
+// (adapter.Config.Reuse).
+func (t *Transport) NextSender(reg *providers.Registry, prev *adapter.Sender) (*adapter.Sender, error) {
+	if t.signer == nil {
+		signer, err := vapid.NewSigner(vapid.SignerOptions{Subject: t.Subject})
+		if err != nil {
+			return nil, fmt.Errorf("--subject: %w", err)
+		}
+		t.signer = signer
 	}
 	connectTo, err := adapter.ParseConnectTo(t.ConnectTo)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("--connect-to: %w", err)
 	}
 	roots, err := adapter.LoadRootCAs(t.CAFile)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("--ca-file: %w", err)
 	}
 	var allow []netip.Prefix
 	for _, c := range t.Allow {
@@ -61,5 +82,5 @@ func (t *Transport) Sender(reg *providers.Registry) (*adapter.Sender, error) {
 		}
 		allow = append(allow, p)
 	}
-	return adapter.New(adapter.Config{Registry: reg, Signer: signer, ConnectTo: connectTo, RootCAs: roots, Allow: allow, JobIDHeader: t.JobIDHeader})
+	return adapter.NewSender(adapter.Config{Registry: reg, Signer: t.signer, ConnectTo: connectTo, RootCAs: roots, Allow: allow, JobIDHeader: t.JobIDHeader, Reuse: prev})
 }

@@ -127,6 +127,16 @@ func pickRedis(ctx context.Context, o Options, out io.Writer) (url string, stop 
 	return r.URL(), r.Stop, nil
 }
 
+// cleanupHint says how to delete every key of prefix from the Redis at url: the redis-cli
+// command line where redis-cli takes the URL, else the pattern to delete.
+func cleanupHint(url, prefix string) string {
+	pattern := "'" + prefix + ":*'"
+	if strings.HasPrefix(url, "redis://") || strings.HasPrefix(url, "rediss://") {
+		return fmt.Sprintf("redis-cli -u '%s' --scan --pattern %s | xargs -r redis-cli -u '%s' unlink", url, pattern, url)
+	}
+	return fmt.Sprintf("delete the keys matching %s (redis-cli --scan --pattern %s, then UNLINK them, on every node)", pattern, pattern)
+}
+
 // Run runs the real pipeline on one machine: Redis, pushsim, a steady stream of jobs across
 // the providers, the worker, a live table, a fault halfway, and the report.
 func Run(ctx context.Context, o Options, out io.Writer) error {
@@ -159,6 +169,10 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	}
 	// A prefix of its own, so the demo never touches a real deployment's keys on a shared Redis.
 	prefix := fmt.Sprintf("wpdemo%d", time.Now().UnixNano()%1_000_000)
+	if o.RedisURL != "" {
+		fmt.Fprintf(out, "prefix:  %s (every key of this run starts with %s:; a worker finishes its jobs with --prefix %s)\n", prefix, prefix, prefix)
+		defer fmt.Fprintf(out, "cleanup: %s\n", cleanupHint(o.RedisURL, prefix))
+	}
 	store, err := stream.Open(url, stream.OpenOptions{
 		Options: stream.Options{Prefix: prefix, Consumer: cli.ConsumerName()}, ClientName: "gateway-demo", BlockingPoolSize: 16,
 	})

@@ -5,7 +5,6 @@
 package crash_test
 
 import (
-	"context"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -21,13 +20,8 @@ func TestWorkersKilledLoseNoJob(t *testing.T) {
 	c := newCluster(t)
 	defer c.dumpLogs()
 	lines, ids := c.jobs(crashJobs)
-	for range crashWorkers {
-		c.startWorker()
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	fed := make(chan error, 1)
-	go func() { fed <- c.enqueueSlowly(ctx, lines, 25, 60*time.Millisecond) }() // about 5 s of load, the span of the kills
+	c.startWorkers(crashWorkers)
+	fed := c.feed(lines, 60*time.Millisecond) // about 5 s of load, the span of the kills
 
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
 	for k := range crashKills {
@@ -38,10 +32,7 @@ func TestWorkersKilledLoseNoJob(t *testing.T) {
 	if err := <-fed; err != nil {
 		t.Fatalf("enqueue: %v", err)
 	}
-	rep := c.waitQuiet(ids, 2*time.Minute)
-	if rep.ExactlyOne != crashJobs || rep.None != 0 || rep.MoreThanOne != 0 {
-		t.Fatalf("audit: %s; want all %d with exactly one terminal record", summarize(rep), crashJobs)
-	}
+	c.requireOneRecordEach(ids, 2*time.Minute)
 	c.auditCLI(ids)
 	dups, delivered := c.duplicates()
 	bound := crashKills * inFlightPerProvider * 5 // the in-flight cap of one process, per kill
@@ -59,13 +50,8 @@ func TestRedisKilledLosesNoJob(t *testing.T) {
 	defer c.dumpLogs()
 	const jobs = 1500
 	lines, ids := c.jobs(jobs)
-	for range crashWorkers {
-		c.startWorker()
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	fed := make(chan error, 1)
-	go func() { fed <- c.enqueueSlowly(ctx, lines, 25, 40*time.Millisecond) }() // about 2.4 s of load, the span of the restarts
+	c.startWorkers(crashWorkers)
+	fed := c.feed(lines, 40*time.Millisecond) // about 2.4 s of load, the span of the restarts
 	for k := range 3 {
 		time.Sleep(300 * time.Millisecond) // let work flow between restarts
 		c.redis.Kill()
@@ -76,10 +62,7 @@ func TestRedisKilledLosesNoJob(t *testing.T) {
 	if err := <-fed; err != nil {
 		t.Fatalf("enqueue: %v", err)
 	}
-	rep := c.waitQuiet(ids, 2*time.Minute)
-	if rep.ExactlyOne != jobs || rep.None != 0 || rep.MoreThanOne != 0 {
-		t.Fatalf("audit: %s; want all %d with exactly one terminal record", summarize(rep), jobs)
-	}
+	c.requireOneRecordEach(ids, 2*time.Minute)
 	dups, delivered := c.duplicates()
 	t.Logf("%d jobs, 3 Redis kills, %d duplicate sends", jobs, dups)
 	if len(delivered) != jobs {

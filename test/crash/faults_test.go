@@ -41,17 +41,7 @@ providers:
 // fcmJobs are n jobs to FCM subscriptions, ids "<prefix>-NNN".
 func (c *cluster) fcmJobs(prefix string, n int) ([][]byte, []string) {
 	c.t.Helper()
-	lines := make([][]byte, n)
-	ids := make([]string, n)
-	for i := range n {
-		sub, err := c.sim.Subscribe(pushsim.FCM, "", c.subscribeKey)
-		if err != nil {
-			c.t.Fatal(err)
-		}
-		ids[i] = fmt.Sprintf("%s-%03d", prefix, i)
-		lines[i] = mustJSON(c.t, map[string]any{"id": ids[i], "subscription": sub, "payload": "m " + ids[i], "ttl": 3600})
-	}
-	return lines, ids
+	return c.jobsTo(pushsim.FCM, "", prefix, n)
 }
 
 // pushes counts the requests pushsim answered per job id.
@@ -61,6 +51,16 @@ func (c *cluster) pushes() map[string]int {
 		n[d.JobID]++
 	}
 	return n
+}
+
+// requireDeliveredOnce waits until every id has its terminal record (within deadline), then
+// requires what a run without a duplicate send shows: one terminal record each, the same
+// verdict from `gateway-worker audit`, and one push each at pushsim.
+func (c *cluster) requireDeliveredOnce(ids []string, deadline time.Duration) {
+	c.t.Helper()
+	c.requireOneRecordEach(ids, deadline)
+	c.auditCLI(ids)
+	c.requireOnePushEach(ids)
 }
 
 // requireOnePushEach fails unless every id reached pushsim exactly once. pushsim records a
@@ -135,9 +135,7 @@ func (c *cluster) waitInFlight(n int64) {
 func outage(t *testing.T, workers, jobs int, visibility, delay, killAfter, down time.Duration) {
 	c := newCluster(t, clusterOptions{registry: faultRegistry, visibility: visibility})
 	defer c.dumpLogs()
-	for range workers {
-		c.startWorker()
-	}
+	c.startWorkers(workers)
 	c.waitRunning()
 	if err := c.sim.SetFault(pushsim.FCM, pushsim.Fault{Kind: pushsim.Slow, Delay: delay}); err != nil {
 		t.Fatal(err)
@@ -151,12 +149,7 @@ func outage(t *testing.T, workers, jobs int, visibility, delay, killAfter, down 
 	c.redis.Kill()
 	time.Sleep(down) // the outage
 	c.redis.Restart()
-	rep := c.waitQuiet(ids, 2*time.Minute)
-	if rep.ExactlyOne != jobs {
-		t.Fatalf("audit: %s; want all %d with exactly one terminal record", summarize(rep), jobs)
-	}
-	c.auditCLI(ids)
-	c.requireOnePushEach(ids)
+	c.requireDeliveredOnce(ids, 2*time.Minute)
 	if c.countLog("dispatch: redis is reachable again") == 0 {
 		t.Error(`no worker logged "redis is reachable again" after the outage`)
 	}
@@ -195,12 +188,7 @@ func TestSendSlowerThanTheVisibilityTimeoutIsSentOnce(t *testing.T) {
 	if _, err := c.producer.Enqueue(context.Background(), lines...); err != nil {
 		t.Fatal(err)
 	}
-	rep := c.waitQuiet(ids, time.Minute)
-	if rep.ExactlyOne != len(ids) {
-		t.Fatalf("audit: %s", summarize(rep))
-	}
-	c.auditCLI(ids)
-	c.requireOnePushEach(ids)
+	c.requireDeliveredOnce(ids, time.Minute)
 }
 
 // TestRedisOutOfMemory: Redis reaches maxmemory (noeviction) while sends are in flight. Their
@@ -252,12 +240,7 @@ func TestRedisOutOfMemory(t *testing.T) {
 	if err := rdb.ConfigSet(context.Background(), "maxmemory", "0").Err(); err != nil {
 		t.Fatal(err)
 	}
-	rep := c.waitQuiet(ids, time.Minute)
-	if rep.ExactlyOne != len(ids) {
-		t.Fatalf("audit: %s", summarize(rep))
-	}
-	c.auditCLI(ids)
-	c.requireOnePushEach(ids)
+	c.requireDeliveredOnce(ids, time.Minute)
 	if n := rdb.XLen(context.Background(), "wp:{0}:dead").Val(); n != 0 {
 		t.Errorf("%d dead records; want none", n)
 	}

@@ -15,10 +15,10 @@ import (
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/internal/redistest"
+	"github.com/webpush-gateway/webpush-gateway/internal/simtest"
 	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/stream"
-	"github.com/webpush-gateway/webpush-gateway/vapid"
 )
 
 // inFlightPerProvider is the registry's max_in_flight for every provider in these tests: the
@@ -57,6 +57,7 @@ type cluster struct {
 	sim      *pushsim.Server
 	bin      string
 	args     []string
+	regFile  string // the registry file every worker is started with
 	producer *stream.Producer
 	store    *stream.Store
 	// subscribeKey is the application server key every subscription is bound to.
@@ -99,15 +100,8 @@ func newCluster(t *testing.T, opts ...clusterOptions) *cluster {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	r := redistest.Start(t, o.redis...)
-	sim, err := pushsim.Start(pushsim.Config{Dir: dir, MaxDeliveries: 1_000_000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sim.Close() })
-	key, err := vapid.GenerateKey("default")
-	if err != nil {
-		t.Fatal(err)
-	}
+	sim := simtest.Start(t, pushsim.Config{Dir: dir, MaxDeliveries: 1_000_000})
+	key := simtest.VAPIDKey(t)
 	pem, _ := key.MarshalPEM()
 	keyFile := filepath.Join(dir, "vapid.pem")
 	regFile := filepath.Join(dir, "registry.yaml")
@@ -120,17 +114,24 @@ func newCluster(t *testing.T, opts ...clusterOptions) *cluster {
 	args := []string{"run", "--redis", r.URL(), "--registry", regFile, "--vapid-key", keyFile,
 		"--subject", "mailto:ops@webpush-gateway.example.com", "--ca-file", sim.CAFile(),
 		"--job-id-header", "X-Job-Id", "--visibility-timeout", o.visibility.String(), "--reclaim-every", "250ms",
-		"--grace", "2s", "--block", "200ms", "--log-level", "info"}
+		"--grace", "2s", "--block", "200ms", "--log-level", "info", "--http", "127.0.0.1:0"}
 	args = append(args, o.args...)
 	for _, ct := range append(sim.ConnectTo(), net.JoinHostPort(genericHost, "443")+"="+sim.Addr()) {
 		args = append(args, "--connect-to", ct)
 	}
-	c := &cluster{t: t, redis: r, sim: sim, bin: bin, args: args}
+	c := &cluster{t: t, redis: r, sim: sim, bin: bin, args: args, regFile: regFile}
 	c.producer = stream.NewProducer(r.Client(t), "", 1)
 	c.store = stream.New(r.Client(t), r.Client(t), stream.Options{Consumer: "audit"})
 	t.Cleanup(c.stopAll)
 	c.subscribeKey = key.PublicKey()
 	return c
+}
+
+// startWorkers starts n more worker processes.
+func (c *cluster) startWorkers(n int) {
+	for range n {
+		c.startWorker()
+	}
 }
 
 // startWorker starts one more worker process.
@@ -238,6 +239,17 @@ func (c *cluster) jobs(n int) ([][]byte, []string) {
 	return lines, ids
 }
 
+// feed enqueues lines from a goroutine of its own, 25 every `every` (enqueueSlowly), so that
+// kills land while work flows. The channel yields enqueueSlowly's error once every line is in;
+// the feed stops when the test ends.
+func (c *cluster) feed(lines [][]byte, every time.Duration) <-chan error {
+	ctx, cancel := context.WithCancel(context.Background())
+	c.t.Cleanup(cancel)
+	fed := make(chan error, 1)
+	go func() { fed <- c.enqueueSlowly(ctx, lines, 25, every) }()
+	return fed
+}
+
 // enqueueSlowly feeds jobs in batches so that kills land while work is flowing.
 func (c *cluster) enqueueSlowly(ctx context.Context, lines [][]byte, batch int, every time.Duration) error {
 	for i := 0; i < len(lines); i += batch {
@@ -278,6 +290,16 @@ func (c *cluster) waitQuiet(ids []string, deadline time.Duration) stream.AuditRe
 			c.t.Fatalf("not quiet after %s: %+v (last error %v)", deadline, summarize(rep), err)
 		}
 		time.Sleep(200 * time.Millisecond) // polling Redis for a state, not waiting for an event
+	}
+}
+
+// requireOneRecordEach waits until every id has its terminal record (within deadline) and fails
+// unless each has exactly one.
+func (c *cluster) requireOneRecordEach(ids []string, deadline time.Duration) {
+	c.t.Helper()
+	rep := c.waitQuiet(ids, deadline)
+	if rep.ExactlyOne != len(ids) || rep.None != 0 || rep.MoreThanOne != 0 {
+		c.t.Fatalf("audit: %s; want all %d with exactly one terminal record", summarize(rep), len(ids))
 	}
 }
 

@@ -19,24 +19,9 @@ const (
 )
 
 // fallbackRegistry gives the fallback lane a rate far above the feeds' (so a healthy host's
-// throughput is its arrival rate), the product's in-flight cap, and breaker, host-breaker and
-// timeout settings short enough for a test.
-const fallbackRegistry = `version: 1
-defaults:
-  timeout: 1s
-  connect_timeout: 500ms
-  tls_timeout: 500ms
-  response_header_timeout: 800ms
-  breaker:
-    failure_ratio: 0.3
-    window: 2s
-    min_samples: 10
-    cooldown: 1s
-    probes: 3
-heartbeat:
-  every: 500ms
-  stale_after: 2s
-host_breaker:
+// throughput is its arrival rate), the product's in-flight cap, the testTimings, and
+// host-breaker settings short enough for a test.
+const fallbackRegistry = "version: 1\ndefaults:\n" + testTimings + `host_breaker:
   failures: 3
   cooldown: 1s
 providers:
@@ -110,18 +95,7 @@ func checkFallback(tb testing.TB, phases []phase, perPhase []map[string]float64,
 			tb.Errorf("%s: the good host kept %.3f of its baseline delivery rate, want at least %.2f", p.name, got, minRatio)
 		}
 	}
-	a := o.audit
-	if a.ExactlyOne != a.Total || a.None != 0 || a.MoreThanOne != 0 {
-		tb.Errorf("audit: %d jobs, %d with exactly one terminal record, %d with none (%v), %d with more (%v)",
-			a.Total, a.ExactlyOne, a.None, a.NoneWhere, a.MoreThanOne, a.Duplicated)
-	}
-	for _, feed := range sortedKeys(o.codes) {
-		for _, code := range sortedKeys(o.codes[feed]) {
-			if code != "ACCEPTED" {
-				tb.Errorf("%s: %d jobs ended %s, want every job ACCEPTED once its host recovered", feed, o.codes[feed][code], code)
-			}
-		}
-	}
+	o.checkEveryJobAccepted(tb, "host")
 }
 
 // BenchmarkFallbackIsolation is the same proof at twice the load with 10 s phases; it reports

@@ -29,6 +29,7 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/adapter"
 	"github.com/webpush-gateway/webpush-gateway/dispatch"
 	"github.com/webpush-gateway/webpush-gateway/internal/redistest"
+	"github.com/webpush-gateway/webpush-gateway/internal/simtest"
 	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/limits"
 	"github.com/webpush-gateway/webpush-gateway/providers"
@@ -103,15 +104,10 @@ type run struct {
 	ids []string // every job enqueued; guarded by mu
 }
 
-// registryYAML is the registry of the run: the product's limits with the scenario's rates,
-// and breaker and timeout settings short enough for a test (a 1 s request timeout, a 2 s
-// breaker window and a 1 s cooldown).
-func (sc scenario) registryYAML() string {
-	var b strings.Builder
-	b.WriteString(`version: 1
-defaults:
-  max_in_flight: 32
-  timeout: 1s
+// testTimings are the registry's defaults and heartbeat in every scenario: timeout, breaker
+// and heartbeat settings short enough for a test (a 1 s request timeout, a 2 s breaker window
+// and a 1 s cooldown), to follow a "defaults:" line.
+const testTimings = `  timeout: 1s
   connect_timeout: 500ms
   tls_timeout: 500ms
   response_header_timeout: 800ms
@@ -124,8 +120,13 @@ defaults:
 heartbeat:
   every: 500ms
   stale_after: 2s
-providers:
-`)
+`
+
+// registryYAML is the registry of the run: the product's limits with the scenario's rates, and
+// the testTimings.
+func (sc scenario) registryYAML() string {
+	var b strings.Builder
+	b.WriteString("version: 1\ndefaults:\n  max_in_flight: 32\n" + testTimings + "providers:\n")
 	hosts := map[string]string{
 		"fcm": "fcm.googleapis.com", "autopush": "updates.push.services.mozilla.com",
 		"apple": "web.push.apple.com", "wns": "notify.windows.com",
@@ -141,15 +142,8 @@ providers:
 func startRun(tb testing.TB, sc scenario) *run {
 	tb.Helper()
 	srv := redistest.Start(tb)
-	sim, err := pushsim.Start(pushsim.Config{Dir: tb.TempDir(), MaxDeliveries: 10})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { sim.Close() })
-	key, err := vapid.GenerateKey("default")
-	if err != nil {
-		tb.Fatal(err)
-	}
+	sim := simtest.Start(tb, pushsim.Config{MaxDeliveries: 10})
+	key := simtest.VAPIDKey(tb)
 	yaml := sc.registry
 	if yaml == "" {
 		yaml = sc.registryYAML()
@@ -172,7 +166,7 @@ func startRun(tb testing.TB, sc scenario) *run {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	sender, err := adapter.New(adapter.Config{Registry: reg, Signer: signer, ConnectTo: ct, RootCAs: sim.CertPool()})
+	sender, err := adapter.NewSender(adapter.Config{Registry: reg, Signer: signer, ConnectTo: ct, RootCAs: sim.CertPool()})
 	if err != nil {
 		tb.Fatal(err)
 	}

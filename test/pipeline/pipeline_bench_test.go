@@ -97,7 +97,7 @@ func startPipelineWith(tb testing.TB, so stream.Options, simCfg pushsim.Config, 
 	if err != nil {
 		tb.Fatal(err)
 	}
-	sender, err := adapter.New(adapter.Config{Registry: reg, Signer: signer, ConnectTo: ct, RootCAs: sim.CertPool()})
+	sender, err := adapter.NewSender(adapter.Config{Registry: reg, Signer: signer, ConnectTo: ct, RootCAs: sim.CertPool()})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -1,0 +1,373 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/webpush-gateway/webpush-gateway/internal/redistest"
+	"github.com/webpush-gateway/webpush-gateway/internal/simtest"
+	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
+	"github.com/webpush-gateway/webpush-gateway/job"
+	"github.com/webpush-gateway/webpush-gateway/pushsim"
+	"github.com/webpush-gateway/webpush-gateway/stream"
+)
+
+// deadSet is a known set of dead records on two shards, made as the worker makes them.
+type deadSet struct {
+	srv  *redistest.Server
+	st   *stream.Store
+	sim  *pushsim.Server
+	key  string                      // the VAPID key file the pushsim subscriptions were made with
+	jobs map[string]string           // job id -> its JSON
+	subs map[string]job.Subscription // job id -> its pushsim subscription
+}
+
+func newDeadSet(t *testing.T) *deadSet {
+	t.Helper()
+	ctx := context.Background()
+	d := &deadSet{srv: redistest.Start(t), jobs: map[string]string{}, subs: map[string]job.Subscription{}}
+	sim := simtest.Start(t, pushsim.Config{})
+	d.sim = sim
+	d.key = filepath.Join(t.TempDir(), "vapid.pem")
+	code, pub, stderr := run(t, "keygen", "--out", d.key)
+	if code != 0 {
+		t.Fatalf("keygen: %s", stderr)
+	}
+	d.st = stream.New(d.srv.Client(t), nil, stream.Options{Shards: 2, Consumer: "worker-a"})
+	if err := d.st.Setup(ctx, []string{"apple", "fcm"}); err != nil {
+		t.Fatal(err)
+	}
+	// One from a lane per job: the retries were used up, or a cap refused one.
+	fromLane := func(id, provider, code, reason string) {
+		t.Helper()
+		sub, err := sim.Subscribe("apple", "", strings.TrimSpace(pub))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(map[string]any{"id": id, "subscription": sub, "payload": "replayed " + id})
+		d.jobs[id], d.subs[id] = string(b), sub
+		shard := stream.ShardOf(id, 2)
+		if _, err := d.st.Producer().Enqueue(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		in, _, err := d.st.ReadIntake(ctx, shard, 1, 0)
+		if err != nil || len(in) != 1 {
+			t.Fatalf("ReadIntake: %v, %v", in, err)
+		}
+		if v, err := d.st.ToLane(ctx, in[0], provider, id, string(b), time.Now().UnixMilli()); err != nil || v != stream.Moved {
+			t.Fatalf("ToLane: %v, %v", v, err)
+		}
+		lane, err := d.st.ReadLane(ctx, shard, provider, 1, 0)
+		if err != nil || len(lane) != 1 {
+			t.Fatalf("ReadLane: %v, %v", lane, err)
+		}
+		if ok, err := d.st.ToDead(ctx, lane[0], stream.DeadRecord{ID: id, Code: code, Reason: reason, Attempt: 8, Provider: provider,
+			Job: string(b), At: time.Now()}); err != nil || !ok {
+			t.Fatalf("ToDead: %v, %v", ok, err)
+		}
+	}
+	// One from the intake: invalid, or over the entry limit (dead-lettered by the read).
+	fromIntake := func(id, raw, reason string) {
+		t.Helper()
+		d.jobs[id] = raw
+		if _, err := d.st.Producer().Enqueue(ctx, []byte(raw)); err != nil {
+			t.Fatal(err)
+		}
+		in, refused, err := d.st.ReadIntake(ctx, stream.ShardOf(id, 2), 1, 0)
+		if err != nil || len(in)+len(refused) != 1 {
+			t.Fatalf("ReadIntake: %v, %v, %v", in, refused, err)
+		}
+		if len(in) == 1 {
+			if ok, err := d.st.ToDead(ctx, in[0], stream.DeadRecord{ID: id, Code: "INVALID_JOB", Reason: reason, Job: raw, At: time.Now()}); err != nil || !ok {
+				t.Fatalf("ToDead: %v, %v", ok, err)
+			}
+		}
+	}
+	fromLane("gave-up-1", "apple", "PROVIDER_DOWN", "gave up after 9 attempts: PROVIDER_DOWN 503: unavailable")
+	fromIntake("invalid", strings.Replace(testJob(t, "invalid"), `"payload"`, `"ttl":-5,"payload"`, 1), "ttl: must be at least 0, got -5")
+	fromLane("gave-up-2", "apple", "PROVIDER_DOWN", "gave up after 9 attempts: TRANSPORT_ERROR: connection reset")
+	fromLane("throttled", "fcm", "RATE_LIMITED", "recipient r1 has 1000 jobs waiting to retry")
+	fromIntake("huge", `{"id":"huge","payload":"`+strings.Repeat("p", 70_000)+`"}`, "")
+	return d
+}
+
+// refs lists the records `dead ls --json` prints, by job id.
+func (d *deadSet) refs(t *testing.T, args ...string) map[string]deadRecordJSON {
+	t.Helper()
+	code, stdout, stderr := run(t, append([]string{"dead", "ls", "--redis", d.srv.URL(), "--json"}, args...)...)
+	if code != 0 {
+		t.Fatalf("dead ls --json %v: exit %d: %s", args, code, stderr)
+	}
+	var out struct{ Records []deadRecordJSON }
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+		t.Fatalf("dead ls --json printed %q: %v", stdout, err)
+	}
+	m := map[string]deadRecordJSON{}
+	for _, r := range out.Records {
+		m[r.ID] = r
+	}
+	return m
+}
+
+func ref(r deadRecordJSON) string { return fmt.Sprintf("%d/%s", r.Shard, r.EntryID) }
+
+func TestDeadLsFilters(t *testing.T) {
+	d := newDeadSet(t)
+	ids := func(m map[string]deadRecordJSON) []string {
+		var out []string
+		for id := range m {
+			out = append(out, id)
+		}
+		return out
+	}
+	sorted := cmpopts.SortSlices(func(a, b string) bool { return a < b })
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{nil, []string{"gave-up-1", "gave-up-2", "huge", "invalid", "throttled"}},
+		{[]string{"--code", "PROVIDER_DOWN"}, []string{"gave-up-1", "gave-up-2"}},
+		{[]string{"--provider", "fcm"}, []string{"throttled"}},
+		{[]string{"--reason", "got -5"}, []string{"invalid"}},
+		{[]string{"--code", "PROVIDER_DOWN", "--reason", "TRANSPORT"}, []string{"gave-up-2"}},
+		{[]string{"--since", "1h"}, []string{"gave-up-1", "gave-up-2", "huge", "invalid", "throttled"}},
+		{[]string{"--since", time.Now().Add(time.Hour).UTC().Format(time.RFC3339)}, nil},
+		{[]string{"--until", "1h"}, nil},
+		{[]string{"--limit", "2"}, nil}, // checked below: two of the five
+	} {
+		got := d.refs(t, tc.args...)
+		if len(tc.args) == 2 && tc.args[0] == "--limit" {
+			if len(got) != 2 {
+				t.Errorf("--limit 2: %d records", len(got))
+			}
+			continue
+		}
+		if diff := cmp.Diff(tc.want, ids(got), sorted, cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("dead ls %v (-want +got):\n%s", tc.args, diff)
+		}
+	}
+	all := d.refs(t)
+	if r := all["gave-up-1"]; r.Code != "PROVIDER_DOWN" || r.Provider != "apple" || r.Attempt != 8 || r.Job != nil ||
+		!strings.HasSuffix(r.From, ":lane:apple") || time.Since(r.At) > time.Minute {
+		t.Errorf("gave-up-1 as listed: %+v; want its code, provider, attempt and lane, and no job", r)
+	}
+	if r := all["huge"]; !strings.HasPrefix(r.Note, "job cut to its first 65536") {
+		t.Errorf("huge as listed: %+v; want its note", r)
+	}
+
+	code, stdout, _ := run(t, "dead", "ls", "--redis", d.srv.URL())
+	for _, re := range []string{
+		`(?m)^ENTRY +JOB +CODE +PROVIDER +AT +REASON$`,
+		`(?m)^[01]/\d+-\d+ +gave-up-2 +PROVIDER_DOWN +apple +\S+Z +gave up after 9 attempts: TRANSPORT_ERROR: connection reset$`,
+		`(?m)^[01]/\d+-\d+ +invalid +INVALID_JOB +- +`,
+		`\[job cut: cannot be replayed\]`,
+		`(?m)^5 records$`,
+	} {
+		if code != 0 || !regexp.MustCompile(re).MatchString(stdout) {
+			t.Errorf("dead ls: exit %d, output lacks %s:\n%s", code, re, stdout)
+		}
+	}
+	_, stdout, _ = run(t, "dead", "ls", "--redis", d.srv.URL(), "--limit", "2")
+	if !strings.Contains(stdout, "2 records shown, newest first; more match (--limit 2; --limit 0 lists all)") {
+		t.Errorf("dead ls --limit 2:\n%s", stdout)
+	}
+	_, stdout, _ = run(t, "dead", "ls", "--redis", d.srv.URL(), "--until", "2h")
+	if !strings.Contains(stdout, "no dead record matches") {
+		t.Errorf("dead ls --until 2h:\n%s", stdout)
+	}
+	for _, tc := range []struct{ args []string }{
+		{[]string{"--since", "yesterday"}}, {[]string{"--until", "-5m"}}, {[]string{"--limit", "-1"}},
+		{[]string{"--since", "1h", "--until", "2h"}},
+	} {
+		code, _, stderr := run(t, append([]string{"dead", "ls", "--redis", d.srv.URL()}, tc.args...)...)
+		if code != 2 || !strings.Contains(stderr, tc.args[0]) {
+			t.Errorf("dead ls %v: exit %d, %q; want 2 naming %s", tc.args, code, stderr, tc.args[0])
+		}
+	}
+}
+
+func TestDeadShow(t *testing.T) {
+	d := newDeadSet(t)
+	r := d.refs(t)["gave-up-1"]
+	code, stdout, _ := run(t, "dead", "show", "--redis", d.srv.URL(), ref(r))
+	for _, want := range []string{"entry     " + ref(r) + " of wp:{", "id        gave-up-1", "code      PROVIDER_DOWN",
+		"reason    gave up after 9 attempts: PROVIDER_DOWN 503: unavailable", "provider  apple", "attempt   8",
+		"job       " + d.jobs["gave-up-1"] + "\n"} {
+		if code != 0 || !strings.Contains(stdout, want) {
+			t.Errorf("dead show %s: exit %d, output lacks %q:\n%s", ref(r), code, want, stdout)
+		}
+	}
+	// By job id, as JSON: the job whole.
+	code, stdout, _ = run(t, "dead", "show", "--redis", d.srv.URL(), "--json", "invalid")
+	var rec deadRecordJSON
+	if err := json.Unmarshal([]byte(stdout), &rec); code != 0 || err != nil || rec.Job == nil || *rec.Job != d.jobs["invalid"] || rec.Code != "INVALID_JOB" {
+		t.Errorf("dead show --json invalid: exit %d, %s (%v)", code, stdout, err)
+	}
+	if code, _, stderr := run(t, "dead", "show", "--redis", d.srv.URL(), "no-such-job"); code != 1 || !strings.Contains(stderr, "no dead record no-such-job") {
+		t.Errorf("dead show of nothing: exit %d, %q", code, stderr)
+	}
+	if code, _, stderr := run(t, "dead", "show", "--redis", d.srv.URL(), "7/1-0"); code != 2 || !strings.Contains(stderr, "shard 7 is not one of the 2 shards") {
+		t.Errorf("dead show of shard 7: exit %d, %q", code, stderr)
+	}
+}
+
+// TestDeadReplayMovesEachRecordOnce: replayed twice, each chosen record is on its intake once,
+// exactly its job; a record whose job was cut stays; and the replayed jobs are delivered by a
+// real worker through pushsim, after which inspect finds their ledger records.
+func TestDeadReplayMovesEachRecordOnce(t *testing.T) {
+	d := newDeadSet(t)
+	ctx := context.Background()
+	recs := d.refs(t)
+	one, two := ref(recs["gave-up-1"]), ref(recs["gave-up-2"])
+
+	code, stdout, stderr := run(t, "dead", "replay", "--redis", d.srv.URL(), "--dry-run", one, two)
+	if code != 0 || !strings.Contains(stdout, "would replay 2 records") || len(d.refs(t)) != 5 {
+		t.Fatalf("replay --dry-run: exit %d, %q, %q; want it listed and nothing changed", code, stdout, stderr)
+	}
+	code, stdout, stderr = run(t, "dead", "replay", "--redis", d.srv.URL(), one, two)
+	if code != 0 || !strings.Contains(stdout, "replayed 2 records; 0 skipped; 0 already gone") ||
+		!strings.Contains(stdout, "replayed "+one+" (job gave-up-1) as wp:{") {
+		t.Fatalf("replay: exit %d, %q, %q", code, stdout, stderr)
+	}
+	code, stdout, stderr = run(t, "dead", "replay", "--redis", d.srv.URL(), one, two)
+	if code != 0 || !strings.Contains(stdout, "replayed 0 records; 0 skipped; 2 already gone") || !strings.Contains(stderr, one+": no such record") {
+		t.Fatalf("second replay: exit %d, %q, %q; want nothing replayed, both gone, exit 0", code, stdout, stderr)
+	}
+	// Each job is on its shard's intake once, exactly as it was enqueued.
+	c := d.srv.Client(t)
+	got := map[string][]string{}
+	for shard := range 2 {
+		for _, m := range c.XRange(ctx, stream.KeysFor("wp", shard).Intake, "-", "+").Val() {
+			raw, _ := m.Values["job"].(string)
+			var j struct{ ID string }
+			_ = json.Unmarshal([]byte(raw), &j)
+			got[j.ID] = append(got[j.ID], raw)
+			if len(m.Values) != 1 || stream.ShardOf(j.ID, 2) != shard {
+				t.Errorf("intake entry %v of shard %d: want one job field, on the job's shard", m.Values, shard)
+			}
+		}
+	}
+	want := map[string][]string{"gave-up-1": {d.jobs["gave-up-1"]}, "gave-up-2": {d.jobs["gave-up-2"]}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("intake after two replays (-want +got):\n%s", diff)
+	}
+	// The cut record: skipped, named, kept.
+	code, _, stderr = run(t, "dead", "replay", "--redis", d.srv.URL(), "--reason", "65536")
+	if code != 1 || !strings.Contains(stderr, "(job huge): its job was cut to the entry limit; it cannot be replayed") {
+		t.Errorf("replay of the cut record: exit %d, %q; want 1 and the record named", code, stderr)
+	}
+	if _, ok := d.refs(t)["huge"]; !ok {
+		t.Error("the cut record is gone after a refused replay")
+	}
+
+	// A real worker delivers the replayed jobs.
+	t.Setenv("GATEWAY_CA_FILE", d.sim.CAFile())
+	t.Setenv("GATEWAY_CONNECT_TO", strings.Join(d.sim.ConnectTo(), ","))
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wout, werr testkit.Buffer
+	done := make(chan int, 1)
+	go func() {
+		done <- runMain(wctx, []string{"run", "--http", "", "--redis", d.srv.URL(), "--shards", "2", "--vapid-key", d.key,
+			"--subject", "mailto:ops@example.com", "--block", "100ms", "--grace", "1s"}, &wout, &werr)
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var n int64
+		for shard := range 2 {
+			n += c.XLen(ctx, stream.KeysFor("wp", shard).Results).Val()
+		}
+		if n >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d ledger records after 30 s, want 2:\n%s", n, werr.String())
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("run exited %d:\n%s", code, werr.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("run exited %d:\n%s", code, werr.String())
+	}
+	for _, id := range []string{"gave-up-1", "gave-up-2"} {
+		if ds := d.sim.DeliveriesFor(d.subs[id].Endpoint); len(ds) != 1 || string(ds[0].Plaintext) != "replayed "+id {
+			t.Errorf("pushsim deliveries of %s: %+v; want the one push", id, ds)
+		}
+		code, stdout, _ := run(t, "inspect", "--redis", d.srv.URL(), id)
+		if code != 0 || !strings.Contains(stdout, "ended: ACCEPTED (HTTP 201) on apple at attempt 0") || strings.Contains(stdout, "dead-lettered") {
+			t.Errorf("inspect %s after the replay: exit %d:\n%s", id, code, stdout)
+		}
+	}
+}
+
+func TestDeadPurge(t *testing.T) {
+	d := newDeadSet(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "choose the records: ENTRY_ID..., a filter"},
+		{[]string{"--all"}, "--all deletes every dead record: add --yes"},
+		{[]string{"--all", "--code", "X"}, "choose the records one way"},
+		{[]string{"1-0", "--code", "X"}, "choose the records one way"},
+		{[]string{"order-1"}, `"order-1" is not an entry id`},
+	} {
+		code, _, stderr := run(t, append([]string{"dead", "purge", "--redis", d.srv.URL()}, tc.args...)...)
+		if code != 2 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("dead purge %v: exit %d, %q; want 2 and %q", tc.args, code, stderr, tc.want)
+		}
+	}
+	if code, _, stderr := run(t, "dead", "replay", "--redis", d.srv.URL()); code != 2 || !strings.Contains(stderr, "choose the records") {
+		t.Errorf("dead replay with no selector: exit %d, %q", code, stderr)
+	}
+	if len(d.refs(t)) != 5 {
+		t.Fatal("a refused purge deleted records")
+	}
+	code, stdout, _ := run(t, "dead", "purge", "--redis", d.srv.URL(), "--code", "INVALID_JOB", "--reason", "ttl")
+	if code != 0 || !strings.Contains(stdout, "purged 1 records") {
+		t.Errorf("purge --code INVALID_JOB --reason ttl: exit %d, %q", code, stdout)
+	}
+	r := d.refs(t)["throttled"]
+	if code, stdout, _ := run(t, "dead", "purge", "--redis", d.srv.URL(), ref(r)); code != 0 || !strings.Contains(stdout, "purged 1 records") {
+		t.Errorf("purge %s: exit %d, %q", ref(r), code, stdout)
+	}
+	code, stdout, _ = run(t, "dead", "purge", "--redis", d.srv.URL(), "--all", "--yes")
+	if code != 0 || !strings.Contains(stdout, "purged 3 records") {
+		t.Errorf("purge --all --yes: exit %d, %q", code, stdout)
+	}
+	if code, stdout, _ := run(t, "dead", "ls", "--redis", d.srv.URL()); code != 0 || !strings.Contains(stdout, "no dead record matches") {
+		t.Errorf("dead ls after purging all: exit %d, %q", code, stdout)
+	}
+}
+
+func FuzzParseWhen(f *testing.F) {
+	for _, s := range []string{"90s", "30m", "2h", "7d", "1d12h", "2025-06-01T12:00:00Z", "2025-06-01T12:00:00.5+02:00", "", "d", "-5m", "99999999d"} {
+		f.Add(s)
+	}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := parseWhen(s, now)
+		if err != nil {
+			if !strings.Contains(err.Error(), "neither an RFC 3339 time") {
+				t.Fatalf("parseWhen(%q): error %v does not say what it wants", s, err)
+			}
+			return
+		}
+		if _, perr := time.Parse(time.RFC3339Nano, s); perr != nil && got.After(now) {
+			t.Fatalf("parseWhen(%q) = %v: a duration ago is after now", s, got)
+		}
+	})
+}

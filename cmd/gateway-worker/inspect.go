@@ -1,0 +1,251 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/webpush-gateway/webpush-gateway/internal/cli"
+	"github.com/webpush-gateway/webpush-gateway/stream"
+)
+
+// defaultScanLimit bounds how many entries inspect reads of each stream.
+const defaultScanLimit = 10_000
+
+// inspectReport is what `inspect --json` prints.
+type inspectReport struct {
+	ID        string          `json:"id"`
+	Prefix    string          `json:"prefix"`
+	Shard     int             `json:"shard"`
+	Found     bool            `json:"found"`
+	HeldBy    string          `json:"held_by,omitempty"`
+	SentMark  bool            `json:"sent_mark"`
+	Intake    []placeJSON     `json:"intake"`
+	Lane      *placeJSON      `json:"lane,omitempty"`
+	Delayed   *delayedJSON    `json:"delayed,omitempty"`
+	Results   []ledgerJSON    `json:"results"`
+	Dead      []deadBriefJSON `json:"dead"`
+	ScanLimit int             `json:"scan_limit"`
+	ScanCut   []string        `json:"scan_cut"`
+}
+
+type placeJSON struct {
+	Key     string       `json:"key"`
+	EntryID string       `json:"entry_id"`
+	Attempt int          `json:"attempt"`
+	Pending *pendingJSON `json:"pending,omitempty"`
+}
+
+type pendingJSON struct {
+	Consumer      string  `json:"consumer"`
+	ConsumerAlive bool    `json:"consumer_alive"`
+	IdleSeconds   float64 `json:"idle_seconds"`
+	Deliveries    int64   `json:"deliveries"`
+}
+
+type delayedJSON struct {
+	Due        time.Time  `json:"due"`
+	Provider   string     `json:"provider"`
+	Attempt    int        `json:"attempt"`
+	Recipient  string     `json:"recipient,omitempty"`
+	LastCode   string     `json:"last_code,omitempty"`
+	LastDetail string     `json:"last_detail,omitempty"`
+	QueuedAt   *time.Time `json:"queued_at,omitempty"`
+	EnqueuedAt *time.Time `json:"enqueued_at,omitempty"`
+}
+
+type ledgerJSON struct {
+	EntryID   string    `json:"entry_id"`
+	Provider  string    `json:"provider"`
+	Code      string    `json:"code"`
+	Status    int       `json:"status"`
+	Detail    string    `json:"detail"`
+	Attempt   int       `json:"attempt"`
+	LatencyMs int64     `json:"latency_ms"`
+	At        time.Time `json:"at"`
+}
+
+// deadBriefJSON is a dead record without its job (which carries the subscription): `dead show`
+// prints the whole record.
+type deadBriefJSON struct {
+	EntryID  string    `json:"entry_id"`
+	Code     string    `json:"code"`
+	Reason   string    `json:"reason"`
+	Provider string    `json:"provider"`
+	Attempt  int       `json:"attempt"`
+	From     string    `json:"from"`
+	Entry    string    `json:"entry"`
+	Note     string    `json:"note,omitempty"`
+	At       time.Time `json:"at"`
+}
+
+func cmdInspect(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stderr io.Writer) int {
+	var rf redisFlags
+	rf.registerReader(fs)
+	rf.registerRegistry(fs, "Fleet", "whose heartbeat.stale_after says whether a pending entry's consumer is alive")
+	fs.Group("Search")
+	scanLimit := fs.Int("scan-limit", defaultScanLimit, "read at most `N` entries of each stream (0: all)")
+	fs.Group("Output")
+	asJSON := fs.Bool("json", false, "print one JSON object (snake_case keys)")
+	if code, ok := fs.Parse(args); !ok {
+		return code
+	}
+	if *scanLimit < 0 {
+		return fs.Fail(fmt.Errorf("--scan-limit must be at least 0, got %d", *scanLimit))
+	}
+	id := fs.Arg(0)
+	if id == "" {
+		return fs.Fail(fmt.Errorf("JOB_ID is empty"))
+	}
+	st, reg, code := rf.openWithRegistry(ctx, fs, "gateway-inspect", stderr)
+	if st == nil {
+		return code
+	}
+	defer st.Close()
+	now := time.Now()
+	rep, err := st.Inspect(ctx, id, *scanLimit)
+	if err != nil {
+		return unavailable(stderr, fs.Name(), err)
+	}
+	replicas, err := st.Replicas(ctx, now, reg.Heartbeat().StaleAfter)
+	if err != nil {
+		return unavailable(stderr, fs.Name(), err)
+	}
+	alive := map[string]bool{}
+	for _, r := range replicas {
+		alive[r.Consumer] = true
+	}
+	out := inspectJSON(rep, rf.prefix, *scanLimit, alive)
+	if *asJSON {
+		if code := printJSON(fs, stdout, stderr, out); code != cli.ExitOK {
+			return code
+		}
+	} else {
+		printInspect(stdout, out, now)
+	}
+	if !out.Found {
+		return cli.ExitNo
+	}
+	return cli.ExitOK
+}
+
+func inspectJSON(rep stream.JobReport, prefix string, scanLimit int, alive map[string]bool) inspectReport {
+	place := func(p stream.StreamPlace) placeJSON {
+		out := placeJSON{Key: p.Key, EntryID: p.EntryID, Attempt: p.Attempt}
+		if p.Pending != nil {
+			out.Pending = &pendingJSON{Consumer: p.Pending.Consumer, ConsumerAlive: alive[p.Pending.Consumer],
+				IdleSeconds: p.Pending.Idle.Seconds(), Deliveries: p.Pending.Deliveries}
+		}
+		return out
+	}
+	out := inspectReport{ID: rep.ID, Prefix: prefix, Shard: rep.Shard, Found: rep.Found(), HeldBy: rep.Held, SentMark: rep.Sent,
+		Intake: []placeJSON{}, Results: []ledgerJSON{}, Dead: []deadBriefJSON{}, ScanLimit: scanLimit, ScanCut: rep.Cut}
+	if out.ScanCut == nil {
+		out.ScanCut = []string{}
+	}
+	for _, p := range rep.Intake {
+		out.Intake = append(out.Intake, place(p))
+	}
+	if rep.Lane != nil {
+		p := place(*rep.Lane)
+		out.Lane = &p
+	}
+	if d := rep.Delayed; d != nil {
+		out.Delayed = &delayedJSON{Due: d.Due.UTC(), Provider: d.Provider, Attempt: d.Attempt, Recipient: d.Recipient,
+			LastCode: d.LastCode, LastDetail: d.LastDetail}
+		if !d.QueuedAt.IsZero() {
+			t := d.QueuedAt.UTC()
+			out.Delayed.QueuedAt = &t
+		}
+		if !d.EnqueuedAt.IsZero() {
+			t := d.EnqueuedAt.UTC()
+			out.Delayed.EnqueuedAt = &t
+		}
+	}
+	for _, r := range rep.Results {
+		out.Results = append(out.Results, ledgerJSON{EntryID: r.EntryID, Provider: r.Provider, Code: r.Code, Status: r.Status,
+			Detail: r.Detail, Attempt: r.Attempt, LatencyMs: r.Latency.Milliseconds(), At: r.At.UTC()})
+	}
+	for _, d := range rep.Dead {
+		out.Dead = append(out.Dead, deadBriefJSON{EntryID: d.EntryID, Code: d.Code, Reason: d.Reason, Provider: d.Provider,
+			Attempt: d.Attempt, From: d.From, Entry: d.Entry, Note: d.Note, At: d.At.UTC()})
+	}
+	return out
+}
+
+func printInspect(w io.Writer, r inspectReport, now time.Time) {
+	fmt.Fprintf(w, "job %s: shard %d of prefix %s\n", r.ID, r.Shard, r.Prefix)
+	if !r.Found {
+		fmt.Fprintf(w, "  not found: never enqueued under this prefix, or its records were trimmed\n")
+	}
+	pending := func(p *pendingJSON) string {
+		if p == nil {
+			return "not read by any consumer yet"
+		}
+		state := "alive"
+		if !p.ConsumerAlive {
+			state = "not alive: another worker reclaims it after --visibility-timeout"
+		}
+		return fmt.Sprintf("read by consumer %s (%s), last delivered %s ago, %d deliveries", p.Consumer, state, age(p.IdleSeconds), p.Deliveries)
+	}
+	for _, p := range r.Intake {
+		fmt.Fprintf(w, "  in the intake, not routed yet: %s entry %s, %s\n", p.Key, p.EntryID, pending(p.Pending))
+	}
+	if p := r.Lane; p != nil {
+		what := "waiting in its lane"
+		if p.Pending != nil {
+			what = "in flight"
+		}
+		fmt.Fprintf(w, "  %s: %s entry %s, attempt %d, %s\n", what, p.Key, p.EntryID, p.Attempt, pending(p.Pending))
+	} else if r.HeldBy != "" && r.Delayed == nil {
+		fmt.Fprintf(w, "  held for provider %s (the jobs index) but its lane entry was not among the entries read\n", r.HeldBy)
+	}
+	if d := r.Delayed; d != nil {
+		fmt.Fprintf(w, "  waiting to retry: due %s (%s) as attempt %d on %s\n", d.Due.Format(time.RFC3339), relative(d.Due, now), d.Attempt, d.Provider)
+		switch {
+		case d.LastCode != "":
+			last := d.LastCode
+			if d.LastDetail != "" {
+				last += ": " + d.LastDetail
+			}
+			fmt.Fprintf(w, "    last attempt (%d): %s\n", d.Attempt-1, last)
+		default:
+			fmt.Fprintf(w, "    put back without an attempt (its breaker, its host's limits or a share refused it), or queued by an older worker\n")
+		}
+		if d.Recipient != "" {
+			fmt.Fprintf(w, "    recipient %s\n", d.Recipient)
+		}
+	}
+	for _, l := range r.Results {
+		status := ""
+		if l.Status != 0 {
+			status = fmt.Sprintf(" (HTTP %d)", l.Status)
+		}
+		fmt.Fprintf(w, "  ended: %s%s on %s at attempt %d (0 is the first), %s; ledger entry %s\n",
+			l.Code, status, dash(l.Provider), l.Attempt, l.At.Format(time.RFC3339), l.EntryID)
+		if l.Detail != "" {
+			fmt.Fprintf(w, "    detail: %s\n", l.Detail)
+		}
+	}
+	for _, d := range r.Dead {
+		where := "at the intake"
+		if d.Provider != "" {
+			where = fmt.Sprintf("on %s at attempt %d", d.Provider, d.Attempt)
+		}
+		fmt.Fprintf(w, "  dead-lettered: %s %s, %s; dead entry %s (gateway-worker dead show %s)\n",
+			d.Code, where, d.At.Format(time.RFC3339), d.EntryID, d.EntryID)
+		fmt.Fprintf(w, "    reason: %s\n", d.Reason)
+		if d.Note != "" {
+			fmt.Fprintf(w, "    note: %s\n", d.Note)
+		}
+	}
+	if r.SentMark {
+		fmt.Fprintf(w, "  sent mark set: accepted within the sent-mark window; a copy enqueued now is acknowledged unsent\n")
+	}
+	if len(r.ScanCut) > 0 {
+		fmt.Fprintf(w, "  scan cut: only %d entries of %s were read (--scan-limit; the intake and lanes oldest first, the ledger and dead stream newest first): the job may be in the rest\n",
+			r.ScanLimit, strings.Join(r.ScanCut, ", "))
+	}
+}

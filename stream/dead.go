@@ -1,0 +1,272 @@
+package stream
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed replay_dead.lua
+	replayDeadLua    string
+	replayDeadScript = redis.NewScript(replayDeadLua)
+)
+
+// DeadEntry is one record of a shard's dead stream, where it lies.
+type DeadEntry struct {
+	Shard   int
+	EntryID string // its id in the dead stream
+	DeadRecord
+	// From and Entry are the stream the job left and its entry id there.
+	From, Entry string
+	// Note is set when Job was cut to the entry limit ("job cut to its first ..."); such a
+	// record cannot be replayed.
+	Note string
+}
+
+// Written is when the record was written: the time of its entry id.
+func (d DeadEntry) Written() time.Time { return entryTime(d.EntryID) }
+
+func deadEntry(shard int, m redis.XMessage) DeadEntry {
+	f := m.Values
+	return DeadEntry{
+		Shard: shard, EntryID: m.ID,
+		DeadRecord: DeadRecord{
+			ID: str(f["id"]), Code: str(f["code"]), Reason: str(f["reason"]), Attempt: atoi(f["attempt"]),
+			Provider: str(f["provider"]), Job: str(f["job"]), At: time.UnixMilli(int64(atoi(f["at"]))),
+		},
+		From: str(f["from"]), Entry: str(f["entry"]), Note: str(f["note"]),
+	}
+}
+
+// DeadFilter chooses dead records; its zero value chooses every one.
+type DeadFilter struct {
+	// Reason is a substring of the reason; Code and Provider must equal the record's.
+	Reason, Code, Provider string
+	// Since and Until bound when the record was written (its entry id's time), inclusive; zero
+	// means unbounded.
+	Since, Until time.Time
+}
+
+func (f DeadFilter) match(d DeadEntry) bool {
+	return strings.Contains(d.Reason, f.Reason) &&
+		(f.Code == "" || d.Code == f.Code) && (f.Provider == "" || d.Provider == f.Provider)
+}
+
+// idRange is the range of entry ids the filter's times allow, for XRANGE.
+func (f DeadFilter) idRange() (lo, hi string) {
+	lo, hi = "-", "+"
+	if !f.Since.IsZero() {
+		lo = strconv.FormatInt(max(f.Since.UnixMilli(), 0), 10) + "-0"
+	}
+	if !f.Until.IsZero() {
+		hi = strconv.FormatInt(max(f.Until.UnixMilli(), 0), 10) + "-18446744073709551615"
+	}
+	return lo, hi
+}
+
+// DeadList returns the dead records that f chooses, newest first over every shard, at most
+// limit of them (limit <= 0: all). Each shard's stream is read newest first, a thousand
+// records a round trip, until limit records matched or its start (or f.Since) is reached:
+// with a filter that matches little, that is the whole stream.
+func (s *Store) DeadList(ctx context.Context, f DeadFilter, limit int) ([]DeadEntry, error) {
+	var out []DeadEntry
+	lo, hi := f.idRange()
+	for shard := range s.o.Shards {
+		found := 0
+		_, err := s.scanRange(ctx, s.Keys(shard).Dead, lo, hi, true, 0, func(m redis.XMessage) bool {
+			d := deadEntry(shard, m)
+			if f.match(d) {
+				out = append(out, d)
+				found++
+			}
+			return limit <= 0 || found < limit
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		return compareIDs(out[i].EntryID, out[j].EntryID) > 0
+	})
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// DeadEntries returns the record entryID of the dead stream of every shard that has one: an
+// entry id is unique within a stream, not across shards.
+func (s *Store) DeadEntries(ctx context.Context, entryID string) ([]DeadEntry, error) {
+	var out []DeadEntry
+	for shard := range s.o.Shards {
+		d, ok, err := s.DeadEntry(ctx, shard, entryID)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, d)
+		}
+	}
+	return out, nil
+}
+
+// DeadEntry returns the record entryID of shard's dead stream; false when there is none.
+func (s *Store) DeadEntry(ctx context.Context, shard int, entryID string) (DeadEntry, bool, error) {
+	key := s.Keys(shard).Dead
+	msgs, err := s.c.XRange(ctx, key, entryID, entryID).Result()
+	if err != nil {
+		return DeadEntry{}, false, fmt.Errorf("stream: read %s %s: %w", key, entryID, err)
+	}
+	if len(msgs) == 0 {
+		return DeadEntry{}, false, nil
+	}
+	return deadEntry(shard, msgs[0]), true, nil
+}
+
+// DeadOfJob returns the dead records of job id, newest first, from its shard's dead stream,
+// reading at most scanLimit records (0: all); cut says the scan stopped there.
+func (s *Store) DeadOfJob(ctx context.Context, id string, scanLimit int) (found []DeadEntry, cut bool, err error) {
+	shard := ShardOf(id, s.o.Shards)
+	cut, err = s.scanRange(ctx, s.Keys(shard).Dead, "-", "+", true, scanLimit, func(m redis.XMessage) bool {
+		if str(m.Values["id"]) == id {
+			found = append(found, deadEntry(shard, m))
+		}
+		return true
+	})
+	return found, cut, err
+}
+
+// ReplayVerdict is what ReplayDead did with one record.
+type ReplayVerdict int
+
+const (
+	// ReplayGone: no such record (replayed or purged already); nothing changed.
+	ReplayGone ReplayVerdict = iota
+	// Replayed: the job is a new entry of the shard's intake, and the record is deleted.
+	Replayed
+	// ReplayCut: the record's job was cut to the entry limit; the record stays.
+	ReplayCut
+	// ReplayNoJob: the record holds no job; the record stays.
+	ReplayNoJob
+)
+
+func (v ReplayVerdict) String() string {
+	switch v {
+	case ReplayGone:
+		return "gone (replayed or purged before)"
+	case Replayed:
+		return "replayed"
+	case ReplayCut:
+		return "not replayed: its job was cut to the entry limit"
+	case ReplayNoJob:
+		return "not replayed: it holds no job"
+	}
+	return fmt.Sprintf("ReplayVerdict(%d)", int(v))
+}
+
+// ReplayDead puts the job of dead record entryID of shard back on that shard's intake as a new
+// job (attempt 0: the intake validates and routes it again) and deletes the record, in one
+// script: a record is replayed once however often it is asked. intakeID is the new intake
+// entry's id. The job's TTL counts from its own enqueued_at when it has one.
+func (s *Store) ReplayDead(ctx context.Context, shard int, entryID string) (v ReplayVerdict, intakeID string, err error) {
+	k := s.Keys(shard)
+	res, err := replayDeadScript.Run(ctx, s.c, []string{k.Dead, k.Intake}, entryID).Slice()
+	if err != nil {
+		return ReplayGone, "", fmt.Errorf("stream: replay %s %s: %w", k.Dead, entryID, err)
+	}
+	if len(res) != 2 {
+		return ReplayGone, "", fmt.Errorf("stream: replay %s %s: unexpected reply %v", k.Dead, entryID, res)
+	}
+	n, _ := res[0].(int64)
+	intakeID, _ = res[1].(string)
+	return ReplayVerdict(n), intakeID, nil
+}
+
+// PurgeDead deletes records of shard's dead stream by entry id and returns how many there
+// were.
+func (s *Store) PurgeDead(ctx context.Context, shard int, entryIDs ...string) (int64, error) {
+	if len(entryIDs) == 0 {
+		return 0, nil
+	}
+	key := s.Keys(shard).Dead
+	n, err := s.c.XDel(ctx, key, entryIDs...).Result()
+	if err != nil {
+		return 0, fmt.Errorf("stream: purge %s: %w", key, err)
+	}
+	return n, nil
+}
+
+// scanRange calls fn with the entries of stream between ids lo and hi, newest first when
+// reverse, a thousand a round trip, until fn returns false or limit entries were read (limit
+// <= 0: no limit). cut is true when the limit stopped it with entries left.
+func (s *Store) scanRange(ctx context.Context, stream, lo, hi string, reverse bool, limit int, fn func(redis.XMessage) bool) (cut bool, err error) {
+	const page = 1000
+	read := 0
+	for {
+		n := int64(page)
+		if limit > 0 {
+			n = int64(min(page, limit-read))
+		}
+		var msgs []redis.XMessage
+		if reverse {
+			msgs, err = s.c.XRevRangeN(ctx, stream, hi, lo, n).Result()
+		} else {
+			msgs, err = s.c.XRangeN(ctx, stream, lo, hi, n).Result()
+		}
+		if err != nil {
+			return false, fmt.Errorf("stream: read %s: %w", stream, err)
+		}
+		for _, m := range msgs {
+			read++
+			if !fn(m) {
+				return false, nil
+			}
+		}
+		if int64(len(msgs)) < n {
+			return false, nil
+		}
+		last := msgs[len(msgs)-1].ID
+		if reverse {
+			hi = "(" + last
+		} else {
+			lo = "(" + last
+		}
+		if limit > 0 && read >= limit {
+			// Cut only if something is left beyond the last entry read.
+			var more []redis.XMessage
+			if reverse {
+				more, err = s.c.XRevRangeN(ctx, stream, hi, lo, 1).Result()
+			} else {
+				more, err = s.c.XRangeN(ctx, stream, lo, hi, 1).Result()
+			}
+			if err != nil {
+				return false, fmt.Errorf("stream: read %s: %w", stream, err)
+			}
+			return len(more) > 0, nil
+		}
+	}
+}
+
+// compareIDs orders stream entry ids ("ms-seq") as Redis does.
+func compareIDs(a, b string) int {
+	am, as, _ := strings.Cut(a, "-")
+	bm, bs, _ := strings.Cut(b, "-")
+	for _, p := range [][2]string{{am, bm}, {as, bs}} {
+		x, _ := strconv.ParseUint(p[0], 10, 64)
+		y, _ := strconv.ParseUint(p[1], 10, 64)
+		switch {
+		case x < y:
+			return -1
+		case x > y:
+			return 1
+		}
+	}
+	return 0
+}

@@ -1,0 +1,125 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The read-only queries of the operator's commands (`gateway-worker status`, `inspect`,
+// `dead`): they write nothing, and need no consumer name.
+
+// RecordedShards is the shard count recorded for the Store's prefix (ShardsKey), 0 when no
+// worker or producer has recorded one yet.
+func (s *Store) RecordedShards(ctx context.Context) (int, error) {
+	n, err := s.c.Get(ctx, ShardsKey(s.o.Prefix)).Int()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("stream: read the shard count from %s: %w", ShardsKey(s.o.Prefix), err)
+	}
+	return n, nil
+}
+
+// VerifyShards is CheckShards for a reader: it compares the Store's shard count with the one
+// recorded for its prefix (ErrShardCount when they differ) and records nothing.
+func (s *Store) VerifyShards(ctx context.Context) error {
+	return checkShards(ctx, s.c, s.o.Prefix, s.o.Shards, false)
+}
+
+// AllLanes lists, for every shard, the providers whose lane stream exists there, sorted: one
+// SCAN of the keyspace for all shards (on every master of a cluster), where Lanes makes one per
+// shard. An operator's query: SCAN walks every key.
+func (s *Store) AllLanes(ctx context.Context) (map[int][]string, error) {
+	prefix := s.o.Prefix
+	keys, err := s.scanKeys(ctx, globEscape(prefix+":{")+"*}:lane:*")
+	if err != nil {
+		return nil, err
+	}
+	out := map[int][]string{}
+	for _, k := range keys {
+		rest, ok := strings.CutPrefix(k, prefix+":{")
+		if !ok {
+			continue
+		}
+		shardText, provider, ok := strings.Cut(rest, "}:lane:")
+		shard, err := strconv.Atoi(shardText)
+		if !ok || err != nil || shard < 0 || shard >= s.o.Shards || provider == "" {
+			continue // a shard above the count, or a key that only looks like a lane
+		}
+		out[shard] = append(out[shard], provider)
+	}
+	for _, lanes := range out {
+		sort.Strings(lanes)
+	}
+	return out, nil
+}
+
+// NodeMemory is one Redis node's memory, as INFO reports it.
+type NodeMemory struct {
+	// Addr is the node's address ("" when the client does not say, as a Sentinel client).
+	Addr string
+	// Role is "master" or "slave", as INFO replication says.
+	Role string
+	// UsedMemory and PeakMemory are used_memory and used_memory_peak in bytes; MaxMemory is
+	// maxmemory, 0 for no limit, and Policy maxmemory_policy.
+	UsedMemory, PeakMemory, MaxMemory int64
+	Policy                            string
+}
+
+// Memory reads INFO memory of the Redis the Store uses: one node, or every node of a cluster
+// (masters and replicas), sorted by address.
+func (s *Store) Memory(ctx context.Context) ([]NodeMemory, error) {
+	read := func(ctx context.Context, c *redis.Client) (NodeMemory, error) {
+		info, err := c.Info(ctx, "memory", "replication").Result()
+		if err != nil {
+			return NodeMemory{}, err
+		}
+		n := func(f string) int64 { v, _ := strconv.ParseInt(infoField(info, f), 10, 64); return v }
+		return NodeMemory{
+			Addr: c.Options().Addr, Role: infoField(info, "role"),
+			UsedMemory: n("used_memory"), PeakMemory: n("used_memory_peak"), MaxMemory: n("maxmemory"),
+			Policy: infoField(info, "maxmemory_policy"),
+		}, nil
+	}
+	switch c := s.c.(type) {
+	case *redis.Client:
+		m, err := read(ctx, c)
+		if err != nil {
+			return nil, fmt.Errorf("stream: INFO memory: %w", err)
+		}
+		if strings.HasPrefix(m.Addr, "FailoverClient") {
+			m.Addr = "" // go-redis names a Sentinel client's node so; the master is wherever it is now
+		}
+		return []NodeMemory{m}, nil
+	case *redis.ClusterClient:
+		var (
+			mu  sync.Mutex // ForEachShard runs fn concurrently
+			out []NodeMemory
+		)
+		err := c.ForEachShard(ctx, func(ctx context.Context, node *redis.Client) error {
+			m, err := read(ctx, node)
+			if err != nil {
+				return fmt.Errorf("%s: %w", node.Options().Addr, err)
+			}
+			mu.Lock()
+			out = append(out, m)
+			mu.Unlock()
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("stream: INFO memory: %w", err)
+		}
+		sort.Slice(out, func(i, j int) bool { return out[i].Addr < out[j].Addr })
+		return out, nil
+	default:
+		return nil, fmt.Errorf("stream: INFO memory: a %T is not a client this knows", s.c)
+	}
+}
