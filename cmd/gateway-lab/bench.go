@@ -23,6 +23,7 @@ func cmdBench(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stder
 	fs.IntVar(&o.LatencyMessages, "latency-messages", 2000, "messages of the paced phase that measures enqueue-to-answer latency")
 	fs.IntVar(&o.LatencyRate, "latency-rate", 500, "messages per second in the paced latency phase")
 	fs.IntVar(&o.Sample, "sample", 50, "pushsim verifies the JWT signature and decrypts the body of one push in `N`")
+	depths := fs.String("backlog-depths", "1000,200000", "comma-separated `JOBS` queued behind the paced gateway's measured deliveries, one run each (\"\": none), to show the cost per job does not grow with the backlog")
 	fs.Group("Contenders")
 	fs.StringVar(&o.Only, "only", "", "comma-separated contender `NAMES` to run (default all): "+strings.Join(bench.Contenders(), ","))
 	fs.Group("Report")
@@ -30,7 +31,6 @@ func cmdBench(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stder
 	fs.BoolVar(&o.Profile, "profile", false, "write a CPU profile of the gateway worker to DIR/bench-gateway.pprof")
 	fs.StringVar(&o.WorkerBinary, "worker-binary", "", "gateway-worker `BINARY` the gateway contender runs (default: the one beside this binary, else on PATH)")
 	fs.StringVar(&o.NodeDir, "node-dir", "", "`DIR` where npm installs web-push and redis for the Node contender (default: the user cache directory)")
-	depths := fs.String("backlog-depths", "1000,200000", "comma-separated `JOBS` queued behind the paced gateway's measured deliveries, one run each (\"\": none), to show the cost per job does not grow with the backlog")
 	fs.BoolVar(&o.Short, "short", false, fmt.Sprintf("a quick run for CI: %d messages, %d in the latency phase", bench.ShortMessages, bench.ShortLatencyMessages))
 	if code, ok := fs.Parse(args); !ok {
 		return code
