@@ -39,6 +39,7 @@ const (
 	contenderFloor     = "rfc8291-floor"
 	contenderGateway   = "gateway"
 	contenderPaced     = "gateway-paced"
+	contenderNoLinger  = "gateway-paced-no-linger"
 	contenderWebpushGo = "webpush-go"
 	contenderNode      = "node-web-push"
 )
@@ -86,7 +87,7 @@ const (
 
 // Contenders are the contenders' names, in the order the bench runs them.
 func Contenders() []string {
-	return []string{contenderFloor, contenderGateway, contenderPaced, contenderWebpushGo, contenderNode}
+	return []string{contenderFloor, contenderGateway, contenderPaced, contenderNoLinger, contenderWebpushGo, contenderNode}
 }
 
 // effective is o as the bench runs it: Short applied, and the latency phase no longer than
@@ -260,9 +261,11 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 		case contenderFloor:
 			row, err = env.floor()
 		case contenderGateway:
-			row, err = env.gateway(ctx, false)
+			row, err = env.gateway(ctx, false, true)
 		case contenderPaced:
-			row, err = env.gateway(ctx, true)
+			row, err = env.gateway(ctx, true, true)
+		case contenderNoLinger:
+			row, err = env.gateway(ctx, true, false)
 		case contenderWebpushGo:
 			row, err = env.plainConsumer(ctx, contenderWebpushGo, []string{env.lab, "bench-webpush-go"})
 		case contenderNode:

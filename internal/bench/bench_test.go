@@ -16,8 +16,8 @@ import (
 
 // TestBenchShort is the bench's short mode, run by make test so that it cannot rot: every
 // contender delivers every message through the real processes (the gateway-worker and
-// gateway-lab binaries, built here), the gateway both unthrottled and paced at the shipped
-// registry's rates, the report has a row for each (Node's skipped only with a reason), and each
+// gateway-lab binaries, built here), the gateway unthrottled, paced at the shipped registry's
+// rates, and paced with neither linger, the report has a row for each (Node's skipped only with a reason), and each
 // gateway run stays within one VAPID signature per audience with a ledger record per job and
 // its Redis figures measured.
 func TestBenchShort(t *testing.T) {
@@ -53,7 +53,7 @@ func TestBenchShort(t *testing.T) {
 	for _, row := range rep.Rows {
 		rows[row.Name] = row
 	}
-	for _, name := range []string{contenderFloor, contenderGateway, contenderPaced, contenderWebpushGo, contenderNode} {
+	for _, name := range []string{contenderFloor, contenderGateway, contenderPaced, contenderNoLinger, contenderWebpushGo, contenderNode} {
 		row, ok := rows[name]
 		switch {
 		case !ok:
@@ -69,7 +69,7 @@ func TestBenchShort(t *testing.T) {
 			t.Errorf("%s: %.1f µs/msg, %.0f msgs/s", name, row.CPUPerMsg, row.MsgsPerSec)
 		}
 	}
-	for _, name := range []string{contenderGateway, contenderPaced} {
+	for _, name := range []string{contenderGateway, contenderPaced, contenderNoLinger} {
 		gw := rows[name]
 		if gw.Signatures == 0 || gw.Signatures > int64(rep.Audiences) || gw.SignaturesSelf != gw.Signatures {
 			t.Errorf("%s signed %d JWTs (pushsim saw %d) for %d audiences", name, gw.SignaturesSelf, gw.Signatures, rep.Audiences)
@@ -103,7 +103,7 @@ func TestBenchShort(t *testing.T) {
 		!strings.Contains(string(md), "| gateway run | CPU µs/msg | Redis commands/job |") {
 		t.Errorf("bench-report.md lacks the tables (%v):\n%s", err, md)
 	}
-	for _, want := range []string{"vs gateway", "decrypts the body of 1 push in 10", "targets:", "gateway-paced"} {
+	for _, want := range []string{"vs gateway", "decrypts the body of 1 push in 10", "targets:", "gateway-paced", "gateway-paced-no-linger"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}

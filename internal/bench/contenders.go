@@ -25,11 +25,16 @@ import (
 
 // gateway runs the whole pipeline as `gateway-worker run` in a process of its own: with rates
 // far above what one machine sends (the worker's own cost), or, paced, at the shipped
-// registry's rates, where the buckets rather than the slots decide when each job goes.
-func (env *runEnv) gateway(ctx context.Context, paced bool) (Row, error) {
+// registry's rates, where the buckets rather than the slots decide when each job goes. Without
+// linger the worker runs with --commit-linger 0 and --lane-gather 0, so that the paced rows
+// show what those waits cost and save.
+func (env *runEnv) gateway(ctx context.Context, paced, linger bool) (Row, error) {
 	row := Row{Name: contenderGateway, What: "gateway-worker run: intake, lanes, limits, send, ledger; rates above what one machine sends"}
-	if paced {
+	switch {
+	case paced && linger:
 		row = Row{Name: contenderPaced, What: "the same at the shipped registry.yaml's rates and bursts (" + shippedRates() + ")"}
+	case paced:
+		row = Row{Name: contenderNoLinger, What: "gateway-paced with --commit-linger 0 --lane-gather 0"}
 	}
 	prefix := fmt.Sprintf("benchgw%d", time.Now().UnixNano()%1_000_000)
 	reg := filepath.Join(env.dir, "bench-registry.yaml")
@@ -44,6 +49,9 @@ func (env *runEnv) gateway(ctx context.Context, paced bool) (Row, error) {
 	argv := []string{env.worker, "run", "--http", "", "--redis", env.redisURL, "--prefix", prefix, "--registry", reg,
 		"--vapid-key", env.keyFile, "--subject", vapidSubject, "--ca-file", env.sim.CAFile(),
 		"--stats-file", statsFile, "--log-level", "warn", "--grace", "10s"}
+	if !linger {
+		argv = append(argv, "--commit-linger", "0", "--lane-gather", "0")
+	}
 	for _, ct := range env.connectTo() {
 		argv = append(argv, "--connect-to", ct)
 	}

@@ -160,7 +160,7 @@ func newReport(env *runEnv, rows []Row) Report {
 		"pushsim, redis µs/msg: the CPU the simulator (in the bench's own process) and redis-server spent per message over the same backlog phase. All three processes share the machine, so a contender's msgs/s is bounded by its own cost plus these two.",
 		fmt.Sprintf("webpush-go runs with RecordSize %d: at its default (4096) it pads every body to 4182 bytes, which FCM, Autopush and Apple refuse with 413. Its subject is given without \"mailto:\", which it adds itself. Both Go contenders run with GOGC %d (the gateway worker's default).", webpushGoRecordSize, cli.DefaultGOGC),
 		fmt.Sprintf("The gateway's %d in-flight slots are shared by the mix, at least one a provider; the plain consumers run %d sends at once.", o.Concurrency, o.Concurrency),
-		"gateway-paced is the same worker at the shipped registry.yaml's rates and bursts (" + shippedRates() + "), the binding limit in production whenever there is a backlog; gateway runs with rates above what one machine sends, so that only its own cost limits it. Both have the same in-flight slots.",
+		"gateway-paced is the same worker at the shipped registry.yaml's rates and bursts (" + shippedRates() + "), the binding limit in production whenever there is a backlog; gateway runs with rates above what one machine sends, so that only its own cost limits it. All have the same in-flight slots. gateway-paced-no-linger is gateway-paced with --commit-linger 0 and --lane-gather 0: beside gateway-paced it shows what the two bounded waits save and what they cost in latency (p50, p99) and in the backlog's msgs/s.",
 		"The rows \"gateway-paced, N queued\" are the paced worker measured over as many deliveries as the backlog above, once N more jobs were queued behind them and the intake had moved every job to its lane; the worker is then stopped and the jobs left are deleted. Their Redis commands and CPU are over those deliveries alone (nothing is enqueued meanwhile).",
 		"Redis commands per job: INFO commandstats from the backlog's enqueue until every backlog job had its record (commands run inside scripts included), less the upstream's XADDs and the bench's own polls, per backlog job. Redis CPU µs/job: redis-server's user+system CPU over the same span. Redis bytes kept/job: INFO used_memory once the backlog was recorded less before it, per job: the ledger records and the duplicate-suppression window. Round trips per job: the worker's own count of commands and pipelines sent over its life, idle blocking reads included, per job.",
 	}
@@ -300,7 +300,7 @@ func (rep Report) gatewayTable() [][]string {
 				"Redis bytes kept/job", "peak RSS", "p50", "p99", "VAPID sigs (worker's count)", "ledger records"}}
 		}
 	}
-	for _, c := range []string{contenderGateway, contenderPaced} {
+	for _, c := range []string{contenderGateway, contenderPaced, contenderNoLinger} {
 		r, ok := rep.row(c)
 		if !ok {
 			continue
@@ -409,7 +409,7 @@ func (rep Report) save(dir string, out io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(out, "\nwrote %s and %s\n", jf, mf)
-	for _, c := range []string{contenderGateway, contenderPaced} {
+	for _, c := range []string{contenderGateway, contenderPaced, contenderNoLinger} {
 		if gw, ok := rep.row(c); ok && gw.Profile != "" {
 			fmt.Fprintf(out, "%s CPU profile: go tool pprof -top %s\n", c, gw.Profile)
 		}
