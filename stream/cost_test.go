@@ -22,14 +22,7 @@ func TestCommandsPerJob(t *testing.T) {
 	env := newEnv(t)
 	s := env.store(t, "w1", Options{}, "fcm")
 	const n = 50
-	var jobs [][]byte
-	for i := range n {
-		jobs = append(jobs, []byte(validJob(fmt.Sprintf("c%d", i))))
-	}
-	env.srv.ResetStats(t)
-	if _, err := NewProducer(env.c, "", 1).Enqueue(env.ctx, jobs...); err != nil {
-		t.Fatal(err)
-	}
+	enqueueCounted(t, env, n)
 	in := env.readIntake(t, s, n)
 	for _, e := range in {
 		mustOK(t)(s.moveToLane(env.ctx, e, "fcm", e.Fields["job"], ms(t0)))
@@ -80,14 +73,7 @@ func TestCommandsPerJobTogether(t *testing.T) {
 	// pipeline is out go in the next.
 	s.SetCommitLinger(time.Minute)
 	const n = 50
-	var jobs [][]byte
-	for i := range n {
-		jobs = append(jobs, []byte(validJob(fmt.Sprintf("c%d", i))))
-	}
-	env.srv.ResetStats(t)
-	if _, err := NewProducer(env.c, "", 1).Enqueue(env.ctx, jobs...); err != nil {
-		t.Fatal(err)
-	}
+	enqueueCounted(t, env, n)
 	together(t, env.readIntake(t, s, n), func(e Entry) (bool, error) {
 		return s.moveToLane(env.ctx, e, "fcm", e.Fields["job"], ms(t0))
 	})
@@ -178,5 +164,19 @@ func waitQueued(t *testing.T, g *groupCommit, n int) {
 			t.Fatalf("%d calls queued after 10 s, want %d", queued, n)
 		}
 		runtime.Gosched()
+	}
+}
+
+// enqueueCounted resets Redis's command statistics and enqueues n valid jobs (c0, c1, ...) as
+// an upstream does, so that what the test counts starts with their XADDs.
+func enqueueCounted(t *testing.T, env *env, n int) {
+	t.Helper()
+	var jobs [][]byte
+	for i := range n {
+		jobs = append(jobs, []byte(validJob(fmt.Sprintf("c%d", i))))
+	}
+	env.srv.ResetStats(t)
+	if _, err := NewProducer(env.c, "", 1).Enqueue(env.ctx, jobs...); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -50,9 +50,9 @@ local function w_seen(base, st, f, since)
   return v and tonumber(v) >= tonumber(since)
 end
 
--- w_seen_all reports, for each of fields, whether it was accepted at or after sinces[i]: one
--- HMGET per bucket the fields fall in.
-local function w_seen_all(base, st, fields, sinces)
+-- w_by_bucket groups fields by the bucket each falls in: the buckets' keys in the order first
+-- met, and for each key the indexes into fields of its fields.
+local function w_by_bucket(base, st, fields)
   local byKey, keys = {}, {}
   for i, f in ipairs(fields) do
     local k = w_key(base, st, f)
@@ -62,6 +62,13 @@ local function w_seen_all(base, st, fields, sinces)
     end
     table.insert(byKey[k], i)
   end
+  return keys, byKey
+end
+
+-- w_seen_all reports, for each of fields, whether it was accepted at or after sinces[i]: one
+-- HMGET per bucket the fields fall in.
+local function w_seen_all(base, st, fields, sinces)
+  local keys, byKey = w_by_bucket(base, st, fields)
   local out = {}
   for _, k in ipairs(keys) do
     local idx, fs = byKey[k], {}
@@ -139,18 +146,14 @@ local function w_add(base, st, fields, nows, ttlMs)
   end
   local since = now - math.floor(tonumber(ttlMs) / 1000)
   local expireMs = 2 * tonumber(ttlMs) + 1000
-  local byKey, keys = {}, {}
-  for i, f in ipairs(fields) do
-    local k = w_key(base, st, f)
-    if not byKey[k] then
-      byKey[k] = {}
-      table.insert(keys, k)
-    end
-    table.insert(byKey[k], f)
-    table.insert(byKey[k], nows[i])
-  end
+  local keys, byKey = w_by_bucket(base, st, fields)
   for _, k in ipairs(keys) do
-    st.n = st.n + redis.call('HSET', k, unpack(byKey[k]))
+    local args = {}
+    for _, i in ipairs(byKey[k]) do
+      table.insert(args, fields[i])
+      table.insert(args, nows[i])
+    end
+    st.n = st.n + redis.call('HSET', k, unpack(args))
   end
   st.d = st.d + #fields
   while st.d >= W_SWEEP do
