@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -174,5 +175,36 @@ func TestFinishRetriedAfterItWentThrough(t *testing.T) {
 	}
 	if n := env.xlen(t, s.Keys(0).Results); n != 1 {
 		t.Errorf("ledger holds %d records for j1, want 1", n)
+	}
+}
+
+// TestOnlyRecordsAskedToLingerWait: with a commit linger set, a record whose Result asks for
+// it waits at least the linger for others to share its pipeline, and a record that does not
+// ask goes at once: with a linger of an hour it is done within the context's minute.
+func TestOnlyRecordsAskedToLingerWait(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		linger time.Duration
+		asks   bool
+	}{{"asks", 300 * time.Millisecond, true}, {"does not ask", time.Hour, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := newEnv(t)
+			s := env.store(t, "w1", Options{}, "fcm")
+			s.SetCommitLinger(tc.linger)
+			env.enqueue(t, s, validJob("j"))
+			in := env.readIntake(t, s, 1)[0]
+			mustOK(t)(s.moveToLane(env.ctx, in, "fcm", in.Fields["job"], ms(t0)))
+			e := env.readLane(t, s, "fcm", 1)[0]
+			ctx, cancel := context.WithTimeout(env.ctx, time.Minute)
+			defer cancel()
+			began := time.Now()
+			mustOK(t)(s.Finish(ctx, e, Result{ID: "j", Provider: "fcm", Code: "ACCEPTED", Status: 201, Sent: true, Linger: tc.asks, At: t0}))
+			if took := time.Since(began); tc.asks && took < tc.linger {
+				t.Errorf("a record that asks to linger went after %s, before the linger of %s", took, tc.linger)
+			}
+			if n := env.xlen(t, s.Keys(0).Results); n != 1 {
+				t.Errorf("%d ledger records, want 1", n)
+			}
+		})
 	}
 }
