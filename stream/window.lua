@@ -4,18 +4,19 @@
 --
 -- A job is named by 10 bytes that Go derives from its id (windowField: the first bytes of its
 -- SHA-256), with the unix second it was accepted as the value. The fields live in buckets small
--- enough for Redis to keep as listpacks (about 20 bytes a job, where a key of its own costs
--- about 100), in a linear hash table that grows one bucket at a time as jobs come, so a lookup
--- is one HGET of one bucket however large the table. Its keys share the shard's hash tag:
+-- enough for Redis to keep as listpacks (a field and its value packed together, with none of a
+-- key's own overhead; BENCHMARKS.md has the bytes per job), in a linear hash table that grows
+-- one bucket at a time as jobs come, so a lookup is one HGET of one bucket however large the
+-- table. Its keys share the shard's hash tag:
 --   <base>            HASH: L (level), p (the next bucket to split), n (fields held, about)
 --   <base>:<i>        HASH: field -> accepted at (unix s), bucket i
 -- The bucket of a field whose first 4 bytes read h (big-endian) is h mod 2^L, or h mod 2^(L+1)
 -- when that is below p. A field older than the TTL is stale: it no longer counts, and it is
 -- dropped when its bucket is split or swept. The writes sweep the buckets in turn (c, the
 -- state's cursor), one for every W_SWEEP jobs written (d counts the jobs since the last): the
--- sweep drops the bucket's stale
--- fields and renews its expiry (twice the TTL, so the table goes once no job has been written
--- for that long), and a full round of the table takes a fraction of the TTL at any rate.
+-- sweep drops the bucket's stale fields and renews its expiry (twice the TTL, so the table goes
+-- once no job has been written for that long), and a full round of the table takes a fraction
+-- of the TTL at any rate.
 
 -- W_LOAD is the table's load bound, fields per bucket: the fullest buckets (those not yet
 -- split in the current round hold about twice the others) stay under the 128 entries of
