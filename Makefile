@@ -55,4 +55,4 @@ fuzz:
 	done
 
 clean:
-	rm -rf bin demo-report.html demo-report.png bench-report.json bench-report.md bench-gateway.pprof
+	rm -rf bin demo-report.html demo-report.png bench-report.json bench-report.md bench-gateway*.pprof

@@ -64,7 +64,10 @@ func (l *lane) handle(ctx, stop context.Context, e stream.Entry, lj *laneJob, re
 	adm.end(at, &out)
 	l.tell(lj, out, began, at)
 	r := stream.Result{ID: lj.job.ID, Provider: l.provider, Attempt: lj.attempt, Code: string(out.Code),
-		Status: out.Status, Detail: out.Detail, Latency: at.Sub(began), At: at}
+		Status: out.Status, Detail: out.Detail, Latency: at.Sub(began), At: at,
+		// While entries wait for the provider's tokens, the slot this record holds delays no
+		// send: the record may wait for others (Config.CommitLinger).
+		Linger: l.lim.tokenQueue() > 0}
 	l.apply(ctx, e, lj, l.afterSend(lj, out, r))
 }
 

@@ -25,6 +25,21 @@ const gatherWait = time.Millisecond
 // gatherMin is how many free slots a busy lane waits (gatherWait at most) to gather.
 func gatherMin(capacity int) int { return min(8, capacity/4) }
 
+// tokenGather is how long the lane may wait before it reads, because the provider's token
+// bucket is the limit: half of the time the entries already started take to get their tokens
+// (an entry read now would wait behind them), at most Config.LaneGather, and nothing when that
+// is under gatherWait (the wait would save little) or the gather is off.
+func (l *lane) tokenGather() time.Duration {
+	if l.cfg.LaneGather <= 0 {
+		return 0
+	}
+	wait := min(l.lim.tokenQueue()/2, l.cfg.LaneGather)
+	if wait < gatherWait {
+		return 0
+	}
+	return wait
+}
+
 // halfOpenPace is the longest a half-open lane waits between reads of one entry: the breaker
 // lets only a few probes through, and reading more would only put entries back.
 const halfOpenPace = 100 * time.Millisecond
@@ -186,10 +201,17 @@ func (l *lane) run() {
 			n = min(1, l.lim.slots.Free())
 		default:
 			n = l.lim.readable()
-			if n > 0 && !gathered && n < gatherMin(l.lim.slots.Cap()) && l.lim.slots.InFlight() > 0 {
-				gathered = true
-				sleep(ctx, gatherWait)
-				continue
+			if n > 0 && !gathered {
+				if wait := l.tokenGather(); wait > 0 {
+					gathered = true
+					sleep(ctx, wait)
+					continue
+				}
+				if n < gatherMin(l.lim.slots.Cap()) && l.lim.slots.InFlight() > 0 {
+					gathered = true
+					sleep(ctx, gatherWait)
+					continue
+				}
 			}
 		}
 		gathered = false

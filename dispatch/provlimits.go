@@ -284,6 +284,17 @@ func (pl *providerLimits) paceWait(block time.Duration) time.Duration {
 	return max(d, 5*time.Millisecond)
 }
 
+// tokenQueue is how long the entries queued for this provider's tokens (started, without
+// their token yet) take to get them at the bucket's rate: 0 when none wait or the rate is
+// unbounded.
+func (pl *providerLimits) tokenQueue() time.Duration {
+	r, q := pl.bucket.Rate(), pl.queued.Load()
+	if q <= 0 || r <= 0 || math.IsInf(r, 1) {
+		return 0
+	}
+	return time.Duration(float64(q) / r * float64(time.Second))
+}
+
 // readable is how many entries a lane of this provider may read now: no more than the free
 // slots, and no more than the tokens the bucket gives within readAhead, less the entries
 // already started that have not got theirs. At least 1 whenever a slot is free and nothing is

@@ -139,6 +139,37 @@ func TestThrottledBucketRecoversOncePerSecond(t *testing.T) {
 	}
 }
 
+// TestTokenGatherWaitsOnlyWhileTheTokensAreTheLimit: a lane waits before it reads only while
+// the entries already started wait for tokens, half of that queue's time and at most
+// LaneGather; never when the bucket is unbounded, nothing waits, the wait would be under
+// gatherWait, or the gather is off.
+func TestTokenGatherWaitsOnlyWhileTheTokensAreTheLimit(t *testing.T) {
+	tests := []struct {
+		name   string
+		rate   float64 // tokens a second; 0: no limit
+		queued int
+		gather time.Duration
+		want   time.Duration
+	}{
+		{name: "40 queued at 2,000/s: half of 20 ms", rate: 2000, queued: 40, gather: 20 * time.Millisecond, want: 10 * time.Millisecond},
+		{name: "bounded by LaneGather", rate: 100, queued: 40, gather: 20 * time.Millisecond, want: 20 * time.Millisecond},
+		{name: "nothing queued", rate: 2000, queued: 0, gather: 20 * time.Millisecond, want: 0},
+		{name: "under gatherWait", rate: 2000, queued: 3, gather: 20 * time.Millisecond, want: 0},
+		{name: "no limit on the rate", rate: 0, queued: 40, gather: 20 * time.Millisecond, want: 0},
+		{name: "gather off", rate: 100, queued: 40, gather: NoLinger, want: 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pl := newTestLimits(64, tc.rate)
+			pl.queued.Store(int64(tc.queued))
+			l := &lane{laneParams: laneParams{cfg: &Config{LaneGather: tc.gather}, lim: pl}}
+			if got := l.tokenGather(); got != tc.want {
+				t.Errorf("tokenGather = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
 // A provider an operator paused, that a reload adds to the registry (the drain of an orphan
 // lane), starts paused: its lanes must not read before the next heartbeat says so.
 func TestAddedProviderStartsAsPaused(t *testing.T) {

@@ -19,6 +19,8 @@ type statsParams struct {
 // a constant number of commands per key, whatever the backlog) and hands them to the metrics,
 // with the live replicas and the VAPID signatures. A scrape never reaches Redis: it reads what
 // this loop last wrote, and webpush_queue_stats_refreshed_timestamp_seconds says when that was.
+// The same round keeps each shard's record streams (ledger, gone, dead) near their bounds
+// (stream's TrimRecords), so that they hold at most about StatsEvery's records more.
 type stats struct {
 	statsParams
 	stopper
@@ -52,6 +54,10 @@ func (st *stats) round(ctx context.Context) error {
 		qs, err := cfg.Store.QueueStats(ctx, s, providers, now)
 		st.health.observe(s, telemetry.OpStats, err, cfg.Now())
 		if err != nil {
+			return err
+		}
+		if _, err := cfg.Store.TrimRecords(ctx, s); err != nil {
+			st.health.observe(s, telemetry.OpStats, err, cfg.Now())
 			return err
 		}
 		for _, q := range qs {

@@ -29,8 +29,8 @@ type AuditReport struct {
 // Audit reads the ledger and the dead stream of every shard and reports how many terminal
 // records each of ids has (a ledger or a dead record, INVALID_JOB included). Every shard means
 // those the Store reads and any a larger shard count left (auditShards). It reads whole
-// streams: an operator's tool, not a hot path. With ResultsMaxLen or DeadMaxLen set, records
-// older than the cap are gone and their ids report as missing.
+// streams: an operator's tool, not a hot path. Records trimmed past the streams' bounds
+// (Options.ResultsMaxLen, DeadMaxLen: TrimRecords) are gone and their ids report as missing.
 func (s *Store) Audit(ctx context.Context, ids []string) (AuditReport, error) {
 	rep, _, err := s.AuditByCode(ctx, ids)
 	return rep, err

@@ -17,6 +17,9 @@ import (
 // (an ACL that does not allow a command the gateway needs).
 var refusedCodes = []string{"WRONGPASS", "NOAUTH", "NOPERM"}
 
+// errShortReply is a merged script call whose reply does not hold one result per item.
+var errShortReply = errors.New("stream: batch script: a reply short of its items")
+
 // writeRefusedCodes are the errors of a Redis that is up but refuses writes for now: OOM (used
 // memory over maxmemory with a policy that evicts nothing), MISCONF (a failed RDB save with
 // stop-writes-on-bgsave-error), READONLY (a replica, for example a master demoted by a

@@ -1,83 +1,144 @@
 #!lua flags=allow-oom
--- finish.lua: record a terminal outcome and remove the lane entry.
+-- finish.lua: record terminal outcomes and remove their lane entries. One call records the
+-- outcomes of every caller whose write shares a pipeline (stream/group.go), with one XACK and
+-- one XDEL per lane.
 --
 -- It runs even when Redis is out of memory (allow-oom): the outcome of a push that went out
 -- must be written, or a replica that takes over the entry sends it a second time; and a
 -- finished job frees its lane entry, which is larger than its ledger record.
 --
--- KEYS[1] source stream (a lane)
--- KEYS[2] results (ledger) stream
--- KEYS[3] gone stream
--- KEYS[4] sent mark of the job (sent:<id>)
--- KEYS[5] gone mark of the endpoint (gonemark:<hash>; any key of the shard when ARGV[7] is "0")
--- KEYS[6] jobs index of the shard (HASH job id -> provider)
--- ARGV[1]  consumer group
--- ARGV[2]  source entry id
--- ARGV[3]  consumer that must own the entry
--- ARGV[4]  "1" to set the sent mark
--- ARGV[5]  sent mark TTL, ms
--- ARGV[6]  "1" to write the gone stream (GONE and KEY_MISMATCH: the upstream must act)
--- ARGV[7]  "1" to set the endpoint's gone mark as well (GONE only: queued retries to the
---          endpoint are dropped; a KEY_MISMATCH endpoint may still take a job signed with the
---          right key)
--- ARGV[8]  gone mark TTL, ms
--- ARGV[9]  results cap (approximate MAXLEN; 0 = none)
--- ARGV[10] gone cap (approximate MAXLEN; 0 = none)
--- ARGV[11] number of ledger field/value arguments that follow (n)
--- ARGV[12 .. 11+n] ledger record, field/value pairs
--- ARGV[12+n ..]    gone record, field/value pairs (only when ARGV[6] is "1")
--- ARGV[#ARGV]      job id (the jobs index field)
--- Returns 1 when recorded (or already recorded by another attempt); 0 when nothing changed.
+-- KEYS[1] results (ledger) stream
+-- KEYS[2] gone stream
+-- KEYS[3] jobs index of the shard (HASH job id -> provider, or "accepted": see below)
+-- KEYS[4] the duplicate-suppression window of the shard (window.lua)
+-- for item i = 1 .. n: KEYS[2 + 3i] source stream (a lane), KEYS[3 + 3i] the sent mark key an
+-- older gateway set for the job (sent:<id>; read, never written), KEYS[4 + 3i] gone mark of the
+-- endpoint (gonemark:<hash>; any key of the shard when the item sets none)
+-- ARGV[1] consumer group
+-- ARGV[2] consumer that must own the entries
+-- ARGV[3] sent mark TTL, ms (the window's)
+-- ARGV[4] gone mark TTL, ms
+-- ARGV[5] n, the number of items
+-- then for each item: the count of its arguments (14, or 15 with an endpoint), source entry
+-- id, job id, "1" to put the job in the window (accepted), the job's window field, now (unix
+-- s), "1" to write the gone stream (GONE and KEY_MISMATCH: the upstream must act), "1" to set
+-- the endpoint's gone mark as well (GONE only: queued retries to the endpoint are dropped; a
+-- KEY_MISMATCH endpoint may still take a job signed with the right key), then the ledger
+-- record's values: provider, code, status, detail, attempt, latency_ms, at; and the endpoint,
+-- for the gone record (which repeats the job id, provider, code, detail and at).
+-- Returns one result per item: 1 when recorded (or already recorded by another attempt); 0 when
+-- nothing changed.
 --
 -- Exactly one terminal record per job, even when a send overlaps a reclaim:
 -- * not the owner any more (the entry was reclaimed while this send was in flight) and the
---   send was accepted: the push is out, so record it now with its sent mark; the new owner
---   finds the mark and acks the entry without sending again. Any other outcome: nothing.
--- * the owner, and the job's sent mark is already set (another attempt was accepted and
---   recorded): ack and delete the entry, no second record.
-local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)
-local owner = #p > 0 and p[1][2] == ARGV[3]
-local marked = redis.call('EXISTS', KEYS[4]) == 1
-local n = tonumber(ARGV[11])
-local jobId = ARGV[#ARGV]
-
-local function xadd(key, cap, first, last)
-  local args = {'XADD', key}
-  if tonumber(cap) > 0 then
-    table.insert(args, 'MAXLEN')
-    table.insert(args, '~')
-    table.insert(args, cap)
+--   send was accepted: the push is out, so record it now, put it in the window, and mark it
+--   "accepted" in the jobs index, where it stays while the entry is pending for its new owner:
+--   that owner finds the mark (Store.WasSent) and acks the entry without sending again. Any
+--   other outcome: nothing.
+-- * the owner, and the job is marked accepted (another attempt was, in this call or before):
+--   ack and delete the entry, no second record.
+local n = tonumber(ARGV[5])
+local items, streams, byStream, sentKeys, jobIds = {}, {}, {}, {}, {}
+local a = 6
+for i = 1, n do
+  local it = {entry = ARGV[a + 1], id = ARGV[a + 2], sent = ARGV[a + 3] == '1', field = ARGV[a + 4],
+    now = ARGV[a + 5], gone = ARGV[a + 6] == '1', mark = ARGV[a + 7] == '1', v = a + 8,
+    stream = KEYS[2 + 3 * i], sentKey = KEYS[3 + 3 * i], goneKey = KEYS[4 + 3 * i]}
+  items[i], sentKeys[i], jobIds[i] = it, it.sentKey, it.id
+  if not byStream[it.stream] then
+    byStream[it.stream] = {}
+    table.insert(streams, it.stream)
   end
-  table.insert(args, '*')
-  for i = first, last do
-    table.insert(args, ARGV[i])
-  end
-  redis.call(unpack(args))
+  table.insert(byStream[it.stream], it.entry)
+  a = a + 1 + tonumber(ARGV[a])
 end
 
-if not owner then
-  if ARGV[4] == '1' and not marked then
-    redis.call('SET', KEYS[4], '1', 'PX', ARGV[5])
-    xadd(KEYS[2], ARGV[9], 12, 11 + n)
-    redis.call('HDEL', KEYS[6], jobId)
-    return 1
+-- ledger writes item it's ledger record; gone its gone record.
+local function ledger(it)
+  local v = it.v
+  redis.call('XADD', KEYS[1], '*', 'id', it.id, 'provider', ARGV[v], 'code', ARGV[v + 1], 'status', ARGV[v + 2],
+    'detail', ARGV[v + 3], 'attempt', ARGV[v + 4], 'latency_ms', ARGV[v + 5], 'at', ARGV[v + 6])
+end
+local function gone(it)
+  local v = it.v
+  redis.call('XADD', KEYS[2], '*', 'id', it.id, 'provider', ARGV[v], 'code', ARGV[v + 1], 'endpoint', ARGV[v + 7],
+    'detail', ARGV[v + 3], 'at', ARGV[v + 6])
+end
+
+local mine = {}
+for _, st in ipairs(streams) do
+  mine[st] = pending_for(st, ARGV[1], ARGV[2], byStream[st])
+end
+local marked = redis.call('MGET', unpack(sentKeys))
+local index = redis.call('HMGET', KEYS[3], unpack(jobIds))
+-- An accepted send whose entry is not ours (any more) may be this very record written before
+-- (a retry of a call whose reply was lost): the window says so. Owned entries need no look:
+-- an attempt accepted while another held the entry marked the jobs index.
+local look, lookFields, lookSince = {}, {}, {}
+for i, it in ipairs(items) do
+  if it.sent and not mine[it.stream][it.entry] and not marked[i] and index[i] ~= 'accepted' then
+    table.insert(look, i)
+    table.insert(lookFields, it.field)
+    table.insert(lookSince, tonumber(it.now) - math.floor(tonumber(ARGV[3]) / 1000))
   end
-  return 0
 end
-redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
-redis.call('XDEL', KEYS[1], ARGV[2])
-redis.call('HDEL', KEYS[6], jobId)
-if marked then
-  return 1
+local inWindow = {}
+if #look > 0 then
+  for j, v in ipairs(w_seen_all(KEYS[4], w_state(KEYS[4]), lookFields, lookSince)) do
+    inWindow[look[j]] = v
+  end
 end
-if ARGV[4] == '1' then
-  redis.call('SET', KEYS[4], '1', 'PX', ARGV[5])
+local markedNow, acks, unindex, accepted, fields, nows, out = {}, {}, {}, {}, {}, {}, {}
+local function accept(it)
+  markedNow[it.id] = true
+  table.insert(fields, it.field)
+  table.insert(nows, it.now)
 end
-if ARGV[7] == '1' then
-  redis.call('SET', KEYS[5], '1', 'PX', ARGV[8])
+for i, it in ipairs(items) do
+  local owner = mine[it.stream][it.entry]
+  mine[it.stream][it.entry] = nil -- a second item for the same entry finds it taken
+  local isMarked = marked[i] or index[i] == 'accepted' or inWindow[i] or markedNow[it.id]
+  out[i] = 1
+  if not owner then
+    if it.sent and not isMarked then
+      accept(it)
+      ledger(it)
+      table.insert(accepted, it.id)
+      table.insert(accepted, 'accepted')
+    else
+      out[i] = 0
+    end
+  else
+    acks[it.stream] = acks[it.stream] or {}
+    table.insert(acks[it.stream], it.entry)
+    table.insert(unindex, it.id)
+    if not isMarked then
+      if it.sent then
+        accept(it)
+      end
+      if it.mark then
+        redis.call('SET', it.goneKey, '1', 'PX', ARGV[4])
+      end
+      if it.gone then
+        gone(it)
+      end
+      ledger(it)
+    end
+  end
 end
-if ARGV[6] == '1' then
-  xadd(KEYS[3], ARGV[10], 12 + n, #ARGV - 1)
+for _, st in ipairs(streams) do
+  if acks[st] then
+    redis.call('XACK', st, ARGV[1], unpack(acks[st]))
+    redis.call('XDEL', st, unpack(acks[st]))
+  end
 end
-xadd(KEYS[2], ARGV[9], 12, 11 + n)
-return 1
+if #accepted > 0 then
+  redis.call('HSET', KEYS[3], unpack(accepted))
+end
+if #unindex > 0 then
+  redis.call('HDEL', KEYS[3], unpack(unindex))
+end
+if #fields > 0 then
+  w_add(KEYS[4], w_state(KEYS[4]), fields, nows, ARGV[3])
+end
+return out

@@ -20,7 +20,8 @@ type JobReport struct {
 	// Held is the provider the shard's jobs index names: the job is in that lane, in flight or
 	// waiting to retry. "" when it is not held (not routed yet, or ended).
 	Held string
-	// Sent is true while the job's sent mark lives (it was accepted within the sent TTL).
+	// Sent is true while the job is in the duplicate-suppression window (it was accepted within
+	// the sent TTL) or an older gateway's sent mark of it lives.
 	Sent bool
 	// Intake holds the intake entries of the job (not routed yet); Lane its lane entry, when
 	// found.
@@ -81,7 +82,11 @@ type LedgerEntry struct {
 	Result
 }
 
-// Inspect finds job id on its shard (CRC-32 of the id): the jobs index, the sent mark, the
+// acceptedMark is the jobs index's value for a job an attempt delivered while its entry was
+// reclaimed, until that entry is done (finish.lua).
+const acceptedMark = "accepted"
+
+// Inspect finds job id on its shard (CRC-32 of the id): the jobs index, the window, the
 // delayed set, the intake and the job's lane (with the consumer of a pending entry), and its
 // terminal records in the ledger and the dead stream. Streams are read a thousand entries a
 // round trip, the intake and the lane oldest first, the ledger and the dead stream newest
@@ -93,22 +98,29 @@ func (s *Store) Inspect(ctx context.Context, id string, scanLimit int) (JobRepor
 
 	pipe := s.c.Pipeline()
 	held := pipe.HGet(ctx, k.Jobs, id)
-	sent := pipe.Exists(ctx, k.Sent(id))
 	due := pipe.ZScore(ctx, k.Delayed, id)
 	data := pipe.HGet(ctx, k.DelayedData, id)
 	_, _ = pipe.Exec(ctx) // each command's error is looked at below
-	for _, c := range []redis.Cmder{held, sent, due, data} {
+	for _, c := range []redis.Cmder{held, due, data} {
 		if err := c.Err(); err != nil && !errors.Is(err, redis.Nil) {
 			return rep, fmt.Errorf("stream: inspect %s: %w", id, err)
 		}
 	}
 	rep.Held = held.Val()
-	rep.Sent = sent.Val() == 1
+	if rep.Held == acceptedMark {
+		// Another attempt was accepted while this entry was reclaimed: it names no lane, and
+		// the entry's new owner acknowledges it unsent.
+		rep.Held = ""
+	}
+	sent, err := s.WasSent(ctx, shard, id)
+	if err != nil {
+		return rep, fmt.Errorf("stream: inspect %s: %w", id, err)
+	}
+	rep.Sent = sent
 	if due.Err() == nil {
 		rep.Delayed = delayedJob(due.Val(), data.Val())
 	}
 
-	var err error
 	if rep.Intake, err = s.findEntries(ctx, &rep, k.Intake, id, scanLimit, true); err != nil {
 		return rep, err
 	}

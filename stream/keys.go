@@ -39,6 +39,10 @@ type Keys struct {
 	Jobs string
 	// Probe is the key of the write probe (ProbeWrite); it is never created.
 	Probe string
+	// Window is the duplicate-suppression window: the jobs accepted within the sent-mark TTL,
+	// a linear hash table of small HASHes (window.lua): Window holds its state, and bucket i
+	// is Window + ":" + i.
+	Window string
 	// LanePrefix is the lane stream key without the provider id.
 	LanePrefix string
 }
@@ -61,6 +65,7 @@ func KeysFor(prefix string, shard int) Keys {
 		Rcpt:        base + "rcpt",
 		Jobs:        base + "jobs",
 		Probe:       base + "probe",
+		Window:      base + "window",
 		LanePrefix:  base + "lane:",
 	}
 }
@@ -106,9 +111,17 @@ func ShardsKey(prefix string) string {
 // Lane is the stream of jobs waiting for provider.
 func (k Keys) Lane(provider string) string { return k.LanePrefix + provider }
 
-// Sent is the short-lived mark set when job id was accepted by its push service, so that a
-// redelivered copy is acknowledged without a second send.
+// Sent is the key of the sent mark an older gateway set, one key per accepted job, before the
+// window took its place: it is still read, so that a job accepted by a replica of that version
+// during a rolling upgrade is not sent again, and never written. It expires on its own.
 func (k Keys) Sent(id string) string { return k.Base + "sent:" + id }
+
+// windowField is how the window names job id: the first 10 bytes of its SHA-256 (the first 4
+// pick the bucket). Two ids share a field with odds of about one in 2^80 per pair.
+func windowField(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return string(sum[:10])
+}
 
 // GoneMark is the mark set when endpoint was reported gone. The key holds a hash of the
 // endpoint, never the endpoint itself: its path is a bearer credential.

@@ -21,7 +21,7 @@ import (
 //     step cannot strand jobs that are already there.
 //
 // A job's shard depends on the count, so during the change the dedupe of copies (the jobs
-// index and the sent marks, which are per shard) holds only between copies enqueued with the
+// index and the duplicate-suppression window, which are per shard) holds only between copies enqueued with the
 // same count.
 
 // switchScript records ARGV[1] as the shard count in KEYS[1] when none is recorded or the

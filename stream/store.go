@@ -49,9 +49,11 @@ type Options struct {
 	// GoneTTL is how long an endpoint reported gone is remembered (DefaultGoneTTL), so queued
 	// retries to it are dropped without a send.
 	GoneTTL time.Duration
-	// ResultsMaxLen, GoneMaxLen and DeadMaxLen cap the ledger, gone and dead streams with an
-	// approximate MAXLEN on every write (0, the default, means no cap). No consumer group of
-	// ours reads these streams; an upstream that consumes them must keep up with the cap.
+	// ResultsMaxLen, GoneMaxLen and DeadMaxLen bound the ledger, gone and dead streams at about
+	// this many records (DefaultResultsMaxLen, DefaultGoneMaxLen, DefaultDeadMaxLen; NoLimit:
+	// unbounded). No consumer group of ours reads these streams. TrimRecords applies the bounds,
+	// never past an entry that a consumer group of an upstream has not read and acknowledged;
+	// no write trims them on its own.
 	ResultsMaxLen, GoneMaxLen, DeadMaxLen int64
 	// Now is the clock for the "at" of records the Store writes on its own (dead records of
 	// Reclaim); time.Now when nil.
@@ -65,6 +67,7 @@ type Store struct {
 	bell     redis.UniversalClient   // the intake's wait for new entries (see waitIntake)
 	owned    []redis.UniversalClient // what Close closes: the clients Open made
 	o        Options                 // immutable after New
+	bounds   recordBounds            // immutable after New; TrimRecords applies them
 	// groups send the state changes and checks of concurrent jobs in shared pipelines, one per
 	// shard: a shard's keys live on one Redis Cluster node, so a slow or failing node holds up
 	// only its own shard's pipeline.
@@ -103,11 +106,16 @@ func New(c redis.UniversalClient, blocking redis.UniversalClient, o Options) *St
 	if blocking == nil {
 		blocking = c
 	}
+	bounds := recordBounds{boundOf(o.ResultsMaxLen, DefaultResultsMaxLen), boundOf(o.GoneMaxLen, DefaultGoneMaxLen),
+		boundOf(o.DeadMaxLen, DefaultDeadMaxLen)}
+	// The scripts' own MAXLEN on each write would trim whatever an upstream's group has not
+	// read: it stays off, and TrimRecords bounds the streams instead.
+	o.ResultsMaxLen, o.GoneMaxLen, o.DeadMaxLen = 0, 0, 0
 	groups := make([]*groupCommit, max(o.Shards, o.ReshardFrom))
 	for i := range groups {
-		groups[i] = &groupCommit{c: c}
+		groups[i] = newGroupCommit(c)
 	}
-	return &Store{c: c, blocking: blocking, bell: blocking, o: o, groups: groups,
+	return &Store{c: c, blocking: blocking, bell: blocking, o: o, bounds: bounds, groups: groups,
 		providers: map[string]bool{}, ready: map[string]bool{}}
 }
 
@@ -154,6 +162,16 @@ func (s *Store) groupFor(key string) *groupCommit {
 		}
 	}
 	return s.groups[0]
+}
+
+// SetCommitLinger lets each shard's shared pipeline of records (Finish of a Result with Linger
+// set) wait up to d after its first one for others to join it (0, the default, sends at once;
+// see groupCommit). Moves, checks and other records never wait. Call it before the Store is
+// used.
+func (s *Store) SetCommitLinger(d time.Duration) {
+	for _, g := range s.groups {
+		g.linger = max(d, 0)
+	}
 }
 
 // Shards is the number of shards the Store reads: Options.Shards, or Options.ReshardFrom when

@@ -4,17 +4,22 @@
 --
 -- KEYS[1] source stream
 -- KEYS[2] dead stream
--- KEYS[3] sent mark of the job (sent:<id>; any key of the shard when the id is unknown)
--- KEYS[4] jobs index of the shard (HASH job id -> provider)
+-- KEYS[3] the sent mark key an older gateway set for the job (sent:<id>; read, never written;
+--         any key of the shard when the id is unknown)
+-- KEYS[4] jobs index of the shard (HASH job id -> provider, or "accepted")
+-- KEYS[5] the duplicate-suppression window of the shard (window.lua)
 -- ARGV[1] consumer group
 -- ARGV[2] source entry id
 -- ARGV[3] consumer that must own the entry
 -- ARGV[4] dead stream cap (approximate MAXLEN; 0 = none)
 -- ARGV[5] job id to remove from the jobs index ("" for an intake entry: only a lane entry's
 --         job is indexed, and an invalid copy must not unindex a valid job with its id)
--- ARGV[6..] the dead record as field, value pairs
--- Returns 1 when moved (or when the job's sent mark says another attempt was accepted and
--- recorded: then the entry is only acked, so the job keeps exactly one terminal record);
+-- ARGV[6] the job's window field
+-- ARGV[7] the oldest acceptance (unix s) that still counts
+-- ARGV[8..] the dead record as field, value pairs
+-- Returns 1 when moved (or when the job is marked accepted, or in the window: another attempt
+-- was accepted and recorded, and the entry is only acked, so the job keeps exactly one terminal
+-- record);
 -- 0 when the entry is not pending for ARGV[3] (nothing changed).
 local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)
 if #p == 0 or p[1][2] ~= ARGV[3] then
@@ -22,10 +27,12 @@ if #p == 0 or p[1][2] ~= ARGV[3] then
 end
 redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
 redis.call('XDEL', KEYS[1], ARGV[2])
+local flagged = false
 if ARGV[5] ~= '' then
+  flagged = redis.call('HGET', KEYS[4], ARGV[5]) == 'accepted'
   redis.call('HDEL', KEYS[4], ARGV[5])
 end
-if redis.call('EXISTS', KEYS[3]) == 1 then
+if flagged or redis.call('EXISTS', KEYS[3]) == 1 or w_seen(KEYS[5], w_state(KEYS[5]), ARGV[6], ARGV[7]) then
   return 1
 end
 local args = {'XADD', KEYS[2]}
@@ -35,7 +42,7 @@ if tonumber(ARGV[4]) > 0 then
   table.insert(args, ARGV[4])
 end
 table.insert(args, '*')
-for i = 6, #ARGV do
+for i = 8, #ARGV do
   table.insert(args, ARGV[i])
 end
 redis.call(unpack(args))

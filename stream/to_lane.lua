@@ -1,36 +1,77 @@
--- to_lane.lua: move an intake entry to its provider's lane (attempt 0), unless a job with its
--- id is already in the gateway's hands or was accepted within the sent-mark window: then the
--- entry is acknowledged with no record of its own (the first copy's record is the job's).
+-- to_lane.lua: move intake entries to their providers' lanes (attempt 0), each unless a job with
+-- its id is already in the gateway's hands or was accepted within the sent-mark window: then
+-- the entry is acknowledged with no record of its own (the first copy's record is the job's).
+-- One call moves the entries of every caller whose move shares a pipeline (stream/group.go).
 --
--- KEYS[1] source stream (the intake stream)
--- KEYS[2] lane stream of the provider
--- KEYS[3] jobs index of the shard (HASH job id -> provider id): every job in a lane, in flight
---         or waiting to retry
--- KEYS[4] sent mark of the job (sent:<id>)
+-- KEYS[1]      source stream (the intake stream)
+-- KEYS[2]      jobs index of the shard (HASH job id -> provider id): every job in a lane, in
+--              flight or waiting to retry
+-- KEYS[3]      the duplicate-suppression window of the shard (window.lua)
+-- KEYS[2 + 2i] lane stream of item i's provider, KEYS[3 + 2i] the sent mark key an older
+--              gateway set for item i's job (sent:<id>; read, never written), for i = 1 .. n
 -- ARGV[1] consumer group
--- ARGV[2] source entry id
--- ARGV[3] consumer that must own the entry
--- ARGV[4] job (raw JSON as received)
--- ARGV[5] provider id
--- ARGV[6] enqueued_at, unix ms
--- ARGV[7] job id
--- The lane's consumer group exists (Setup, or Store.ToLane before its first use of a lane).
--- Returns 1 when moved; 2 when acknowledged as a copy of a job already here or sent; 0 when the
--- entry is not pending for ARGV[3] (nothing changed).
+-- ARGV[2] consumer that must own the entries
+-- ARGV[3] n, the number of items
+-- then for each item: 7 (the count of its arguments), source entry id, job (raw JSON as
+-- received), provider id, enqueued_at (unix ms), job id, the job's window field, and the
+-- oldest acceptance (unix s) that still counts
+-- The lanes' consumer groups exist (Setup, or Store.ToLane before its first use of a lane).
+-- Returns one verdict per item: 1 moved; 2 acknowledged as a copy of a job already here or
+-- sent (an earlier item of the same call included); 0 the entry is not pending for ARGV[2]
+-- (nothing changed).
 --
--- The XADD is the first write on purpose: when Redis is out of memory it refuses the whole
--- script there, so new work waits in the intake and nothing is half done.
-local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)
-if #p == 0 or p[1][2] ~= ARGV[3] then
-  return 0
+-- The first write is an XADD to a lane (or, when every item is a copy, an XACK, which frees
+-- memory): when Redis is out of memory it refuses the whole script there, so new work waits
+-- in the intake and nothing is half done.
+local n = tonumber(ARGV[3])
+local items, entries, jobIds, sentKeys = {}, {}, {}, {}
+local a = 4
+for i = 1, n do
+  local it = {entry = ARGV[a + 1], job = ARGV[a + 2], provider = ARGV[a + 3], at = ARGV[a + 4],
+    id = ARGV[a + 5], field = ARGV[a + 6], since = ARGV[a + 7], lane = KEYS[2 + 2 * i]}
+  items[i], entries[i], jobIds[i], sentKeys[i] = it, it.entry, it.id, KEYS[3 + 2 * i]
+  a = a + 1 + tonumber(ARGV[a])
 end
-if redis.call('HEXISTS', KEYS[3], ARGV[7]) == 1 or redis.call('EXISTS', KEYS[4]) == 1 then
-  redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
-  redis.call('XDEL', KEYS[1], ARGV[2])
-  return 2
+local mine = pending_for(KEYS[1], ARGV[1], ARGV[2], entries)
+local held = redis.call('HMGET', KEYS[2], unpack(jobIds))
+local sent = redis.call('MGET', unpack(sentKeys))
+-- The window is looked in for the jobs neither held nor marked.
+local look, lookFields, lookSince = {}, {}, {}
+for i, it in ipairs(items) do
+  if mine[it.entry] and not held[i] and not sent[i] then
+    table.insert(look, i)
+    table.insert(lookFields, it.field)
+    table.insert(lookSince, it.since)
+  end
 end
-redis.call('XADD', KEYS[2], '*', 'job', ARGV[4], 'provider', ARGV[5], 'attempt', '0', 'enqueued_at', ARGV[6])
-redis.call('HSET', KEYS[3], ARGV[7], ARGV[5])
-redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
-redis.call('XDEL', KEYS[1], ARGV[2])
-return 1
+local accepted = {}
+if #look > 0 then
+  for j, v in ipairs(w_seen_all(KEYS[3], w_state(KEYS[3]), lookFields, lookSince)) do
+    accepted[look[j]] = v
+  end
+end
+local out, acks, index, moved, seen = {}, {}, {}, {}, {}
+for i, it in ipairs(items) do
+  if not mine[it.entry] or seen[it.entry] then
+    out[i] = 0
+  elseif held[i] or sent[i] or moved[it.id] or accepted[i] then
+    out[i] = 2
+    table.insert(acks, it.entry)
+  else
+    redis.call('XADD', it.lane, '*', 'job', it.job, 'provider', it.provider, 'attempt', '0', 'enqueued_at', it.at)
+    moved[it.id] = true
+    table.insert(index, it.id)
+    table.insert(index, it.provider)
+    table.insert(acks, it.entry)
+    out[i] = 1
+  end
+  seen[it.entry] = true
+end
+if #index > 0 then
+  redis.call('HSET', KEYS[2], unpack(index))
+end
+if #acks > 0 then
+  redis.call('XACK', KEYS[1], ARGV[1], unpack(acks))
+  redis.call('XDEL', KEYS[1], unpack(acks))
+end
+return out

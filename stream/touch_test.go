@@ -35,7 +35,7 @@ func TestTransitionTouchesOnlyNextPlace(t *testing.T) {
 		{"Finish sent", false, func(s *Store, e Entry) error {
 			_, err := s.Finish(t.Context(), e, Result{ID: "j", Code: "ACCEPTED", Sent: true, At: t0})
 			return err
-		}, []string{lane, k.Results, k.Sent("j"), k.Jobs}},
+		}, []string{lane, k.Results, k.Window, k.Window + ":0", k.Jobs}}, // the window's state and its first bucket
 		{"Finish gone", false, func(s *Store, e Entry) error {
 			_, err := s.Finish(t.Context(), e, Result{ID: "j", Code: "GONE", Gone: true, MarkGone: true, Endpoint: testEndpoint, At: t0})
 			return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -12,17 +13,27 @@ import (
 )
 
 var (
+	//go:embed owned.lua
+	ownedLua string
+
+	//go:embed window.lua
+	windowLua string
+
 	//go:embed to_lane.lua
 	toLaneLua    string
-	toLaneScript = redis.NewScript(toLaneLua)
+	toLaneScript = redis.NewScript(withLib(ownedLua+windowLua, toLaneLua))
 
 	//go:embed to_dead.lua
 	toDeadLua    string
-	toDeadScript = redis.NewScript(toDeadLua)
+	toDeadScript = redis.NewScript(withLib(windowLua, toDeadLua))
 
 	//go:embed finish.lua
 	finishLua    string
-	finishScript = redis.NewScript(finishLua)
+	finishScript = redis.NewScript(withLib(ownedLua+windowLua, finishLua))
+
+	//go:embed was_sent.lua
+	wasSentLua    string
+	wasSentScript = redis.NewScript(withLib(windowLua, wasSentLua))
 
 	//go:embed ack.lua
 	ackLua    string
@@ -37,8 +48,18 @@ var (
 // answered push is recorded and a live replica stays live, while the moves that take new work
 // (to_lane, promote) are refused at their first write and wait (see MinRedisVersion).
 var allScripts = []*redis.Script{
-	toLaneScript, toDeadScript, finishScript, ackScript, readIntakeScript,
+	toLaneScript, toDeadScript, finishScript, ackScript, readIntakeScript, wasSentScript, trimRecordsScript,
 	toDelayedScript, promoteScript, reclaimScript, cleanConsumerScript, heartbeatScript, queueStatsScript,
+}
+
+// withLib is script src with lib's functions in front of it, after src's shebang line (which
+// Redis reads only as the first line).
+func withLib(lib, src string) string {
+	if strings.HasPrefix(src, "#!") {
+		line, rest, _ := strings.Cut(src, "\n")
+		return line + "\n" + lib + rest
+	}
+	return lib + src
 }
 
 // MaxDetail bounds the provider detail kept in a ledger, gone or dead record.
@@ -72,13 +93,20 @@ func (s *Store) ToLane(ctx context.Context, e Entry, provider, jobID, rawJob str
 	if err := s.ensureLane(ctx, lane); err != nil {
 		return LaneNotOwner, err
 	}
-	k := s.Keys(e.Shard)
-	n, err := s.eval(ctx, toLaneScript, []string{e.Stream, lane, k.Jobs, k.Sent(jobID)},
-		Group, e.ID, s.o.Consumer, rawJob, provider, enqueuedAtMs, jobID)
+	n, err := s.groupFor(e.Stream).run(ctx, s.toLaneItem(e, lane, provider, jobID, rawJob, enqueuedAtMs))
 	if err != nil {
 		return LaneNotOwner, fmt.Errorf("stream: to lane: %w", err)
 	}
 	return LaneVerdict(n), nil
+}
+
+// toLaneItem is ToLane's part of a merged to_lane call.
+func (s *Store) toLaneItem(e Entry, lane, provider, jobID, rawJob string, enqueuedAtMs int64) *batchItem {
+	k := s.Keys(e.Shard)
+	return &batchItem{script: toLaneScript,
+		sharedKeys: []string{e.Stream, k.Jobs, k.Window}, sharedArgs: []any{Group, s.o.Consumer},
+		keys: []string{lane, k.Sent(jobID)},
+		args: []any{e.ID, rawJob, provider, enqueuedAtMs, jobID, windowField(jobID), s.windowSince()}}
 }
 
 // DeadRecord is a dead-letter entry.
@@ -118,8 +146,9 @@ func (s *Store) ToDead(ctx context.Context, e Entry, d DeadRecord) (bool, error)
 	if e.Stream != k.Intake {
 		unindex = d.ID // only lane entries' jobs are indexed (ToLane)
 	}
-	args := append([]any{Group, e.ID, s.o.Consumer, s.o.DeadMaxLen, unindex}, deadFields(d, e.Stream, e.ID)...)
-	return s.runBool(ctx, toDeadScript, "to dead", []string{e.Stream, k.Dead, k.Sent(d.ID), k.Jobs}, args...)
+	args := append([]any{Group, e.ID, s.o.Consumer, s.o.DeadMaxLen, unindex, windowField(d.ID), s.windowSince()},
+		deadFields(d, e.Stream, e.ID)...)
+	return s.runBool(ctx, toDeadScript, "to dead", []string{e.Stream, k.Dead, k.Sent(d.ID), k.Jobs, k.Window}, args...)
 }
 
 // Result is the terminal outcome of a job.
@@ -139,8 +168,12 @@ type Result struct {
 	MarkGone bool
 	// Endpoint is the subscription's endpoint, for Gone and MarkGone.
 	Endpoint string
-	// Sent sets the job's sent mark, so a redelivered copy is acknowledged without a send.
+	// Sent puts the job in the duplicate-suppression window (for SentTTL), so a copy enqueued
+	// again is acknowledged without a send.
 	Sent bool
+	// Linger lets the record wait up to the commit linger for others to share its pipeline and
+	// script call (Store.SetCommitLinger): for a record whose wait delays no send.
+	Linger bool
 }
 
 // Finish writes the ledger record of r (and, as r asks, the gone record, the endpoint's gone
@@ -151,36 +184,37 @@ type Result struct {
 // mark and acks). When the job's sent mark is already set, the entry is acked with no second
 // record.
 func (s *Store) Finish(ctx context.Context, e Entry, r Result) (bool, error) {
+	n, err := s.groupFor(e.Stream).run(ctx, s.finishItem(e, r))
+	if err != nil {
+		return false, fmt.Errorf("stream: finish: %w", err)
+	}
+	return n == 1, nil
+}
+
+// finishItem is Finish's part of a merged finish call.
+func (s *Store) finishItem(e Entry, r Result) *batchItem {
 	k := s.Keys(e.Shard)
 	detail := r.Detail
 	if len(detail) > MaxDetail {
 		detail = detail[:MaxDetail] + "..."
 	}
-	ledger := []any{
-		"id", r.ID, "provider", r.Provider, "code", r.Code, "status", r.Status, "detail", detail,
-		"attempt", r.Attempt, "latency_ms", r.Latency.Milliseconds(), "at", ms(r.At),
-	}
-	args := []any{
-		Group, e.ID, s.o.Consumer,
-		boolArg(r.Sent), durMs(s.o.SentTTL),
-		boolArg(r.Gone), boolArg(r.MarkGone), durMs(s.o.GoneTTL),
-		s.o.ResultsMaxLen, s.o.GoneMaxLen,
-		len(ledger),
-	}
-	args = append(args, ledger...)
+	// The ledger record's values, in the order of its fields (finish.lua names them), and the
+	// endpoint for the gone record: the one record that carries one, since the upstream needs it
+	// to prune the subscription.
+	args := make([]any, 0, 15)
+	args = append(args, e.ID, r.ID, boolArg(r.Sent), windowField(r.ID), s.o.Now().Unix(), boolArg(r.Gone), boolArg(r.MarkGone),
+		r.Provider, r.Code, r.Status, detail, r.Attempt, r.Latency.Milliseconds(), ms(r.At))
 	if r.Gone {
-		// The one record that carries an endpoint: the upstream needs it to prune the
-		// subscription.
-		args = append(args, "id", r.ID, "provider", r.Provider, "code", r.Code,
-			"endpoint", r.Endpoint, "detail", detail, "at", ms(r.At))
+		args = append(args, r.Endpoint)
 	}
-	args = append(args, r.ID)
 	goneMark := k.Base + "gonemark:-" // unused by the script unless r.MarkGone
 	if r.MarkGone {
 		goneMark = k.GoneMark(r.Endpoint)
 	}
-	return s.runBool(ctx, finishScript, "finish",
-		[]string{e.Stream, k.Results, k.Gone, k.Sent(r.ID), goneMark, k.Jobs}, args...)
+	return &batchItem{script: finishScript,
+		sharedKeys: []string{k.Results, k.Gone, k.Jobs, k.Window},
+		sharedArgs: []any{Group, s.o.Consumer, durMs(s.o.SentTTL), durMs(s.o.GoneTTL)},
+		keys:       []string{e.Stream, k.Sent(r.ID), goneMark}, args: args, linger: r.Linger}
 }
 
 // AckSent acknowledges and deletes the lane entry of job jobID with no record: a redelivered
@@ -234,13 +268,20 @@ func boolArg(b bool) string {
 	return "0"
 }
 
-// WasSent reports whether job id's sent mark exists on shard.
+// WasSent reports whether job id was accepted on shard: within the sent-mark TTL (the
+// window), or while a reclaimed entry of it is still pending (the jobs index marks it).
 func (s *Store) WasSent(ctx context.Context, shard int, id string) (bool, error) {
-	ok, err := s.exists(ctx, s.Keys(shard).Sent(id))
+	k := s.Keys(shard)
+	n, err := s.eval(ctx, wasSentScript, []string{k.Jobs, k.Window, k.Sent(id)}, id, windowField(id), s.windowSince())
 	if err != nil {
 		return false, fmt.Errorf("stream: sent mark: %w", err)
 	}
-	return ok, nil
+	return n == 1, nil
+}
+
+// windowSince is the oldest acceptance (unix s) the window still counts now.
+func (s *Store) windowSince() int64 {
+	return s.o.Now().Unix() - int64(s.o.SentTTL/time.Second)
 }
 
 // IsGone reports whether endpoint was reported gone within GoneTTL (its mark on shard exists).

@@ -255,7 +255,8 @@ func TestFinishWrites(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			env := newEnv(t)
-			s := env.store(t, "w1", Options{SentTTL: time.Hour, GoneTTL: 2 * time.Hour}, "fcm")
+			now := t0
+			s := env.store(t, "w1", Options{SentTTL: time.Hour, GoneTTL: 2 * time.Hour, Now: func() time.Time { return now }}, "fcm")
 			e := env.laneEntry(t, s, "fcm", "j1")
 			r := c.r
 			r.ID, r.Provider, r.Latency, r.At = "j1", "fcm", 42*time.Millisecond, t0
@@ -283,9 +284,17 @@ func TestFinishWrites(t *testing.T) {
 				t.Errorf("WasSent = %v, want %v", sent, c.wantSent)
 			}
 			if c.wantSent {
-				if ttl := env.c.PTTL(env.ctx, k.Sent("j1")).Val(); ttl <= 59*time.Minute || ttl > time.Hour {
-					t.Errorf("sent mark TTL = %v, want about 1h", ttl)
+				// The window keeps the job for the TTL (to the second), and no longer.
+				for _, c := range []struct {
+					after time.Duration
+					want  bool
+				}{{59 * time.Minute, true}, {time.Hour, true}, {time.Hour + 2*time.Second, false}} {
+					now = t0.Add(c.after)
+					if sent, err := s.WasSent(env.ctx, 0, "j1"); sent != c.want || err != nil {
+						t.Errorf("WasSent %v after the finish = %v, %v; want %v", c.after, sent, err, c.want)
+					}
 				}
+				now = t0
 			}
 			marked, _ := s.IsGone(env.ctx, 0, testEndpoint)
 			if marked != c.wantMark {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/webpush-gateway/webpush-gateway/internal/bench"
@@ -22,6 +23,7 @@ func cmdBench(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stder
 	fs.IntVar(&o.LatencyMessages, "latency-messages", 2000, "messages of the paced phase that measures enqueue-to-answer latency")
 	fs.IntVar(&o.LatencyRate, "latency-rate", 500, "messages per second in the paced latency phase")
 	fs.IntVar(&o.Sample, "sample", 50, "pushsim verifies the JWT signature and decrypts the body of one push in `N`")
+	depths := fs.String("backlog-depths", "1000,200000", "comma-separated `JOBS` queued behind the paced gateway's measured deliveries, one run each (\"\": none), to show the cost per job does not grow with the backlog")
 	fs.Group("Contenders")
 	fs.StringVar(&o.Only, "only", "", "comma-separated contender `NAMES` to run (default all): "+strings.Join(bench.Contenders(), ","))
 	fs.Group("Report")
@@ -34,6 +36,16 @@ func cmdBench(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stder
 		return code
 	}
 	o.Args = args
+	for d := range strings.SplitSeq(*depths, ",") {
+		if d = strings.TrimSpace(d); d == "" {
+			continue
+		}
+		n, err := strconv.Atoi(d)
+		if err != nil {
+			return fs.Fail(fmt.Errorf("--backlog-depths: %q is not a number of jobs", d))
+		}
+		o.Depths = append(o.Depths, n)
+	}
 	if err := o.Check(); err != nil {
 		return fs.Fail(err)
 	}

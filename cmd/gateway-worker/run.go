@@ -115,9 +115,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Group("Records")
 	fs.DurationVar(&so.SentTTL, "sent-ttl", stream.DefaultSentTTL, "how long an accepted job's id is remembered: a redelivered or re-enqueued copy within it is not sent again")
 	fs.DurationVar(&so.GoneTTL, "gone-ttl", stream.DefaultGoneTTL, "how long an endpoint reported gone is remembered, so its queued retries are dropped")
-	fs.Int64Var(&so.ResultsMaxLen, "results-maxlen", 0, "cap the ledger stream at about this many records (0: no cap; the upstream trims it)")
-	fs.Int64Var(&so.GoneMaxLen, "gone-maxlen", 0, "cap the gone stream (0: no cap)")
-	fs.Int64Var(&so.DeadMaxLen, "dead-maxlen", 0, "cap the dead stream (0: no cap)")
+	fs.Int64Var(&so.ResultsMaxLen, "results-maxlen", stream.DefaultResultsMaxLen, "keep the ledger stream at about this many records, never trimming what an upstream's consumer group has not read and acknowledged (0: no bound; the upstream trims it)")
+	fs.Int64Var(&so.GoneMaxLen, "gone-maxlen", stream.DefaultGoneMaxLen, "keep the gone stream at about this many records, as --results-maxlen (0: no bound)")
+	fs.Int64Var(&so.DeadMaxLen, "dead-maxlen", stream.DefaultDeadMaxLen, "keep the dead stream at about this many records, as --results-maxlen (0: no bound)")
 	fs.Group("Timing and shutdown")
 	fs.DurationVar(&cfg.Grace, "grace", dispatch.DefaultGrace, "how long in-flight sends may finish after SIGTERM")
 	fs.DurationVar(&cfg.RecordGrace, "record-grace", dispatch.DefaultRecordGrace, "how much longer than --grace the outcomes of answered sends may wait for Redis before shutdown gives them up (each logged)")
@@ -125,6 +125,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.ReclaimEvery, "reclaim-every", dispatch.DefaultReclaimEvery, "how often entries of dead workers are reclaimed")
 	fs.DurationVar(&cfg.PromoteEvery, "promote-every", dispatch.DefaultPromoteEvery, "how often due retries return to their lanes")
 	fs.DurationVar(&cfg.StartupTimeout, "startup-timeout", dispatch.DefaultStartupTimeout, "give up (exit 1) when Redis cannot be set up within this time; refused credentials exit at once")
+	fs.Group("Batching")
+	fs.DurationVar(&cfg.CommitLinger, "commit-linger", dispatch.DefaultCommitLinger, "longest a shard's shared pipeline of records waits for others to join it, while its provider's entries wait for tokens (0: not at all); no send waits for it")
+	fs.DurationVar(&cfg.LaneGather, "lane-gather", dispatch.DefaultLaneGather, "longest a lane waits to read while the entries it started still wait for their provider's tokens (0: read as soon as a slot is free)")
 	fs.Group("Live registry")
 	registryEvery := fs.Duration("registry-check-every", providers.DefaultWatchEvery, "how often the --registry file is read for changes, applied once it reads the same twice (0: only on SIGHUP)")
 	fs.Group("Observability")
@@ -174,8 +177,18 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			*v = dispatch.NoLimit
 		}
 	}
+	for _, v := range []*int64{&so.ResultsMaxLen, &so.GoneMaxLen, &so.DeadMaxLen} {
+		if *v == 0 {
+			*v = stream.NoLimit
+		}
+	}
 	if cfg.Backoff.MaxRetries == 0 {
 		cfg.Backoff.MaxRetries = dispatch.NoRetries
+	}
+	for _, v := range []*time.Duration{&cfg.CommitLinger, &cfg.LaneGather} {
+		if *v == 0 {
+			*v = dispatch.NoLinger
+		}
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -308,6 +321,10 @@ func startCPUProfile(path string) (stop func(), err error) {
 // Bounds of run's values that no zero or negative convention covers.
 const (
 	minRegistryCheck = 100 * time.Millisecond // a file read more often only burns CPU
+	// maxLinger bounds --commit-linger and --lane-gather: each adds up to its value to the
+	// enqueue-to-answer latency of a paced provider's jobs, and a wait that long already shares
+	// its round trip with every job the provider's rate lets through meanwhile.
+	maxLinger = time.Second
 	// minRedisFresh is three of the prober's checks: a shorter bound flaps /readyz between
 	// two checks, and 0 would never be ready.
 	minRedisFresh = 3 * dispatch.DefaultProbeEvery
@@ -340,6 +357,14 @@ func checkRunValues(cfg *dispatch.Config, so *stream.Options, registryEvery, red
 	} {
 		if n.v < 0 {
 			return fmt.Errorf("%s must not be negative (0: none), got %d", n.flag, n.v)
+		}
+	}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"--commit-linger", cfg.CommitLinger}, {"--lane-gather", cfg.LaneGather}} {
+		if d.v < 0 || d.v > maxLinger {
+			return fmt.Errorf("%s must be 0 (none) to %s, got %s", d.flag, maxLinger, d.v)
 		}
 	}
 	switch {

@@ -24,6 +24,8 @@ func TestEveryRefusedValueExits2NamingTheFlag(t *testing.T) {
 		{[]string{"run", "--redis", r, "--vapid-key", "testdata/vapid.pem", "--subject", "mailto:a@example.com", "--max-retries", "-3"}, "--max-retries must not be negative (0: none), got -3"},
 		{[]string{"run", "--redis", r, "--vapid-key", "testdata/vapid.pem", "--subject", "mailto:a@example.com", "--results-maxlen", "-5"}, "--results-maxlen must not be negative (0: none), got -5"},
 		{[]string{"run", "--redis", r, "--vapid-key", "testdata/vapid.pem", "--subject", "mailto:a@example.com", "--max-deliveries", "0"}, "--max-deliveries must be at least 1, got 0"},
+		{[]string{"run", "--redis", r, "--vapid-key", "testdata/vapid.pem", "--subject", "mailto:a@example.com", "--commit-linger", "-1ms"}, "--commit-linger must be 0 (none) to 1s, got -1ms"},
+		{[]string{"run", "--redis", r, "--vapid-key", "testdata/vapid.pem", "--subject", "mailto:a@example.com", "--lane-gather", "2s"}, "--lane-gather must be 0 (none) to 1s, got 2s"},
 		{[]string{"run", "--redis", r, "--vapid-key", "testdata/vapid.pem", "--subject", "mailto:a@example.com", "--block", "30s"}, "--block 30s must be shorter than --grace 25s"},
 		{[]string{"run", "--redis", r, "--vapid-key", "testdata/vapid.pem", "--subject", "mailto:a@example.com", "--retry-cap", "1s"}, "--retry-cap 1s is shorter than --retry-base 5s"},
 		{[]string{"run", "--redis", r, "--vapid-key", "testdata/vapid.pem", "--subject", "mailto:a@example.com", "--registry-check-every", "1us"}, "--registry-check-every must be 0 (only SIGHUP) or at least 100ms, got 1µs"},

@@ -1,8 +1,8 @@
 // Package bench is `gateway-lab bench`: the same messages delivered through the gateway worker
-// (the real gateway-worker binary), a plain Redis-stream consumer around webpush-go, one around
-// Node's web-push, and the RFC 8291 encryption alone, each contender in a process of its own
-// against one Redis and one pushsim, compared side by side in bench-report.json and
-// bench-report.md.
+// (the real gateway-worker binary, once with rates above what one machine sends and once at the
+// shipped registry's rates), a plain Redis-stream consumer around webpush-go, one around Node's
+// web-push, and the RFC 8291 encryption alone, each contender in a process of its own against
+// one Redis and one pushsim, compared side by side in bench-report.json and bench-report.md.
 package bench
 
 import (
@@ -38,6 +38,8 @@ import (
 const (
 	contenderFloor     = "rfc8291-floor"
 	contenderGateway   = "gateway"
+	contenderPaced     = "gateway-paced"
+	contenderNoLinger  = "gateway-paced-no-linger"
 	contenderWebpushGo = "webpush-go"
 	contenderNode      = "node-web-push"
 )
@@ -69,9 +71,12 @@ type Options struct {
 	// LabBinary is the binary whose hidden bench-webpush-go command is the webpush-go
 	// contender (gateway-lab); "" is this process's executable.
 	LabBinary string
-	NodeDir   string   // where npm installs the Node contender's packages; "" is the user cache
-	Short     bool     // a quick run for CI: ShortMessages and ShortLatencyMessages
-	Args      []string // the command line as given, for the report
+	NodeDir   string // where npm installs the Node contender's packages; "" is the user cache
+	// Depths are the backlogs the paced gateway is measured behind (depthRow): one row each, so
+	// that the cost per job with a deep backlog is set beside a shallow one. Empty: none.
+	Depths []int
+	Short  bool     // a quick run for CI: ShortMessages and ShortLatencyMessages
+	Args   []string // the command line as given, for the report
 }
 
 // The sizes of a Short run.
@@ -82,7 +87,7 @@ const (
 
 // Contenders are the contenders' names, in the order the bench runs them.
 func Contenders() []string {
-	return []string{contenderFloor, contenderGateway, contenderWebpushGo, contenderNode}
+	return []string{contenderFloor, contenderGateway, contenderPaced, contenderNoLinger, contenderWebpushGo, contenderNode}
 }
 
 // effective is o as the bench runs it: Short applied, and the latency phase no longer than
@@ -110,6 +115,11 @@ func (o Options) Check() error {
 		return errors.New("--latency-messages must be 0 or more and --latency-rate at least 1")
 	case o.Sample < 1:
 		return errors.New("--sample must be at least 1")
+	}
+	for _, d := range o.Depths {
+		if d < 0 || d > 10_000_000 {
+			return fmt.Errorf("--backlog-depths: %d is not 0 to 10000000 jobs", d)
+		}
 	}
 	if _, err := parseMix(o.Mix); err != nil {
 		return err
@@ -180,6 +190,7 @@ type runEnv struct {
 	worker   string // the gateway-worker binary
 	lab      string // the binary with the bench-webpush-go command
 	audience int    // distinct origins among subs: the signature bound
+	polls    int64  // waitRecords' polls since it was last called
 }
 
 // Run runs every contender of o in turn against one Redis and one pushsim, prints the
@@ -250,7 +261,11 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 		case contenderFloor:
 			row, err = env.floor()
 		case contenderGateway:
-			row, err = env.gateway(ctx)
+			row, err = env.gateway(ctx, false, true)
+		case contenderPaced:
+			row, err = env.gateway(ctx, true, true)
+		case contenderNoLinger:
+			row, err = env.gateway(ctx, true, false)
 		case contenderWebpushGo:
 			row, err = env.plainConsumer(ctx, contenderWebpushGo, []string{env.lab, "bench-webpush-go"})
 		case contenderNode:
@@ -258,6 +273,14 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", c, err)
+		}
+		fmt.Fprintln(out, row.progressLine())
+		rows = append(rows, row)
+	}
+	for _, d := range o.Depths {
+		row, err := env.depthRow(ctx, d)
+		if err != nil {
+			return fmt.Errorf("%s with %d queued: %w", contenderPaced, d, err)
 		}
 		fmt.Fprintln(out, row.progressLine())
 		rows = append(rows, row)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,9 +16,10 @@ import (
 
 // TestBenchShort is the bench's short mode, run by make test so that it cannot rot: every
 // contender delivers every message through the real processes (the gateway-worker and
-// gateway-lab binaries, built here), the report has a row for each (Node's skipped only with a
-// reason), and the gateway stays within one VAPID signature per audience with a ledger record
-// per job.
+// gateway-lab binaries, built here), the gateway unthrottled, paced at the shipped registry's
+// rates, and paced with neither linger, the report has a row for each (Node's skipped only with a reason), and each
+// gateway run stays within one VAPID signature per audience with a ledger record per job and
+// its Redis figures measured.
 func TestBenchShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binaries and runs three contenders")
@@ -31,7 +33,7 @@ func TestBenchShort(t *testing.T) {
 	o := Options{RedisURL: r.URL(), WorkerBinary: filepath.Join(dir, "gateway-worker"), LabBinary: filepath.Join(dir, "gateway-lab"),
 		Out: dir, NodeDir: os.Getenv("GATEWAY_BENCH_NODE_DIR"),
 		Args: []string{"--short"}, Mix: "fcm=72,autopush=19,apple=6,wns=3,unknown=1",
-		Messages: 400, LatencyMessages: 50, LatencyRate: 500, PayloadSize: 128, Concurrency: 32, Sample: 10}
+		Messages: 400, LatencyMessages: 50, LatencyRate: 500, PayloadSize: 128, Concurrency: 32, Sample: 10, Depths: []int{100, 3000}}
 	if err := o.Check(); err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +53,7 @@ func TestBenchShort(t *testing.T) {
 	for _, row := range rep.Rows {
 		rows[row.Name] = row
 	}
-	for _, name := range []string{contenderFloor, contenderGateway, contenderWebpushGo, contenderNode} {
+	for _, name := range []string{contenderFloor, contenderGateway, contenderPaced, contenderNoLinger, contenderWebpushGo, contenderNode} {
 		row, ok := rows[name]
 		switch {
 		case !ok:
@@ -67,24 +69,41 @@ func TestBenchShort(t *testing.T) {
 			t.Errorf("%s: %.1f µs/msg, %.0f msgs/s", name, row.CPUPerMsg, row.MsgsPerSec)
 		}
 	}
-	gw := rows[contenderGateway]
-	if gw.Signatures == 0 || gw.Signatures > int64(rep.Audiences) || gw.SignaturesSelf != gw.Signatures {
-		t.Errorf("gateway signed %d JWTs (pushsim saw %d) for %d audiences", gw.SignaturesSelf, gw.Signatures, rep.Audiences)
+	for _, name := range []string{contenderGateway, contenderPaced, contenderNoLinger} {
+		gw := rows[name]
+		if gw.Signatures == 0 || gw.Signatures > int64(rep.Audiences) || gw.SignaturesSelf != gw.Signatures {
+			t.Errorf("%s signed %d JWTs (pushsim saw %d) for %d audiences", name, gw.SignaturesSelf, gw.Signatures, rep.Audiences)
+		}
+		if gw.Ledger == 0 || gw.RedisRoundTripsPerJob <= 0 || gw.RedisCommandsPerJob <= 0 || gw.RedisCPUPerMsg <= 0 ||
+			gw.RedisBytesKeptPerJob == 0 || gw.LatencyP99 <= 0 || gw.BytesPerMsg <= 0 {
+			t.Errorf("%s row incomplete: %+v", name, gw)
+		}
 	}
 	if wg := rows[contenderWebpushGo]; wg.Signatures < int64(wg.Messages) {
 		t.Errorf("webpush-go: pushsim saw %d JWTs for %d messages; it signs one a message", wg.Signatures, wg.Messages)
 	}
-	if gw.Ledger == 0 || gw.RedisRoundTripsPerJob <= 0 || gw.RedisCommandsPerJob <= 0 || gw.LatencyP99 <= 0 || gw.BytesPerMsg <= 0 {
-		t.Errorf("gateway row incomplete: %+v", gw)
+	for _, d := range []int{100, 3000} {
+		row, ok := rows[fmt.Sprintf("%s, %d queued", contenderPaced, d)]
+		if !ok || row.Depth != d || row.Delivered != row.Messages || row.CPUPerMsg <= 0 || row.RedisCommandsPerJob <= 0 || row.PeakRSS <= 0 {
+			t.Errorf("no complete row for %d queued: %+v", d, row)
+		}
 	}
-	if len(rep.Targets) != 5 {
-		t.Errorf("%d targets, want 5", len(rep.Targets))
+	// Three cost ratios, commands and Redis CPU per job for each gateway run, each run's
+	// signatures, and four ratios of the deep backlog to the shallow one; every one measured.
+	if len(rep.Targets) != 13 {
+		t.Errorf("%d targets, want 13", len(rep.Targets))
+	}
+	for _, tg := range rep.Targets {
+		if tg.Missing != "" || tg.Measured <= 0 {
+			t.Errorf("target %q not measured: %q", tg.What, tg.Missing)
+		}
 	}
 	md, err := os.ReadFile(filepath.Join(dir, "bench-report.md"))
-	if err != nil || !strings.Contains(string(md), "| contender | msgs/s |") || !strings.Contains(string(md), "| target |") {
+	if err != nil || !strings.Contains(string(md), "| contender | msgs/s |") || !strings.Contains(string(md), "| target |") ||
+		!strings.Contains(string(md), "| gateway run | CPU µs/msg | Redis commands/job |") {
 		t.Errorf("bench-report.md lacks the tables (%v):\n%s", err, md)
 	}
-	for _, want := range []string{"vs gateway", "decrypts the body of 1 push in 10", "targets:"} {
+	for _, want := range []string{"vs gateway", "decrypts the body of 1 push in 10", "targets:", "gateway-paced", "gateway-paced-no-linger"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}

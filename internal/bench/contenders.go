@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -15,43 +16,56 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	webpushgateway "github.com/webpush-gateway/webpush-gateway"
 	"github.com/webpush-gateway/webpush-gateway/ece"
 	"github.com/webpush-gateway/webpush-gateway/internal/cli"
+	"github.com/webpush-gateway/webpush-gateway/providers"
 	"github.com/webpush-gateway/webpush-gateway/stream"
 )
 
-// gateway runs the whole pipeline as `gateway-worker run` in a process of its own.
-func (env *runEnv) gateway(ctx context.Context) (Row, error) {
-	row := Row{Name: contenderGateway, What: "gateway-worker run: intake, lanes, limits, send, ledger"}
+// gateway runs the whole pipeline as `gateway-worker run` in a process of its own: with rates
+// far above what one machine sends (the worker's own cost), or, paced, at the shipped
+// registry's rates, where the buckets rather than the slots decide when each job goes. Without
+// linger the worker runs with --commit-linger 0 and --lane-gather 0, so that the paced rows
+// show what those waits cost and save.
+func (env *runEnv) gateway(ctx context.Context, paced, linger bool) (Row, error) {
+	row := Row{Name: contenderGateway, What: "gateway-worker run: intake, lanes, limits, send, ledger; rates above what one machine sends"}
+	switch {
+	case paced && linger:
+		row = Row{Name: contenderPaced, What: "the same at the shipped registry.yaml's rates and bursts (" + shippedRates() + ")"}
+	case paced:
+		row = Row{Name: contenderNoLinger, What: "gateway-paced with --commit-linger 0 --lane-gather 0"}
+	}
 	prefix := fmt.Sprintf("benchgw%d", time.Now().UnixNano()%1_000_000)
 	reg := filepath.Join(env.dir, "bench-registry.yaml")
-	if err := os.WriteFile(reg, []byte(registryYAML(env)), 0o644); err != nil {
+	yml, err := registryYAML(env, paced)
+	if err != nil {
+		return row, err
+	}
+	if err := os.WriteFile(reg, []byte(yml), 0o644); err != nil {
 		return row, err
 	}
 	statsFile := filepath.Join(env.dir, "gateway-stats.json")
 	argv := []string{env.worker, "run", "--http", "", "--redis", env.redisURL, "--prefix", prefix, "--registry", reg,
 		"--vapid-key", env.keyFile, "--subject", vapidSubject, "--ca-file", env.sim.CAFile(),
 		"--stats-file", statsFile, "--log-level", "warn", "--grace", "10s"}
+	if !linger {
+		argv = append(argv, "--commit-linger", "0", "--lane-gather", "0")
+	}
 	for _, ct := range env.connectTo() {
 		argv = append(argv, "--connect-to", ct)
 	}
 	if env.o.Profile {
-		abs, err := filepath.Abs(filepath.Join(env.o.Out, "bench-gateway.pprof"))
+		abs, err := filepath.Abs(filepath.Join(env.o.Out, "bench-"+row.Name+".pprof"))
 		if err != nil {
 			return row, err
 		}
 		argv = append(argv, "--cpu-profile", abs)
 		row.Profile = abs
 	}
-	before, err := commandCalls(ctx, env.rdb)
-	if err != nil {
-		return row, err
-	}
-	ph, c, err := env.measure(ctx, argv, "", prefix)
-	if err != nil {
-		return row, err
-	}
-	after, err := commandCalls(ctx, env.rdb)
+	store := stream.New(env.rdb, env.rdb, stream.Options{Prefix: prefix})
+	keys := store.Keys(0)
+	ph, _, err := env.measure(ctx, argv, "", prefix, &keys)
 	if err != nil {
 		return row, err
 	}
@@ -65,14 +79,9 @@ func (env *runEnv) gateway(ctx context.Context) (Row, error) {
 	}
 	jobs := len(env.warm) + len(env.subs) + env.o.LatencyMessages
 	row.fill(env, ph)
-	row.PeakRSS = max(row.PeakRSS, c.peakRSS())
-	// Commands Redis ran (inside scripts too), less the XADDs that enqueued the jobs.
-	cmds := after - before - int64(jobs)
-	row.RedisCommandsPerJob = float64(cmds) / float64(jobs)
 	row.RedisRoundTripsPerJob = float64(st.RedisRoundTrips) / float64(jobs)
 	row.SignaturesSelf = int64(st.VAPIDSignatures)
 	// Every job must have its ledger record: a fast gateway that loses jobs is not a result.
-	store := stream.New(env.rdb, env.rdb, stream.Options{Prefix: prefix})
 	counts, err := store.Counts(ctx)
 	if err != nil {
 		return row, err
@@ -93,32 +102,70 @@ func (env *runEnv) connectTo() []string {
 	return cts
 }
 
-// registryYAML is registry.yaml for the bench: the shipped hosts, rates far above what one
-// machine can send (the bench measures cost, not the fleet's rate limits), and the contenders'
-// concurrency shared by the mix, at least 4 a provider.
-func registryYAML(env *runEnv) string {
+// registryYAML is registry.yaml for the bench: the shipped hosts and the contenders'
+// concurrency shared by the mix (at least one slot a provider), with rates far above what one
+// machine can send (the bench measures cost, not the fleet's rate limits) or, paced, the
+// shipped registry's rates and bursts.
+func registryYAML(env *runEnv, paced bool) (string, error) {
 	mix, _ := parseMix(env.o.Mix)
-	share := map[string]float64{}
-	for _, m := range mix {
-		share[m.provider] = m.weight
-	}
 	alloc := shareSlots(mix, env.o.Concurrency)
-	slots := func(p string) int { return alloc[p] }
+	shipped, err := providers.Parse("registry.yaml", webpushgateway.DefaultRegistry)
+	if err != nil {
+		return "", err
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "# written by gateway-lab bench\nversion: 1\nproviders:\n")
-	entry := func(id string, hosts []string, p string) {
+	entry := func(id, kind string, hosts []string, p string) error {
+		rate, burst := 1_000_000.0, 100_000
+		if paced {
+			sp, ok := shipped.Provider(id)
+			if !ok {
+				return fmt.Errorf("the shipped registry has no provider %q", id)
+			}
+			rate, burst = sp.Rate, sp.Burst
+		}
 		fmt.Fprintf(&b, "  - id: %s\n", id)
+		if kind != "" {
+			fmt.Fprintf(&b, "    kind: %s\n", kind)
+		}
 		if len(hosts) > 0 {
 			fmt.Fprintf(&b, "    hosts: [%s]\n", strings.Join(hosts, ", "))
 		}
-		fmt.Fprintf(&b, "    rate: 1000000\n    burst: 100000\n    max_in_flight: %d\n", slots(p))
+		fmt.Fprintf(&b, "    rate: %g\n    burst: %d\n    max_in_flight: %d\n", rate, burst, alloc[p])
+		return nil
 	}
-	entry("fcm", []string{"fcm.googleapis.com", "android.googleapis.com"}, "fcm")
-	entry("autopush", []string{"updates.push.services.mozilla.com", "push.services.mozilla.com"}, "autopush")
-	entry("apple", []string{"web.push.apple.com"}, "apple")
-	entry("wns", []string{"notify.windows.com"}, "wns")
-	fmt.Fprintf(&b, "  - id: fallback\n    kind: generic\n    rate: 1000000\n    burst: 100000\n    max_in_flight: %d\n", slots("unknown"))
-	return b.String()
+	for _, e := range []struct {
+		id, kind string
+		hosts    []string
+		mix      string
+	}{
+		{benchProviders[0], "", []string{"fcm.googleapis.com", "android.googleapis.com"}, "fcm"},
+		{benchProviders[1], "", []string{"updates.push.services.mozilla.com", "push.services.mozilla.com"}, "autopush"},
+		{benchProviders[2], "", []string{"web.push.apple.com"}, "apple"},
+		{benchProviders[3], "", []string{"notify.windows.com"}, "wns"},
+		{benchProviders[4], "generic", nil, "unknown"},
+	} {
+		if err := entry(e.id, e.kind, e.hosts, e.mix); err != nil {
+			return "", err
+		}
+	}
+	return b.String(), nil
+}
+
+// benchProviders are the providers of the bench's registry, in its order.
+var benchProviders = []string{"fcm", "autopush", "apple", "wns", "fallback"}
+
+// shippedRates lists the shipped registry's rates, for the paced row's description.
+func shippedRates() string {
+	reg, err := providers.Parse("registry.yaml", webpushgateway.DefaultRegistry)
+	if err != nil {
+		return err.Error()
+	}
+	var parts []string
+	for _, p := range reg.Providers() {
+		parts = append(parts, fmt.Sprintf("%s %g/s", p.ID, p.Rate))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // redisCPU is the CPU time the Redis server has used (INFO cpu: used_cpu_sys + used_cpu_user).
@@ -163,6 +210,24 @@ func shareSlots(mix []mixShare, total int) map[string]int {
 		left--
 	}
 	return out
+}
+
+// usedMemory is what the Redis server holds (INFO memory: used_memory), in bytes.
+func usedMemory(ctx context.Context, rdb redis.UniversalClient) (int64, error) {
+	info, err := rdb.Info(ctx, "memory").Result()
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.SplitSeq(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("INFO memory: %q", line)
+			}
+			return n, nil
+		}
+	}
+	return 0, errors.New("INFO memory: no used_memory")
 }
 
 // commandCalls is the number of commands Redis has run, scripts' own calls included.
@@ -214,12 +279,11 @@ func (env *runEnv) plainConsumer(ctx context.Context, name string, argv []string
 		return row, err
 	}
 	// Node resolves its packages from the folder it runs in: the consumer's own.
-	ph, c, err := env.measure(ctx, append(argv, cfgFile), filepath.Dir(argv[1]), prefix)
+	ph, _, err := env.measure(ctx, append(argv, cfgFile), filepath.Dir(argv[1]), prefix, nil)
 	if err != nil {
 		return row, err
 	}
 	row.fill(env, ph)
-	row.PeakRSS = max(row.PeakRSS, c.peakRSS())
 	return row, nil
 }
 

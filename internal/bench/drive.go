@@ -28,12 +28,18 @@ type phase struct {
 	tokens    uint64
 	// What the rest of the machine spent on the backlog: pushsim (this process) and Redis.
 	simCPU, redisCPU time.Duration
+	// For the gateway, whose records are measured too: the commands Redis ran for the backlog
+	// (scripts' own calls included, the upstream's XADDs and the bench's polls taken out), and
+	// what Redis holds more once the backlog is recorded (INFO used_memory). -1 when not measured.
+	redisCommands, redisBytesKept int64
 }
 
 // drive runs the common part of a consumer contender: warm-up, backlog, paced latency phase.
-// The process must already be running and reading prefix's intake stream (shard 0).
-func (env *runEnv) drive(ctx context.Context, prefix string, pid int, exited <-chan struct{}) (phase, error) {
-	var ph phase
+// The process must already be running and reading prefix's intake stream (shard 0). keys, for
+// the gateway, are the keys of that shard: the backlog phase then lasts until every job has
+// its record (ledger or dead), and its Redis commands and memory are measured.
+func (env *runEnv) drive(ctx context.Context, prefix string, pid int, exited <-chan struct{}, keys *stream.Keys) (phase, error) {
+	ph := phase{redisCommands: -1, redisBytesKept: -1}
 	producer := stream.NewProducer(env.rdb, prefix, 1)
 	env.sim.Reset()
 	// Warm-up: one message per push service, so connections are open and the process has
@@ -60,6 +66,18 @@ func (env *runEnv) drive(ctx context.Context, prefix string, pid int, exited <-c
 		return ph, err
 	}
 	statsBefore := env.sim.Stats()
+	var cmdsBefore, memBefore int64
+	if keys != nil {
+		if err := env.waitRecords(ctx, *keys, int64(len(warm)), exited, 60*time.Second); err != nil {
+			return ph, fmt.Errorf("warm-up: %w", err)
+		}
+		if memBefore, err = usedMemory(ctx, env.rdb); err != nil {
+			return ph, err
+		}
+		if cmdsBefore, err = commandCalls(ctx, env.rdb); err != nil {
+			return ph, err
+		}
+	}
 	simBefore := selfCPU()
 	redisBefore, redisErr := redisCPU(ctx, env.rdb)
 	if _, err := producer.Enqueue(ctx, lines...); err != nil {
@@ -68,6 +86,23 @@ func (env *runEnv) drive(ctx context.Context, prefix string, pid int, exited <-c
 	limit := time.Duration(max(120, env.o.Messages/50)) * time.Second
 	if err := env.waitAnswers(ctx, len(warm)+len(lines), exited, limit); err != nil {
 		return ph, fmt.Errorf("backlog: %w", err)
+	}
+	if keys != nil {
+		if err := env.waitRecords(ctx, *keys, int64(len(warm)+len(lines)), exited, limit); err != nil {
+			return ph, fmt.Errorf("backlog: %w", err)
+		}
+		cmdsAfter, err := commandCalls(ctx, env.rdb)
+		if err != nil {
+			return ph, err
+		}
+		memAfter, err := usedMemory(ctx, env.rdb)
+		if err != nil {
+			return ph, err
+		}
+		// The upstream's XADDs are not the worker's work, nor the bench's own polls (two XLENs
+		// each).
+		ph.redisCommands = cmdsAfter - cmdsBefore - int64(len(lines)) - 2*env.polls
+		ph.redisBytesKept = memAfter - memBefore
 	}
 	after, err := sampleProc(pid)
 	if err != nil {
@@ -126,6 +161,36 @@ func (env *runEnv) drive(ctx context.Context, prefix string, pid int, exited <-c
 	return ph, nil
 }
 
+// waitRecords waits until the shard of keys holds n terminal records (ledger and dead). It
+// counts its polls in env.polls since the last call, so their XLENs can be taken out of the
+// commands Redis ran.
+func (env *runEnv) waitRecords(ctx context.Context, keys stream.Keys, n int64, exited <-chan struct{}, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	env.polls = 0
+	for {
+		env.polls++
+		pipe := env.rdb.Pipeline()
+		res, dead := pipe.XLen(ctx, keys.Results), pipe.XLen(ctx, keys.Dead)
+		if _, err := pipe.Exec(ctx); err != nil {
+			return err
+		}
+		got := res.Val() + dead.Val()
+		if got >= n {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d of %d jobs recorded within %s", got, n, limit)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-exited:
+			return errors.New("the process exited before recording everything")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
 func (env *runEnv) lastSeq() uint64 {
 	ds := env.sim.DeliveriesSince(0, "")
 	if len(ds) == 0 {
@@ -156,13 +221,23 @@ func (env *runEnv) waitAnswers(ctx context.Context, n int, exited <-chan struct{
 }
 
 // measure runs a contender: it starts its process in dir, drives it through the warm-up, the
-// backlog and the latency phase on prefix's stream, and stops it.
-func (env *runEnv) measure(ctx context.Context, argv []string, dir, prefix string) (phase, *child, error) {
+// backlog and the latency phase on prefix's stream, and stops it. keys are the gateway's (see
+// drive), nil for the other contenders.
+func (env *runEnv) measure(ctx context.Context, argv []string, dir, prefix string, keys *stream.Keys) (phase, *child, error) {
 	c, err := startChild(argv, dir)
 	if err != nil {
 		return phase{}, nil, err
 	}
-	ph, err := env.drive(ctx, prefix, c.cmd.Process.Pid, c.exited)
+	ph, err := env.drive(ctx, prefix, c.cmd.Process.Pid, c.exited, keys)
+	if err == nil {
+		// The high-water mark the kernel keeps for the process's memory since its exec, read
+		// while it still runs: the rusage of a reaped child would also count the RSS of this
+		// process when it forked it.
+		var last procSample
+		if last, err = sampleProc(c.cmd.Process.Pid); err == nil {
+			ph.peakRSS = last.peakRSS
+		}
+	}
 	if err != nil {
 		_ = c.stop(5 * time.Second)
 		// What the process printed says why: its summary (the plain consumers count their
@@ -210,14 +285,6 @@ func (c *child) stop(limit time.Duration) error {
 		return fmt.Errorf("%v: %s", c.waitErr, lastLines(c.stderr.String(), 5))
 	}
 	return nil
-}
-
-// peakRSS is the process's peak resident set as the kernel kept it until the end.
-func (c *child) peakRSS() int64 {
-	if ru, ok := c.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		return ru.Maxrss * 1024
-	}
-	return 0
 }
 
 func lastLines(s string, n int) string {

@@ -69,8 +69,14 @@ type pipeline struct {
 
 func startPipeline(tb testing.TB) *pipeline {
 	tb.Helper()
-	srv := redistest.Start(tb)
-	sim, err := pushsim.Start(pushsim.Config{Dir: tb.TempDir(), MaxDeliveries: 10})
+	return startPipelineWith(tb, stream.Options{Consumer: "bench"}, pushsim.Config{Dir: tb.TempDir(), MaxDeliveries: 10})
+}
+
+// startPipelineWith is startPipeline with the worker's store options and pushsim's config.
+func startPipelineWith(tb testing.TB, so stream.Options, simCfg pushsim.Config, redisOpts ...redistest.Option) *pipeline {
+	tb.Helper()
+	srv := redistest.Start(tb, redisOpts...)
+	sim, err := pushsim.Start(simCfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -96,7 +102,7 @@ func startPipeline(tb testing.TB) *pipeline {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(sender.Close)
-	store, err := stream.Open(srv.URL(), stream.OpenOptions{Options: stream.Options{Consumer: "bench"}, BlockingPoolSize: 16})
+	store, err := stream.Open(srv.URL(), stream.OpenOptions{Options: so, BlockingPoolSize: 16})
 	if err != nil {
 		tb.Fatal(err)
 	}

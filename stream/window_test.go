@@ -1,0 +1,114 @@
+package stream
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// windowOps runs window.lua's functions on their own: add fields accepted at a time, and say
+// which of some fields count as accepted since a time.
+var (
+	windowAddScript = redis.NewScript(windowLua + `
+local fields, nows = {}, {}
+for i = 3, #ARGV do
+  table.insert(fields, ARGV[i])
+  table.insert(nows, ARGV[1])
+end
+w_add(KEYS[1], w_state(KEYS[1]), fields, nows, ARGV[2])
+return 1`)
+	windowSeenScript = redis.NewScript(windowLua + `
+local fields, sinces = {}, {}
+for i = 2, #ARGV do
+  table.insert(fields, ARGV[i])
+  table.insert(sinces, ARGV[1])
+end
+local out = {}
+for i, v in ipairs(w_seen_all(KEYS[1], w_state(KEYS[1]), fields, sinces)) do
+  out[i] = v and 1 or 0
+end
+return out`)
+)
+
+// TestWindowRemembersEveryAcceptedJob: the window finds every job accepted within the TTL and
+// none other, however many splits its table went through; its buckets stay listpacks; and at a
+// steady rate its size stays that of the jobs within the TTL, as stale fields are dropped.
+func TestWindowRemembersEveryAcceptedJob(t *testing.T) {
+	env := newEnv(t)
+	base := KeysFor("", 0).Window
+	const ttlS, perSecond, seconds = 100, 50, 400 // four TTLs at a steady rate
+	add := func(now int64, ids []string) {
+		t.Helper()
+		args := []any{now, ttlS * 1000}
+		for _, id := range ids {
+			args = append(args, windowField(id))
+		}
+		if err := windowAddScript.Run(env.ctx, env.c, []string{base}, args...).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := func(since int64, ids []string) []int64 {
+		t.Helper()
+		args := []any{since}
+		for _, id := range ids {
+			args = append(args, windowField(id))
+		}
+		v, err := windowSeenScript.Run(env.ctx, env.c, []string{base}, args...).Int64Slice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	idsAt := func(s int64) []string {
+		var ids []string
+		for i := range perSecond {
+			ids = append(ids, fmt.Sprintf("job-%d-%d", s, i))
+		}
+		return ids
+	}
+	const t0s = 1_750_000_000
+	var peakBuckets int
+	for s := int64(0); s < seconds; s++ {
+		add(t0s+s, idsAt(s))
+		if s%50 != 49 {
+			continue
+		}
+		now := t0s + s
+		// Every job of the last TTL is found; the ones before it are not.
+		for back := int64(0); back <= s; back += 7 {
+			want := int64(1)
+			if back > ttlS {
+				want = 0
+			}
+			for i, v := range seen(now-ttlS, idsAt(s-back)) {
+				if v != want {
+					t.Fatalf("at %ds: job %s of %ds before: seen %d, want %d", s, idsAt(s - back)[i], back, v, want)
+				}
+			}
+		}
+		if got := seen(now-ttlS, []string{"never-1", "never-2", fmt.Sprintf("job-%d-%d", s, perSecond)}); fmt.Sprint(got) != "[0 0 0]" {
+			t.Fatalf("jobs never accepted: %v", got)
+		}
+		keys, err := env.c.Keys(env.ctx, base+":*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		peakBuckets = max(peakBuckets, len(keys))
+		for _, k := range keys {
+			if enc := env.c.ObjectEncoding(env.ctx, k).Val(); enc != "listpack" {
+				t.Fatalf("bucket %s is a %s (%d fields), want a listpack", k, enc, env.c.HLen(env.ctx, k).Val())
+			}
+		}
+	}
+	// The jobs within the TTL are ttlS*perSecond = 5,000: at the load bound of 40 a bucket,
+	// about 125 buckets; stale fields not yet dropped may double that, never more.
+	if limit := 2 * ttlS * perSecond / 40; peakBuckets > limit {
+		t.Errorf("the table grew to %d buckets for %d jobs within the TTL, want at most %d", peakBuckets, ttlS*perSecond, limit)
+	}
+	state, err := env.c.HGetAll(env.ctx, base).Result()
+	if err != nil || !strings.Contains(fmt.Sprint(state), "L:") {
+		t.Fatalf("window state %v, %v", state, err)
+	}
+}
