@@ -30,8 +30,8 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/dispatch"
 	"github.com/webpush-gateway/webpush-gateway/internal/redistest"
 	"github.com/webpush-gateway/webpush-gateway/internal/simtest"
+	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
 	"github.com/webpush-gateway/webpush-gateway/job"
-	"github.com/webpush-gateway/webpush-gateway/limits"
 	"github.com/webpush-gateway/webpush-gateway/providers"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/stream"
@@ -98,7 +98,7 @@ type run struct {
 	store    *stream.Store
 	producer *stream.Producer
 	subs     map[string][]job.Subscription
-	breakers breakerLog
+	breakers testkit.BreakerLog
 
 	mu  sync.Mutex
 	ids []string // every job enqueued; guarded by mu
@@ -198,7 +198,7 @@ func startRun(tb testing.TB, sc scenario) *run {
 			// Retries come back quickly, and often enough that no job runs out of them while
 			// Autopush misbehaves: every job must end ACCEPTED once it recovers.
 			Backoff:         dispatch.Backoff{Base: 250 * time.Millisecond, Cap: time.Second, MaxRetries: 40},
-			OnBreakerChange: r.breakers.hook,
+			OnBreakerChange: r.breakers.Hook,
 			Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),
 		})
 	}()
@@ -291,7 +291,7 @@ func (r *run) measureWith(name string, fault pushsim.Fault, set func(pushsim.Fau
 func (r *run) recovered(after time.Time) {
 	r.tb.Helper()
 	waitFor(r.tb, time.Minute, "autopush's breaker closed and its backlog drained", func() bool {
-		if !r.breakers.closedSince("autopush", after) {
+		if !r.breakers.ClosedSince("autopush", after) {
 			return false
 		}
 		c, err := r.store.Counts(context.Background())
@@ -371,61 +371,6 @@ func ratio(perPhase []map[string]float64, i int, id string) float64 {
 		return 0
 	}
 	return perPhase[i][id] / perPhase[0][id]
-}
-
-// breakerLog records the breaker changes the worker reports through OnBreakerChange.
-type breakerLog struct {
-	mu      sync.Mutex
-	changes []breakerChange // guarded by mu
-}
-
-type breakerChange struct {
-	provider string
-	from, to limits.State
-	at       time.Time
-}
-
-// hook is the worker's OnBreakerChange: it appends under its own lock and returns.
-func (b *breakerLog) hook(provider string, from, to limits.State) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.changes = append(b.changes, breakerChange{provider, from, to, time.Now()})
-}
-
-// openedIn reports whether provider's breaker opened in [from, to).
-func (b *breakerLog) openedIn(provider string, from, to time.Time) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for _, c := range b.changes {
-		if c.provider == provider && c.to == limits.Open && !c.at.Before(from) && c.at.Before(to) {
-			return true
-		}
-	}
-	return false
-}
-
-// closedSince reports whether provider's breaker is closed now, by a change at or after t.
-func (b *breakerLog) closedSince(provider string, t time.Time) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var last *breakerChange
-	for i := range b.changes {
-		if b.changes[i].provider == provider {
-			last = &b.changes[i]
-		}
-	}
-	return last != nil && last.to == limits.Closed && !last.at.Before(t)
-}
-
-// summary lists the changes of every provider, for the log.
-func (b *breakerLog) summary(since time.Time) string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var parts []string
-	for _, c := range b.changes {
-		parts = append(parts, fmt.Sprintf("%+.1fs %s %v->%v", c.at.Sub(since).Seconds(), c.provider, c.from, c.to))
-	}
-	return strings.Join(parts, ", ")
 }
 
 // waitFor polls cond until it holds, failing after limit.
