@@ -26,7 +26,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/webpush-gateway/webpush-gateway/adapter"
 	"github.com/webpush-gateway/webpush-gateway/dispatch"
 	"github.com/webpush-gateway/webpush-gateway/internal/redistest"
 	"github.com/webpush-gateway/webpush-gateway/internal/simtest"
@@ -152,25 +151,13 @@ func startRun(tb testing.TB, sc scenario) *run {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	signer, err := vapid.NewSigner(vapid.SignerOptions{Subject: "mailto:ops@example.com"})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	connectTo := sim.ConnectTo()
+	var hosts []string
 	for _, f := range sc.feeds() {
 		if f.host != "" {
-			connectTo = append(connectTo, f.host+":443="+sim.Addr())
+			hosts = append(hosts, f.host)
 		}
 	}
-	ct, err := adapter.ParseConnectTo(connectTo)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	sender, err := adapter.NewSender(adapter.Config{Registry: reg, Signer: signer, ConnectTo: ct, RootCAs: sim.CertPool()})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(sender.Close)
+	sender := simtest.Sender(tb, sim, reg, hosts...)
 	store, err := stream.Open(srv.URL(), stream.OpenOptions{Options: stream.Options{Consumer: "isolation"}, BlockingPoolSize: 16})
 	if err != nil {
 		tb.Fatal(err)
