@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
 	jobfmt "github.com/webpush-gateway/webpush-gateway/job"
 )
 
@@ -28,13 +29,7 @@ defaults:
   connect_timeout: 1s
   tls_timeout: 1s
   response_header_timeout: 1500ms
-  breaker:
-    failure_ratio: 0.3
-    window: 2s
-    min_samples: 10
-    cooldown: 1s
-    probes: 3
-heartbeat:
+` + testkit.QuickBreaker + `heartbeat:
   every: 200ms
   stale_after: 1s
 host_breaker:

@@ -110,13 +110,7 @@ const testTimings = `  timeout: 1s
   connect_timeout: 500ms
   tls_timeout: 500ms
   response_header_timeout: 800ms
-  breaker:
-    failure_ratio: 0.3
-    window: 2s
-    min_samples: 10
-    cooldown: 1s
-    probes: 3
-heartbeat:
+` + testkit.QuickBreaker + `heartbeat:
   every: 500ms
   stale_after: 2s
 `
