@@ -10,3 +10,19 @@ const QuickBreaker = `  breaker:
     cooldown: 1s
     probes: 3
 `
+
+// EveryProvider is a registry's providers list with an entry for each push service pushsim
+// simulates, under a host it serves (the fallback takes the rest), for tests that run the
+// worker on the whole product's routing.
+const EveryProvider = `providers:
+  - id: fcm
+    hosts: [fcm.googleapis.com]
+  - id: autopush
+    hosts: [push.services.mozilla.com]
+  - id: apple
+    hosts: [web.push.apple.com]
+  - id: wns
+    hosts: [notify.windows.com]
+  - id: fallback
+    kind: generic
+`

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/webpush-gateway/webpush-gateway/providers"
 )
 
@@ -15,5 +16,15 @@ func TestQuickBreakerLoadsUnderDefaults(t *testing.T) {
 	want := providers.BreakerConfig{FailureRatio: 0.3, Window: 2 * time.Second, MinSamples: 10, Cooldown: time.Second, Probes: 3}
 	if got := reg.Fallback().Breaker; got != want {
 		t.Fatalf("breaker %+v, want %+v", got, want)
+	}
+}
+
+func TestEveryProviderListsEachProvider(t *testing.T) {
+	reg, err := providers.Parse("r.yaml", []byte("version: 1\n"+EveryProvider))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"fcm", "autopush", "apple", "wns", "fallback"}, reg.IDs()); diff != "" {
+		t.Fatalf("providers (-want +got):\n%s", diff)
 	}
 }
