@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
 	"github.com/webpush-gateway/webpush-gateway/limits"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/stream"
@@ -25,35 +26,35 @@ func TestBreakerOpensOnFailuresAndClosesAfterRecovery(t *testing.T) {
 	sub := e.subscribe(pushsim.Apple, e.key)
 	// 40 % of requests fail; the breaker opens at 30 % once 10 outcomes are in its window.
 	setFault(t, e, pushsim.Apple, pushsim.Fault{Kind: pushsim.Fail, Status: 503, Ratio: 0.4, RetryAfter: time.Second})
-	var bl breakerLog
+	var bl testkit.BreakerLog
 	cfg := e.config(e.store)
-	cfg.OnBreakerChange = bl.hook
+	cfg.OnBreakerChange = bl.Hook
 	cfg.Backoff = Backoff{Base: 200 * time.Millisecond, Cap: time.Second, MaxRetries: 30}
 	e.start(cfg)
 	stop := e.feed("apple", sub, 40)
 
-	waitFor(t, "the apple breaker open", func() bool { return bl.reached("apple", limits.Open) })
+	waitFor(t, "the apple breaker open", func() bool { return bl.Reached("apple", limits.Open) })
 	setFault(t, e, pushsim.Apple, pushsim.Fault{})
 	waitFor(t, "the apple breaker closed again", func() bool {
-		cs := bl.of("apple")
-		return len(cs) > 1 && bl.state("apple") == limits.Closed
+		cs := bl.Of("apple")
+		return len(cs) > 1 && bl.State("apple") == limits.Closed
 	})
 	e.waitAccepted(stop())
 
-	cs := bl.of("apple")
-	if first := cs[0]; first.from != limits.Closed || first.to != limits.Open {
-		t.Errorf("first change %v -> %v, want closed -> open", first.from, first.to)
+	cs := bl.Of("apple")
+	if first := cs[0]; first.From != limits.Closed || first.To != limits.Open {
+		t.Errorf("first change %v -> %v, want closed -> open", first.From, first.To)
 	}
 	for i, c := range cs[1:] {
-		if c.from != cs[i].to {
-			t.Errorf("change %d goes from %v, but the breaker was %v", i+1, c.from, cs[i].to)
+		if c.From != cs[i].To {
+			t.Errorf("change %d goes from %v, but the breaker was %v", i+1, c.From, cs[i].To)
 		}
-		if c.to == limits.Closed && c.from != limits.HalfOpen {
-			t.Errorf("closed from %v; a breaker closes only from half-open, after its probes", c.from)
+		if c.To == limits.Closed && c.From != limits.HalfOpen {
+			t.Errorf("closed from %v; a breaker closes only from half-open, after its probes", c.From)
 		}
 	}
 	for _, p := range []string{"fcm", "autopush", "wns", "fallback"} {
-		if n := len(bl.of(p)); n != 0 {
+		if n := len(bl.Of(p)); n != 0 {
 			t.Errorf("%s breaker changed %d times; only apple failed", p, n)
 		}
 	}
@@ -71,12 +72,12 @@ func TestOpenBreakerLaneReadsNothing(t *testing.T) {
 		failed = append(failed, id)
 		e.enqueue(job(id, apple, "x"))
 	}
-	var bl breakerLog
+	var bl testkit.BreakerLog
 	cfg := e.config(e.store)
-	cfg.OnBreakerChange = bl.hook
+	cfg.OnBreakerChange = bl.Hook
 	cfg.Backoff = Backoff{Base: 100 * time.Millisecond, Cap: 200 * time.Millisecond, MaxRetries: 30}
 	e.start(cfg)
-	waitFor(t, "the apple breaker open", func() bool { return bl.reached("apple", limits.Open) })
+	waitFor(t, "the apple breaker open", func() bool { return bl.Reached("apple", limits.Open) })
 
 	// The failed jobs wait to retry: in the lane once the delayed set gives them back, or in
 	// the delayed set until the cooldown ends when the breaker refused them after they were
@@ -93,11 +94,11 @@ func TestOpenBreakerLaneReadsNothing(t *testing.T) {
 		t.Errorf("pushsim saw %d apple requests before the breaker opened, want the %d that failed", sent, len(failed))
 	}
 	holds(t, time.Second, "an open breaker's lane reading nothing", func() bool {
-		return bl.state("apple") == limits.Open && e.pending(lane) == 0 && len(e.sentAt(pushsim.Apple)) == sent
+		return bl.State("apple") == limits.Open && e.pending(lane) == 0 && len(e.sentAt(pushsim.Apple)) == sent
 	})
 
 	setFault(t, e, pushsim.Apple, pushsim.Fault{})
-	waitFor(t, "the apple breaker closed", func() bool { return bl.state("apple") == limits.Closed })
+	waitFor(t, "the apple breaker closed", func() bool { return bl.State("apple") == limits.Closed })
 	e.waitAccepted(append(failed, "new-0", "new-1"))
 	// Waiting spent no attempt: each failed job was sent once more, each new job once.
 	for _, id := range failed {

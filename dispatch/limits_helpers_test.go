@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
 	jobfmt "github.com/webpush-gateway/webpush-gateway/job"
-	"github.com/webpush-gateway/webpush-gateway/limits"
 )
 
 // testRegistry is the registry of the limits tests: every provider generous and quick to
@@ -29,13 +29,7 @@ defaults:
   connect_timeout: 1s
   tls_timeout: 1s
   response_header_timeout: 1500ms
-  breaker:
-    failure_ratio: 0.3
-    window: 2s
-    min_samples: 10
-    cooldown: 1s
-    probes: 3
-heartbeat:
+` + testkit.QuickBreaker + `heartbeat:
   every: 200ms
   stale_after: 1s
 host_breaker:
@@ -58,57 +52,6 @@ providers:
 		}
 	}
 	return b.String()
-}
-
-// breakerLog records every breaker change the worker reports through OnBreakerChange.
-type breakerLog struct {
-	mu      sync.Mutex
-	changes []breakerChange // guarded by mu
-}
-
-type breakerChange struct {
-	provider string
-	from, to limits.State
-	at       time.Time
-}
-
-// hook is the Config.OnBreakerChange of a test: it appends under its own lock and returns.
-func (b *breakerLog) hook(provider string, from, to limits.State) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.changes = append(b.changes, breakerChange{provider, from, to, time.Now()})
-}
-
-// of returns the changes of one provider, oldest first.
-func (b *breakerLog) of(provider string) []breakerChange {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []breakerChange
-	for _, c := range b.changes {
-		if c.provider == provider {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
-// reached reports whether provider's breaker has entered state to.
-func (b *breakerLog) reached(provider string, to limits.State) bool {
-	for _, c := range b.of(provider) {
-		if c.to == to {
-			return true
-		}
-	}
-	return false
-}
-
-// state is provider's breaker state after the last change reported (Closed when none was).
-func (b *breakerLog) state(provider string) limits.State {
-	cs := b.of(provider)
-	if len(cs) == 0 {
-		return limits.Closed
-	}
-	return cs[len(cs)-1].to
 }
 
 // feed enqueues jobs to sub at a steady perSecond, with ids prefix-0, prefix-1, ..., until the

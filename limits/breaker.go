@@ -36,24 +36,12 @@ const (
 )
 
 func (c BreakerConfig) withDefaults() BreakerConfig {
-	if c.FailureRatio <= 0 {
-		c.FailureRatio = DefaultFailureRatio
-	}
-	if c.FailureRatio > 1 {
-		c.FailureRatio = 1
-	}
-	if c.Window <= 0 {
-		c.Window = DefaultWindow
-	}
-	if c.MinSamples < 1 {
-		c.MinSamples = DefaultMinSamples
-	}
-	if c.Cooldown <= 0 {
-		c.Cooldown = DefaultCooldown
-	}
-	if c.Probes < 1 {
-		c.Probes = DefaultProbes
-	}
+	orDefault(&c.FailureRatio, DefaultFailureRatio)
+	c.FailureRatio = min(c.FailureRatio, 1)
+	orDefault(&c.Window, DefaultWindow)
+	orDefault(&c.MinSamples, DefaultMinSamples)
+	orDefault(&c.Cooldown, DefaultCooldown)
+	orDefault(&c.Probes, DefaultProbes)
 	return c
 }
 

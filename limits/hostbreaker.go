@@ -57,15 +57,9 @@ type HostBreaker struct {
 
 // NewHostBreaker returns a breaker that tracks no host yet.
 func NewHostBreaker(c HostBreakerConfig) *HostBreaker {
-	if c.Failures < 1 {
-		c.Failures = DefaultHostFailures
-	}
-	if c.Cooldown <= 0 {
-		c.Cooldown = DefaultHostCooldown
-	}
-	if c.MaxHosts < 1 {
-		c.MaxHosts = DefaultMaxHosts
-	}
+	orDefault(&c.Failures, DefaultHostFailures)
+	orDefault(&c.Cooldown, DefaultHostCooldown)
+	orDefault(&c.MaxHosts, DefaultMaxHosts)
 	return &HostBreaker{cfg: c, hosts: make(map[string]*host)}
 }
 

@@ -111,9 +111,7 @@ type trackedHost struct {
 // NewHostLimits returns a guard that tracks no host yet.
 func NewHostLimits(c HostLimitsConfig) *HostLimits {
 	brk := c.Breaker.withDefaults()
-	if c.MaxHosts < 1 {
-		c.MaxHosts = DefaultMaxHosts
-	}
+	orDefault(&c.MaxHosts, DefaultMaxHosts)
 	return &HostLimits{
 		brk: brk, slices: slicingOf(brk), maxHosts: c.MaxHosts, onChange: c.OnChange,
 		hosts: make(map[string]*trackedHost),

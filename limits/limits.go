@@ -24,7 +24,18 @@
 // checked against it there, given the bubble's time.Now.
 package limits
 
-import "errors"
+import (
+	"errors"
+	"time"
+)
+
+// orDefault gives a setting its default def when it is zero (or negative, which none of the
+// settings it is used for can mean).
+func orDefault[T int | float64 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
+}
 
 // NoLimit switches off a cap that may be switched off (SlotsConfig.PerRecipient).
 const NoLimit = -1

@@ -53,14 +53,21 @@ type Slots struct {
 	freed chan struct{} // guarded by mu
 }
 
-// NewSlots returns slots with nothing in flight.
-func NewSlots(c SlotsConfig) *Slots {
+// withDefaults gives the retries' share and the per-recipient cap their defaults: a share
+// outside (0, 1] is DefaultRetryShare, a zero cap DefaultPerRecipient (NoLimit stays).
+func (c SlotsConfig) withDefaults() SlotsConfig {
 	if c.RetryShare <= 0 || c.RetryShare > 1 {
 		c.RetryShare = DefaultRetryShare
 	}
 	if c.PerRecipient == 0 {
 		c.PerRecipient = DefaultPerRecipient
 	}
+	return c
+}
+
+// NewSlots returns slots with nothing in flight.
+func NewSlots(c SlotsConfig) *Slots {
+	c = c.withDefaults()
 	s := &Slots{share: c.RetryShare, perRecipient: c.PerRecipient, byRecipient: make(map[string]int)}
 	s.setCapLocked(c.Cap)
 	return s
@@ -151,12 +158,7 @@ func (s *Slots) SetCap(n int) {
 // does, the retries' share and the per-recipient cap for the next acquisitions. Deliveries in
 // flight keep their slots.
 func (s *Slots) Reconfigure(c SlotsConfig) {
-	if c.RetryShare <= 0 || c.RetryShare > 1 {
-		c.RetryShare = DefaultRetryShare
-	}
-	if c.PerRecipient == 0 {
-		c.PerRecipient = DefaultPerRecipient
-	}
+	c = c.withDefaults()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.share, s.perRecipient = c.RetryShare, c.PerRecipient

@@ -100,56 +100,65 @@ var notInDefaults = map[string]string{
 }
 
 // durationOf, intOf and floatOf build the parser of one field of T (a Provider, or a top-level
-// section such as Budget): check the node's type, then check the value, then store it.
+// section such as Budget) from valueOf and the decoder of the field's type.
 func durationOf[T any](field func(*T) *time.Duration, check func(time.Duration) string) func(*yaml.Node, *T) string {
-	return func(n *yaml.Node, p *T) string {
-		if n.Kind != yaml.ScalarNode || n.ShortTag() == "!!null" {
-			return "want a duration like 10s, got " + describe(n)
-		}
-		d, err := time.ParseDuration(n.Value)
-		if err != nil {
-			if _, err := strconv.ParseFloat(n.Value, 64); err == nil {
-				return fmt.Sprintf("want a duration like 10s, got %s (no unit: write %ss)", describe(n), clip(n.Value))
-			}
-			return "want a duration like 10s, got " + describe(n)
-		}
-		if msg := check(d); msg != "" {
-			return msg
-		}
-		*field(p) = d
-		return ""
-	}
+	return valueOf(decodeDuration, field, check)
 }
 
 func intOf[T any](field func(*T) *int, check func(int) string) func(*yaml.Node, *T) string {
-	return func(n *yaml.Node, p *T) string {
-		var v int
-		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" || n.Decode(&v) != nil {
-			return "want a whole number, got " + describe(n)
-		}
-		if msg := check(v); msg != "" {
-			return msg
-		}
-		*field(p) = v
-		return ""
-	}
+	return valueOf(decodeInt, field, check)
 }
 
 func floatOf[T any](field func(*T) *float64, check func(float64) string) func(*yaml.Node, *T) string {
+	return valueOf(decodeFloat, field, check)
+}
+
+// valueOf is the parser of one field: decode the node (decode says what it wanted when the
+// node is not a V), then check the value, then store it.
+func valueOf[T, V any](decode func(*yaml.Node) (V, string), field func(*T) *V, check func(V) string) func(*yaml.Node, *T) string {
 	return func(n *yaml.Node, p *T) string {
-		var v float64
-		if n.Kind != yaml.ScalarNode || (n.ShortTag() != "!!int" && n.ShortTag() != "!!float") || n.Decode(&v) != nil {
-			return "want a number, got " + describe(n)
+		v, msg := decode(n)
+		if msg == "" {
+			msg = check(v)
 		}
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return "want a finite number, got " + describe(n)
+		if msg == "" {
+			*field(p) = v
 		}
-		if msg := check(v); msg != "" {
-			return msg
-		}
-		*field(p) = v
-		return ""
+		return msg
 	}
+}
+
+func decodeDuration(n *yaml.Node) (time.Duration, string) {
+	if n.Kind != yaml.ScalarNode || n.ShortTag() == "!!null" {
+		return 0, "want a duration like 10s, got " + describe(n)
+	}
+	d, err := time.ParseDuration(n.Value)
+	if err != nil {
+		if _, err := strconv.ParseFloat(n.Value, 64); err == nil {
+			return 0, fmt.Sprintf("want a duration like 10s, got %s (no unit: write %ss)", describe(n), clip(n.Value))
+		}
+		return 0, "want a duration like 10s, got " + describe(n)
+	}
+	return d, ""
+}
+
+func decodeInt(n *yaml.Node) (int, string) {
+	var v int
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" || n.Decode(&v) != nil {
+		return 0, "want a whole number, got " + describe(n)
+	}
+	return v, ""
+}
+
+func decodeFloat(n *yaml.Node) (float64, string) {
+	var v float64
+	if n.Kind != yaml.ScalarNode || (n.ShortTag() != "!!int" && n.ShortTag() != "!!float") || n.Decode(&v) != nil {
+		return 0, "want a number, got " + describe(n)
+	}
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0, "want a finite number, got " + describe(n)
+	}
+	return v, ""
 }
 
 // fraction refuses numbers that are not in (0, 1].

@@ -45,8 +45,14 @@ func inFlightEntries(budget string, caps ...int) []byte {
 	return doc(lines...)
 }
 
-// setting is a registry whose fallback entry (line 3) sets one value on line 4.
-func setting(line string) []byte { return doc("version: 1", "providers:", fb, "    "+line) }
+// setting is a registry whose fallback entry (line 3) sets these values, one a line from line 4.
+func setting(lines ...string) []byte {
+	d := []string{"version: 1", "providers:", fb}
+	for _, l := range lines {
+		d = append(d, "    "+l)
+	}
+	return doc(d...)
+}
 
 // section is a registry with one top-level line (line 2) before the fallback.
 func section(line string) []byte { return doc("version: 1", line, "providers:", fb) }
@@ -66,8 +72,7 @@ func TestBounds(t *testing.T) {
 			"r.yaml:4: providers[0].burst: at most 100000 requests at once for the whole fleet, got 100001"},
 		{"max_in_flight", setting("max_in_flight: 10000"), setting("max_in_flight: 2000000000"),
 			"r.yaml:4: providers[0].max_in_flight: at most 10000 per replica (run more replicas for more), got 2000000000"},
-		{"min_in_flight", doc("version: 1", "providers:", fb, "    max_in_flight: 10000", "    min_in_flight: 10000"),
-			doc("version: 1", "providers:", fb, "    max_in_flight: 10000", "    min_in_flight: 10001"),
+		{"min_in_flight", setting("max_in_flight: 10000", "min_in_flight: 10000"), setting("max_in_flight: 10000", "min_in_flight: 10001"),
 			"r.yaml:5: providers[0].min_in_flight: at most 10000 per replica (run more replicas for more), got 10001"},
 		{"per_recipient_in_flight", setting("per_recipient_in_flight: 10000"), setting("per_recipient_in_flight: 10001"),
 			"r.yaml:4: providers[0].per_recipient_in_flight: at most 10000 per replica"},
@@ -77,14 +82,11 @@ func TestBounds(t *testing.T) {
 			"r.yaml:4: providers[0].max_ttl: at most 4838400s"},
 		{"timeout", setting("timeout: 5m"), setting("timeout: 5m1s"),
 			"r.yaml:4: providers[0].timeout: at most 5m0s, got 5m1s"},
-		{"connect_timeout", doc("version: 1", "providers:", fb, "    timeout: 5m", "    connect_timeout: 5m"),
-			doc("version: 1", "providers:", fb, "    timeout: 5m", "    connect_timeout: 5m1s"),
+		{"connect_timeout", setting("timeout: 5m", "connect_timeout: 5m"), setting("timeout: 5m", "connect_timeout: 5m1s"),
 			"r.yaml:5: providers[0].connect_timeout: at most 5m0s, got 5m1s"},
-		{"tls_timeout", doc("version: 1", "providers:", fb, "    timeout: 5m", "    tls_timeout: 5m"),
-			doc("version: 1", "providers:", fb, "    timeout: 5m", "    tls_timeout: 5m1s"),
+		{"tls_timeout", setting("timeout: 5m", "tls_timeout: 5m"), setting("timeout: 5m", "tls_timeout: 5m1s"),
 			"r.yaml:5: providers[0].tls_timeout: at most 5m0s, got 5m1s"},
-		{"response_header_timeout", doc("version: 1", "providers:", fb, "    timeout: 5m", "    response_header_timeout: 5m"),
-			doc("version: 1", "providers:", fb, "    timeout: 5m", "    response_header_timeout: 5m1s"),
+		{"response_header_timeout", setting("timeout: 5m", "response_header_timeout: 5m"), setting("timeout: 5m", "response_header_timeout: 5m1s"),
 			"r.yaml:5: providers[0].response_header_timeout: at most 5m0s, got 5m1s"},
 		{"vapid_lifetime", setting("vapid_lifetime: 24h"), setting("vapid_lifetime: 24h1s"),
 			"r.yaml:4: providers[0].vapid_lifetime: at most 24h0m0s, got 24h0m1s"},

@@ -33,15 +33,29 @@ func fallbackRate(t *testing.T, reg *Registry) float64 {
 	return reg.Fallback().Rate
 }
 
+// goodFile writes watchGood to a registry file of the test's own and returns its path.
+func goodFile(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "registry.yaml")
+	writeFile(t, path, watchGood)
+	return path
+}
+
+// loadedWatcher is a Watcher of path after its first Load, which must read watchGood.
+func loadedWatcher(t *testing.T, path string) *Watcher {
+	t.Helper()
+	w := NewWatcher(path)
+	if reg, err := w.Load(); err != nil || fallbackRate(t, reg) != 10 {
+		t.Fatalf("Load = %v, %v; want watchGood's table", reg, err)
+	}
+	return w
+}
+
 // The ticks are stepped by hand: a change is loaded on the second tick that reads it, a
 // content that changes between ticks waits for the last one, and each content is reported once.
 func TestWatcherDebouncesAndReportsOnce(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "registry.yaml")
-	writeFile(t, path, watchGood)
-	w := NewWatcher(path)
-	if reg, err := w.Load(); err != nil || fallbackRate(t, reg) != 10 {
-		t.Fatalf("Load = %v, %v", reg, err)
-	}
+	path := goodFile(t)
+	w := loadedWatcher(t, path)
 	quiet := func(step string) {
 		t.Helper()
 		if reg, err, ok := w.poll(); ok {
@@ -79,12 +93,8 @@ func TestWatcherDebouncesAndReportsOnce(t *testing.T) {
 }
 
 func TestWatcherTellsAMissingFileOnceAndItsReturn(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "registry.yaml")
-	writeFile(t, path, watchGood)
-	w := NewWatcher(path)
-	if _, err := w.Load(); err != nil {
-		t.Fatal(err)
-	}
+	path := goodFile(t)
+	w := loadedWatcher(t, path)
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
@@ -144,10 +154,7 @@ type report struct {
 
 func TestWatcherRunFollowsAConfigMapSwapAndKicks(t *testing.T) {
 	cm := newConfigMap(t, watchGood)
-	w := NewWatcher(filepath.Join(cm.dir, "registry.yaml"))
-	if reg, err := w.Load(); err != nil || fallbackRate(t, reg) != 10 {
-		t.Fatalf("Load = %v, %v", reg, err)
-	}
+	w := loadedWatcher(t, filepath.Join(cm.dir, "registry.yaml"))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	reports, kick, done := make(chan report, 8), make(chan struct{}), make(chan struct{})
@@ -184,12 +191,8 @@ func TestWatcherRunFollowsAConfigMapSwapAndKicks(t *testing.T) {
 // A table that could not be applied yet (the caller says retry) is offered again once its
 // content settles again, without any edit.
 func TestWatcherOffersAgainWhatCouldNotBeApplied(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "registry.yaml")
-	writeFile(t, path, watchGood)
-	w := NewWatcher(path)
-	if _, err := w.Load(); err != nil {
-		t.Fatal(err)
-	}
+	path := goodFile(t)
+	w := loadedWatcher(t, path)
 	writeFile(t, path, watchFast)
 	w.poll()
 	reg, err, ok := w.poll()

@@ -158,6 +158,19 @@ func (k *Key) MarshalPEM() ([]byte, error) {
 	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
 }
 
+// MarshalRaw encodes the private key as its 32-byte scalar in base64url without padding: the
+// raw form web-push prints and ParseKey reads.
+func (k *Key) MarshalRaw() (string, error) {
+	if k == nil || k.priv == nil {
+		return "", fmt.Errorf("%w: nil key", ErrBadKey)
+	}
+	d, err := k.priv.Bytes()
+	if err != nil {
+		return "", fmt.Errorf("%w: %q: private scalar: %v", ErrBadKey, k.name, err)
+	}
+	return base64.RawURLEncoding.EncodeToString(d), nil
+}
+
 // String shows the name and public key only.
 func (k Key) String() string {
 	return fmt.Sprintf("vapid.Key{name: %q, public: %q}", k.name, k.public)

@@ -170,7 +170,8 @@ func TestParseKey(t *testing.T) {
 	}
 }
 
-func TestGenerateKeyMarshalPEMRoundTrip(t *testing.T) {
+// A generated key marshals to PEM (PKCS#8) and to the raw scalar, and both parse back to it.
+func TestGenerateKeyMarshalRoundTrip(t *testing.T) {
 	k := newTestKey(t, "gen")
 	pemBytes, err := k.MarshalPEM()
 	if err != nil {
@@ -196,6 +197,19 @@ func TestGenerateKeyMarshalPEMRoundTrip(t *testing.T) {
 	pub, _ := base64.RawURLEncoding.DecodeString(k.PublicKey())
 	if len(pub) != 65 || pub[0] != 4 {
 		t.Errorf("PublicKey decodes to %d bytes starting %#x, want 65 starting 0x04", len(pub), pub[:1])
+	}
+	raw, err := k.MarshalRaw()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := base64.RawURLEncoding.DecodeString(raw); err != nil || len(b) != 32 {
+		t.Fatalf("MarshalRaw is %d bytes of base64url (%v), want the 32-byte scalar", len(b), err)
+	}
+	if back, err := vapid.ParseKey("gen", []byte(raw)); err != nil || back.PublicKey() != k.PublicKey() {
+		t.Errorf("MarshalRaw parses back to %v (%v), want the key of public key %s", back, err, k.PublicKey())
+	}
+	if _, err := (*vapid.Key)(nil).MarshalRaw(); !errors.Is(err, vapid.ErrBadKey) {
+		t.Errorf("MarshalRaw of a nil key: %v, want ErrBadKey", err)
 	}
 	other := newTestKey(t, "gen")
 	if other.PublicKey() == k.PublicKey() {

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -142,14 +141,12 @@ func readIDs(path string) (ids []string, skipped int, err error) {
 			ids = append(ids, line)
 			continue
 		}
-		var j struct {
-			ID string `json:"id"`
-		}
-		if json.Unmarshal([]byte(line), &j) != nil || j.ID == "" {
+		id, problem := jobID([]byte(line))
+		if problem != "" {
 			skipped++
 			continue
 		}
-		ids = append(ids, j.ID)
+		ids = append(ids, id)
 	}
 	return ids, skipped, sc.Err()
 }

@@ -34,16 +34,11 @@ func cmdEnqueue(ctx context.Context, fs *cli.FlagSet, args []string, stdout, std
 	if *waitTimeout <= 0 {
 		return fs.Fail(fmt.Errorf("--wait-timeout must be positive, got %v", *waitTimeout))
 	}
-	in := io.Reader(os.Stdin)
-	name := "standard input"
-	if fs.NArg() == 1 && fs.Arg(0) != "-" {
-		f, err := os.Open(fs.Arg(0))
-		if err != nil {
-			return fs.Fail(err)
-		}
-		defer f.Close()
-		in, name = f, fs.Arg(0)
+	in, name, err := openInput(fs.Arg(0))
+	if err != nil {
+		return fs.Fail(err)
 	}
+	defer in.Close()
 	st, err := stream.Open(rf.url, stream.OpenOptions{
 		Options: stream.Options{Prefix: rf.prefix, Shards: rf.shards}, ClientName: "gateway-enqueue",
 	})
@@ -115,7 +110,7 @@ func enqueueLines(ctx context.Context, p *stream.Producer, in io.Reader, prog *p
 		if len(trimSpace(b)) == 0 {
 			continue
 		}
-		if reason := jobIDProblem(b); reason != "" {
+		if _, reason := jobID(b); reason != "" {
 			res.refused = append(res.refused, refusedLine{line, reason})
 			continue
 		}
@@ -136,19 +131,19 @@ func enqueueLines(ctx context.Context, p *stream.Producer, in io.Reader, prog *p
 	return res, err
 }
 
-// jobIDProblem says why a line cannot be enqueued, or "" when it has a string id.
-func jobIDProblem(line []byte) string {
+// jobID is the string id of a JSON-lines job, or why the line has none to choose its shard by
+// (then enqueue refuses it, and audit skips it).
+func jobID(line []byte) (id, problem string) {
 	var head struct {
 		ID json.RawMessage `json:"id"`
 	}
 	if err := json.Unmarshal(line, &head); err != nil {
-		return "not a JSON object: " + err.Error()
+		return "", "not a JSON object: " + err.Error()
 	}
-	var id string
 	if len(head.ID) == 0 || json.Unmarshal(head.ID, &id) != nil || id == "" {
-		return `no "id" string (the shard is chosen from it)`
+		return "", `no "id" string (the shard is chosen from it)`
 	}
-	return ""
+	return id, ""
 }
 
 func trimSpace(b []byte) []byte {

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 
@@ -48,16 +47,12 @@ func cmdInventory(_ context.Context, fs *cli.FlagSet, args []string, stdout, std
 	if regName == "" {
 		regName = cli.BuiltinRegistryName
 	}
-	in, name := io.Reader(os.Stdin), "standard input"
-	if fs.Arg(0) != "-" {
-		f, err := os.Open(fs.Arg(0))
-		if err != nil {
-			fmt.Fprintln(stderr, "gateway-worker inventory:", err)
-			return 2
-		}
-		defer f.Close()
-		in, name = f, fs.Arg(0)
+	in, name, err := openInput(fs.Arg(0))
+	if err != nil {
+		fmt.Fprintln(stderr, "gateway-worker inventory:", err)
+		return 2
 	}
+	defer in.Close()
 	inv := newInventory(reg)
 	if err := inv.read(in); err != nil {
 		fmt.Fprintf(stderr, "gateway-worker inventory: %s: %v\n", name, err)

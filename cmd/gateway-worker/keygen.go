@@ -2,11 +2,7 @@ package main
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/x509"
-	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -55,7 +51,7 @@ func cmdKeygen(_ context.Context, fset *cli.FlagSet, args []string, stdout, stde
 	}
 	pair := keyPair{PublicKey: key.PublicKey()}
 	if *asJSON {
-		if pair.PrivateKey, err = rawPrivate(pemBytes); err != nil {
+		if pair.PrivateKey, err = key.MarshalRaw(); err != nil {
 			return failure(stderr, name, cli.ExitNo, err)
 		}
 	}
@@ -118,25 +114,4 @@ func writeKeyFile(path string, data []byte, force bool) error {
 		return err
 	}
 	return f.Close()
-}
-
-// rawPrivate is the private scalar of a PKCS#8 PEM key in base64url, the form web-push prints.
-func rawPrivate(pemBytes []byte) (string, error) {
-	block, _ := pem.Decode(pemBytes)
-	if block == nil {
-		return "", errors.New("keygen: the new key's PEM did not decode")
-	}
-	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
-	if err != nil {
-		return "", fmt.Errorf("keygen: %w", err)
-	}
-	ec, ok := k.(*ecdsa.PrivateKey)
-	if !ok {
-		return "", fmt.Errorf("keygen: the new key is a %T", k)
-	}
-	d, err := ec.Bytes()
-	if err != nil {
-		return "", fmt.Errorf("keygen: %w", err)
-	}
-	return base64.RawURLEncoding.EncodeToString(d), nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/webpush-gateway/webpush-gateway/internal/redistest"
+	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
 	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/stream"
@@ -38,18 +39,7 @@ const (
   every: 250ms
   stale_after: 2s
 `
-	everyProvider = `providers:
-  - id: fcm
-    hosts: [fcm.googleapis.com]
-  - id: autopush
-    hosts: [push.services.mozilla.com]
-  - id: apple
-    hosts: [web.push.apple.com]
-  - id: wns
-    hosts: [notify.windows.com]
-  - id: fallback
-    kind: generic
-`
+	everyProvider = testkit.EveryProvider
 )
 
 // pipelineRegistry: every provider, with room to send fast and a ratio breaker that a 30 %

@@ -31,6 +31,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
 	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/stream"
@@ -94,9 +95,10 @@ type fleet struct {
 	regFile  string
 	baseArgs []string // --redis, --prefix, --shards
 
+	logs *testkit.Logs // the output of every process started
+
 	mu      sync.Mutex
 	workers []*worker // guarded by mu
-	logs    []string  // guarded by mu: the output file of every process started
 }
 
 // worker is one gateway-worker run process.
@@ -120,7 +122,7 @@ func newFleet(t testing.TB, o fleetOptions) *fleet {
 		t.Fatal(err)
 	}
 	pem, _ := key.MarshalPEM()
-	f := &fleet{t: t, o: o, dir: dir, sim: sim, key: key.PublicKey(),
+	f := &fleet{t: t, o: o, dir: dir, sim: sim, key: key.PublicKey(), logs: testkit.NewLogs(t, 6000),
 		keyFile: filepath.Join(dir, "vapid.pem"), regFile: filepath.Join(dir, "registry.yaml")}
 	if err := os.WriteFile(f.keyFile, pem, 0o600); err != nil {
 		t.Fatal(err)
@@ -144,7 +146,6 @@ func newFleet(t testing.TB, o fleetOptions) *fleet {
 	}
 	t.Cleanup(func() { f.store.Close() })
 	t.Cleanup(f.stopAll) // before the store and pushsim close: cleanups run last first
-	t.Cleanup(f.dumpLogs)
 	return f
 }
 
@@ -191,15 +192,9 @@ func (f *fleet) startFleet(n int) []*worker {
 // command is a gateway-worker command whose output goes to a new file in the fleet's logs.
 func (f *fleet) command(args ...string) (*exec.Cmd, string) {
 	f.t.Helper()
-	out, err := os.CreateTemp(f.dir, args[0]+"-*.log")
-	if err != nil {
-		f.t.Fatal(err)
-	}
+	out := f.logs.Create(args[0] + "-*.log")
 	cmd := exec.Command(workerBin, args...)
 	cmd.Stdout, cmd.Stderr = out, out
-	f.mu.Lock()
-	f.logs = append(f.logs, out.Name())
-	f.mu.Unlock()
 	return cmd, out.Name()
 }
 
@@ -255,29 +250,11 @@ func (f *fleet) stopAll() {
 	}
 }
 
-// dumpLogs prints the tail of every process's output when the test failed.
-func (f *fleet) dumpLogs() {
-	if !f.t.Failed() {
-		return
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, l := range f.logs {
-		data, _ := os.ReadFile(l)
-		if len(data) > 6000 {
-			data = data[len(data)-6000:]
-		}
-		f.t.Logf("--- %s\n%s", l, data)
-	}
-}
-
 // checkLogs fails the test for every line of any process's output (workers and commands
 // alike) that reports CROSSSLOT: a script or pipeline whose keys span hash slots.
 func (f *fleet) checkLogs() {
 	f.t.Helper()
-	f.mu.Lock()
-	logs := slices.Clone(f.logs)
-	f.mu.Unlock()
+	logs := f.logs.Files()
 	if len(logs) == 0 {
 		f.t.Fatal("no process output to check")
 	}
@@ -295,28 +272,12 @@ func (f *fleet) checkLogs() {
 }
 
 // countLog counts the lines, over every process's output, that contain s.
-func (f *fleet) countLog(s string) int {
-	f.mu.Lock()
-	logs := slices.Clone(f.logs)
-	f.mu.Unlock()
-	n := 0
-	for _, l := range logs {
-		data, _ := os.ReadFile(l)
-		n += strings.Count(string(data), s)
-	}
-	return n
-}
+func (f *fleet) countLog(s string) int { return f.logs.Count(s) }
 
 // waitLog waits until at least n lines over every process's output contain s.
 func (f *fleet) waitLog(s string, n int, within time.Duration) {
 	f.t.Helper()
-	deadline := time.Now().Add(within)
-	for f.countLog(s) < n {
-		if time.Now().After(deadline) {
-			f.t.Fatalf("fewer than %d output lines with %q after %v", n, s, within)
-		}
-		time.Sleep(20 * time.Millisecond) // polling files for a state, not waiting for an event
-	}
+	f.logs.Wait(s, n, within)
 }
 
 // consumerOf is the consumer name w logged when it started.

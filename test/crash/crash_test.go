@@ -18,7 +18,6 @@ const (
 
 func TestWorkersKilledLoseNoJob(t *testing.T) {
 	c := newCluster(t)
-	defer c.dumpLogs()
 	lines, ids := c.jobs(crashJobs)
 	c.startWorkers(crashWorkers)
 	fed := c.feed(lines, 60*time.Millisecond) // about 5 s of load, the span of the kills
@@ -47,7 +46,6 @@ func TestWorkersKilledLoseNoJob(t *testing.T) {
 
 func TestRedisKilledLosesNoJob(t *testing.T) {
 	c := newCluster(t)
-	defer c.dumpLogs()
 	const jobs = 1500
 	lines, ids := c.jobs(jobs)
 	c.startWorkers(crashWorkers)

@@ -96,26 +96,7 @@ func (c *cluster) waitRunning() {
 // waitLog waits until at least n worker log lines (over all workers) contain s.
 func (c *cluster) waitLog(s string, n int) {
 	c.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for c.countLog(s) < n {
-		if time.Now().After(deadline) {
-			c.t.Fatalf("no %d worker log lines with %q after 30s", n, s)
-		}
-		time.Sleep(20 * time.Millisecond) // polling files for a state, not waiting for an event
-	}
-}
-
-// countLog counts the worker log lines that contain s.
-func (c *cluster) countLog(s string) int {
-	c.mu.Lock()
-	logs := append([]string(nil), c.logs...)
-	c.mu.Unlock()
-	n := 0
-	for _, l := range logs {
-		data, _ := os.ReadFile(l)
-		n += strings.Count(string(data), s)
-	}
-	return n
+	c.logs.Wait(s, n, 30*time.Second)
 }
 
 // waitInFlight waits until pushsim holds n requests.
@@ -134,7 +115,6 @@ func (c *cluster) waitInFlight(n int64) {
 // after delay, Redis is SIGKILLed killAfter into the sends and restarted down later.
 func outage(t *testing.T, workers, jobs int, visibility, delay, killAfter, down time.Duration) {
 	c := newCluster(t, clusterOptions{registry: faultRegistry, visibility: visibility})
-	defer c.dumpLogs()
 	c.startWorkers(workers)
 	c.waitRunning()
 	if err := c.sim.SetFault(pushsim.FCM, pushsim.Fault{Kind: pushsim.Slow, Delay: delay}); err != nil {
@@ -150,7 +130,7 @@ func outage(t *testing.T, workers, jobs int, visibility, delay, killAfter, down 
 	time.Sleep(down) // the outage
 	c.redis.Restart()
 	c.requireDeliveredOnce(ids, 2*time.Minute)
-	if c.countLog("dispatch: redis is reachable again") == 0 {
+	if c.logs.Count("dispatch: redis is reachable again") == 0 {
 		t.Error(`no worker logged "redis is reachable again" after the outage`)
 	}
 }
@@ -177,7 +157,6 @@ func TestRedisOutageWithTwoWorkersNeverCausesASecondSend(t *testing.T) {
 func TestSendSlowerThanTheVisibilityTimeoutIsSentOnce(t *testing.T) {
 	t.Parallel() // each has its own Redis, pushsim and workers, and mostly waits
 	c := newCluster(t, clusterOptions{registry: faultRegistry, visibility: 2 * time.Second})
-	defer c.dumpLogs()
 	c.startWorker()
 	c.startWorker()
 	c.waitRunning()
@@ -202,7 +181,6 @@ func TestRedisOutOfMemory(t *testing.T) {
 		visibility: 2 * time.Second,
 		redis:      []redistest.Option{redistest.WithConfig("maxmemory-policy", "noeviction")},
 	})
-	defer c.dumpLogs()
 	c.startWorker()
 	c.waitRunning()
 	if err := c.sim.SetFault(pushsim.FCM, pushsim.Fault{Kind: pushsim.Slow, Delay: 3 * time.Second}); err != nil {
@@ -255,7 +233,7 @@ func TestRedisOutOfMemory(t *testing.T) {
 	if strings.Join(goneIDs, ",") != strings.Join(gone, ",") && len(goneIDs) != len(gone) {
 		t.Errorf("gone stream holds %v, want %v", goneIDs, gone)
 	}
-	if c.countLog("dispatch: redis accepts writes again") == 0 {
+	if c.logs.Count("dispatch: redis accepts writes again") == 0 {
 		t.Error(`no worker logged "redis accepts writes again"`)
 	}
 }
@@ -268,7 +246,6 @@ func TestRedisOutOfMemory(t *testing.T) {
 func TestOversizedEntriesKeepMemoryBounded(t *testing.T) {
 	t.Parallel() // each has its own Redis, pushsim and workers, and mostly waits
 	c := newCluster(t, clusterOptions{registry: faultRegistry})
-	defer c.dumpLogs()
 	rdb := c.redis.Client(t)
 	ctx := context.Background()
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/webpush-gateway/webpush-gateway/internal/redistest"
 	"github.com/webpush-gateway/webpush-gateway/internal/simtest"
+	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
 	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/stream"
@@ -35,18 +36,7 @@ defaults:
   connect_timeout: 2s
   tls_timeout: 2s
   response_header_timeout: 4s
-providers:
-  - id: fcm
-    hosts: [fcm.googleapis.com]
-  - id: autopush
-    hosts: [push.services.mozilla.com]
-  - id: apple
-    hosts: [web.push.apple.com]
-  - id: wns
-    hosts: [notify.windows.com]
-  - id: fallback
-    kind: generic
-`
+` + testkit.EveryProvider
 
 const genericHost = "push.example.net"
 
@@ -63,9 +53,10 @@ type cluster struct {
 	// subscribeKey is the application server key every subscription is bound to.
 	subscribeKey string
 
+	logs *testkit.Logs // the output of every worker started, in start order
+
 	mu      sync.Mutex
 	workers []*exec.Cmd // guarded by mu
-	logs    []string    // guarded by mu: log file of every worker started
 }
 
 // clusterOptions change what newCluster starts; the zero value is the crash tests' setup.
@@ -119,7 +110,7 @@ func newCluster(t *testing.T, opts ...clusterOptions) *cluster {
 	for _, ct := range append(sim.ConnectTo(), net.JoinHostPort(genericHost, "443")+"="+sim.Addr()) {
 		args = append(args, "--connect-to", ct)
 	}
-	c := &cluster{t: t, redis: r, sim: sim, bin: bin, args: args, regFile: regFile}
+	c := &cluster{t: t, redis: r, sim: sim, bin: bin, args: args, regFile: regFile, logs: testkit.NewLogs(t, 4000)}
 	c.producer = stream.NewProducer(r.Client(t), "", 1)
 	c.store = stream.New(r.Client(t), r.Client(t), stream.Options{Consumer: "audit"})
 	t.Cleanup(c.stopAll)
@@ -148,17 +139,12 @@ func (c *cluster) startWorker() {
 func (c *cluster) spawn() *exec.Cmd {
 	c.t.Helper()
 	cmd := exec.Command(c.bin, c.args...)
-	logFile, err := os.CreateTemp(c.t.TempDir(), "worker-*.log")
-	if err != nil {
-		c.t.Fatal(err)
-	}
+	logFile := c.logs.Create("worker-*.log")
+	defer logFile.Close() // the worker has its own descriptor once started
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		c.t.Fatal(err)
 	}
-	c.mu.Lock()
-	c.logs = append(c.logs, logFile.Name())
-	c.mu.Unlock()
 	return cmd
 }
 
@@ -188,22 +174,6 @@ func (c *cluster) stopAll() {
 		if err := w.Wait(); err != nil {
 			c.t.Errorf("worker exit after SIGTERM: %v", err)
 		}
-	}
-}
-
-// dumpLogs prints the workers' logs when a test failed.
-func (c *cluster) dumpLogs() {
-	if !c.t.Failed() {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, l := range c.logs {
-		data, _ := os.ReadFile(l)
-		if len(data) > 4000 {
-			data = data[len(data)-4000:]
-		}
-		c.t.Logf("--- %s\n%s", l, data)
 	}
 }
 

@@ -74,9 +74,7 @@ func httpGet(t *testing.T, url, accept string) (int, []byte) {
 func (c *cluster) httpAddr(i int) string {
 	c.t.Helper()
 	c.waitLog(`"msg":"http listener"`, i+1)
-	c.mu.Lock()
-	file := c.logs[i]
-	c.mu.Unlock()
+	file := c.logs.Files()[i]
 	data, err := os.ReadFile(file)
 	if err != nil {
 		c.t.Fatal(err)
@@ -143,7 +141,6 @@ func TestWorkerServesMetricsAndHealth(t *testing.T) {
 	c := newCluster(t, clusterOptions{registry: observeRegistry, args: []string{
 		"--stats-every", "200ms", "--redis-check-fresh", "3s", "--retry-base", "10m",
 	}})
-	defer c.dumpLogs()
 	if err := c.sim.SetFault(pushsim.Autopush, pushsim.Fault{Kind: pushsim.Fail}); err != nil {
 		t.Fatal(err)
 	}
@@ -326,7 +323,6 @@ func TestRegistryReloads(t *testing.T) {
 				every = "0"
 			}
 			c := newCluster(t, clusterOptions{args: []string{"--registry-check-every", every}})
-			defer c.dumpLogs()
 			c.startWorker()
 			addr := c.httpAddr(0)
 			c.waitRunning()
@@ -404,7 +400,6 @@ func TestRegistryReloads(t *testing.T) {
 // exits 0 with every job sent once and recorded once.
 func TestSIGHUPDuringDrainIsIgnored(t *testing.T) {
 	c := newCluster(t, clusterOptions{args: []string{"--grace", "10s"}})
-	defer c.dumpLogs()
 	if err := c.sim.SetFault(pushsim.FCM, pushsim.Fault{Kind: pushsim.Slow, Delay: 2 * time.Second}); err != nil {
 		t.Fatal(err)
 	}

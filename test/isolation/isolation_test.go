@@ -51,10 +51,10 @@ func (sc scenario) play(tb testing.TB) outcome {
 	o.audit = r.quiesce()
 
 	for _, p := range o.phases[1:] {
-		o.opened[p.name] = r.breakers.openedIn("autopush", p.from, p.to)
+		o.opened[p.name] = r.breakers.OpenedIn("autopush", p.from, p.to)
 	}
 	o.perPhase, o.codes = r.rates(o.phases)
-	o.breakers = r.breakers.summary(start)
+	o.breakers = r.breakers.Summary(start)
 	var load []string
 	for _, id := range allProviders {
 		load = append(load, fmt.Sprintf("%s %g/s (bucket %g/s)", id, sc.arrival[id], sc.arrival[id]*sc.bucket))

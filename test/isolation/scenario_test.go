@@ -26,12 +26,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/webpush-gateway/webpush-gateway/adapter"
 	"github.com/webpush-gateway/webpush-gateway/dispatch"
 	"github.com/webpush-gateway/webpush-gateway/internal/redistest"
 	"github.com/webpush-gateway/webpush-gateway/internal/simtest"
+	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
 	"github.com/webpush-gateway/webpush-gateway/job"
-	"github.com/webpush-gateway/webpush-gateway/limits"
 	"github.com/webpush-gateway/webpush-gateway/providers"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/stream"
@@ -98,7 +97,7 @@ type run struct {
 	store    *stream.Store
 	producer *stream.Producer
 	subs     map[string][]job.Subscription
-	breakers breakerLog
+	breakers testkit.BreakerLog
 
 	mu  sync.Mutex
 	ids []string // every job enqueued; guarded by mu
@@ -111,13 +110,7 @@ const testTimings = `  timeout: 1s
   connect_timeout: 500ms
   tls_timeout: 500ms
   response_header_timeout: 800ms
-  breaker:
-    failure_ratio: 0.3
-    window: 2s
-    min_samples: 10
-    cooldown: 1s
-    probes: 3
-heartbeat:
+` + testkit.QuickBreaker + `heartbeat:
   every: 500ms
   stale_after: 2s
 `
@@ -152,25 +145,13 @@ func startRun(tb testing.TB, sc scenario) *run {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	signer, err := vapid.NewSigner(vapid.SignerOptions{Subject: "mailto:ops@example.com"})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	connectTo := sim.ConnectTo()
+	var hosts []string
 	for _, f := range sc.feeds() {
 		if f.host != "" {
-			connectTo = append(connectTo, f.host+":443="+sim.Addr())
+			hosts = append(hosts, f.host)
 		}
 	}
-	ct, err := adapter.ParseConnectTo(connectTo)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	sender, err := adapter.NewSender(adapter.Config{Registry: reg, Signer: signer, ConnectTo: ct, RootCAs: sim.CertPool()})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(sender.Close)
+	sender := simtest.Sender(tb, sim, reg, hosts...)
 	store, err := stream.Open(srv.URL(), stream.OpenOptions{Options: stream.Options{Consumer: "isolation"}, BlockingPoolSize: 16})
 	if err != nil {
 		tb.Fatal(err)
@@ -198,7 +179,7 @@ func startRun(tb testing.TB, sc scenario) *run {
 			// Retries come back quickly, and often enough that no job runs out of them while
 			// Autopush misbehaves: every job must end ACCEPTED once it recovers.
 			Backoff:         dispatch.Backoff{Base: 250 * time.Millisecond, Cap: time.Second, MaxRetries: 40},
-			OnBreakerChange: r.breakers.hook,
+			OnBreakerChange: r.breakers.Hook,
 			Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),
 		})
 	}()
@@ -291,7 +272,7 @@ func (r *run) measureWith(name string, fault pushsim.Fault, set func(pushsim.Fau
 func (r *run) recovered(after time.Time) {
 	r.tb.Helper()
 	waitFor(r.tb, time.Minute, "autopush's breaker closed and its backlog drained", func() bool {
-		if !r.breakers.closedSince("autopush", after) {
+		if !r.breakers.ClosedSince("autopush", after) {
 			return false
 		}
 		c, err := r.store.Counts(context.Background())
@@ -371,61 +352,6 @@ func ratio(perPhase []map[string]float64, i int, id string) float64 {
 		return 0
 	}
 	return perPhase[i][id] / perPhase[0][id]
-}
-
-// breakerLog records the breaker changes the worker reports through OnBreakerChange.
-type breakerLog struct {
-	mu      sync.Mutex
-	changes []breakerChange // guarded by mu
-}
-
-type breakerChange struct {
-	provider string
-	from, to limits.State
-	at       time.Time
-}
-
-// hook is the worker's OnBreakerChange: it appends under its own lock and returns.
-func (b *breakerLog) hook(provider string, from, to limits.State) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.changes = append(b.changes, breakerChange{provider, from, to, time.Now()})
-}
-
-// openedIn reports whether provider's breaker opened in [from, to).
-func (b *breakerLog) openedIn(provider string, from, to time.Time) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for _, c := range b.changes {
-		if c.provider == provider && c.to == limits.Open && !c.at.Before(from) && c.at.Before(to) {
-			return true
-		}
-	}
-	return false
-}
-
-// closedSince reports whether provider's breaker is closed now, by a change at or after t.
-func (b *breakerLog) closedSince(provider string, t time.Time) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var last *breakerChange
-	for i := range b.changes {
-		if b.changes[i].provider == provider {
-			last = &b.changes[i]
-		}
-	}
-	return last != nil && last.to == limits.Closed && !last.at.Before(t)
-}
-
-// summary lists the changes of every provider, for the log.
-func (b *breakerLog) summary(since time.Time) string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var parts []string
-	for _, c := range b.changes {
-		parts = append(parts, fmt.Sprintf("%+.1fs %s %v->%v", c.at.Sub(since).Seconds(), c.provider, c.from, c.to))
-	}
-	return strings.Join(parts, ", ")
 }
 
 // waitFor polls cond until it holds, failing after limit.

@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"sort"
 	"strings"
 	"testing"
@@ -22,9 +21,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	webpushgateway "github.com/webpush-gateway/webpush-gateway"
-	"github.com/webpush-gateway/webpush-gateway/adapter"
 	"github.com/webpush-gateway/webpush-gateway/dispatch"
 	"github.com/webpush-gateway/webpush-gateway/internal/redistest"
+	"github.com/webpush-gateway/webpush-gateway/internal/simtest"
 	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/providers"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
@@ -89,19 +88,7 @@ func startPipelineWith(tb testing.TB, so stream.Options, simCfg pushsim.Config, 
 	if err != nil {
 		tb.Fatal(err)
 	}
-	signer, err := vapid.NewSigner(vapid.SignerOptions{Subject: "mailto:ops@example.com"})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	ct, err := adapter.ParseConnectTo(append(sim.ConnectTo(), net.JoinHostPort("push.example.net", "443")+"="+sim.Addr()))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	sender, err := adapter.NewSender(adapter.Config{Registry: reg, Signer: signer, ConnectTo: ct, RootCAs: sim.CertPool()})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(sender.Close)
+	sender := simtest.Sender(tb, sim, reg, "push.example.net")
 	store, err := stream.Open(srv.URL(), stream.OpenOptions{Options: so, BlockingPoolSize: 16})
 	if err != nil {
 		tb.Fatal(err)
