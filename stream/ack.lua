@@ -10,11 +10,8 @@
 -- ARGV[3] consumer that must own the entry
 -- ARGV[4] job id
 -- Returns 1 when removed; 0 when the entry is not pending for ARGV[3] (nothing changed).
-local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)
-if #p == 0 or p[1][2] ~= ARGV[3] then
+if not take(KEYS[1], ARGV[1], ARGV[2], ARGV[3]) then
   return 0
 end
-redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
-redis.call('XDEL', KEYS[1], ARGV[2])
 redis.call('HDEL', KEYS[2], ARGV[4])
 return 1

@@ -13,11 +13,11 @@ import (
 var (
 	//go:embed to_delayed.lua
 	toDelayedLua    string
-	toDelayedScript = redis.NewScript(toDelayedLua)
+	toDelayedScript = redis.NewScript(withLib(takeLua, toDelayedLua))
 
 	//go:embed promote.lua
 	promoteLua    string
-	promoteScript = redis.NewScript(promoteLua)
+	promoteScript = redis.NewScript(withLib(takeLua, promoteLua))
 )
 
 // RetryRecord is a job to retry later.

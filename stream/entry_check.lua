@@ -59,17 +59,3 @@ local function dead_fields(id, code, reason, from, entry, provider, attempt, at,
   return f
 end
 
--- xadd_capped appends fields to stream, with an approximate MAXLEN when cap > 0.
-local function xadd_capped(stream, cap, fields)
-  local args = {'XADD', stream}
-  if tonumber(cap) > 0 then
-    table.insert(args, 'MAXLEN')
-    table.insert(args, '~')
-    table.insert(args, cap)
-  end
-  table.insert(args, '*')
-  for _, v in ipairs(fields) do
-    table.insert(args, v)
-  end
-  return redis.call(unpack(args))
-end

@@ -37,17 +37,8 @@ for _, id in ipairs(due) do
     moved = moved + 1
   else
     -- A member without usable data cannot be delivered; say so rather than drop it.
-    local args = {'XADD', KEYS[4]}
-    if tonumber(ARGV[5]) > 0 then
-      table.insert(args, 'MAXLEN')
-      table.insert(args, '~')
-      table.insert(args, ARGV[5])
-    end
-    for _, v in ipairs({'*', 'id', id, 'code', 'INVALID_JOB', 'reason', 'delayed member has no readable data',
-        'from', KEYS[1], 'entry', '', 'provider', '', 'attempt', '0', 'at', ARGV[1], 'job', raw or ''}) do
-      table.insert(args, v)
-    end
-    redis.call(unpack(args))
+    xadd_capped(KEYS[4], ARGV[5], {'id', id, 'code', 'INVALID_JOB', 'reason', 'delayed member has no readable data',
+      'from', KEYS[1], 'entry', '', 'provider', '', 'attempt', '0', 'at', ARGV[1], 'job', raw or ''})
     redis.call('HDEL', KEYS[5], id)
   end
   redis.call('ZREM', KEYS[1], id)

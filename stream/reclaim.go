@@ -19,7 +19,7 @@ var (
 
 	//go:embed reclaim.lua
 	reclaimLua    string
-	reclaimScript = redis.NewScript(entryCheckLua + reclaimLua)
+	reclaimScript = redis.NewScript(takeLua + entryCheckLua + reclaimLua)
 )
 
 // Reclaim claims for this consumer up to count entries of stream (on shard) that have been

@@ -21,12 +21,9 @@
 -- was accepted and recorded, and the entry is only acked, so the job keeps exactly one terminal
 -- record);
 -- 0 when the entry is not pending for ARGV[3] (nothing changed).
-local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)
-if #p == 0 or p[1][2] ~= ARGV[3] then
+if not take(KEYS[1], ARGV[1], ARGV[2], ARGV[3]) then
   return 0
 end
-redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
-redis.call('XDEL', KEYS[1], ARGV[2])
 local flagged = false
 if ARGV[5] ~= '' then
   flagged = redis.call('HGET', KEYS[4], ARGV[5]) == 'accepted'
@@ -35,15 +32,5 @@ end
 if flagged or redis.call('EXISTS', KEYS[3]) == 1 or w_seen(KEYS[5], w_state(KEYS[5]), ARGV[6], ARGV[7]) then
   return 1
 end
-local args = {'XADD', KEYS[2]}
-if tonumber(ARGV[4]) > 0 then
-  table.insert(args, 'MAXLEN')
-  table.insert(args, '~')
-  table.insert(args, ARGV[4])
-end
-table.insert(args, '*')
-for i = 8, #ARGV do
-  table.insert(args, ARGV[i])
-end
-redis.call(unpack(args))
+xadd_capped(KEYS[2], ARGV[4], {unpack(ARGV, 8)})
 return 1

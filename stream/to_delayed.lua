@@ -32,12 +32,9 @@
 -- last_detail; promote.lua reads only the lane entry's fields.
 -- Returns 0 not owner (nothing changed), 1 queued, 2 dead: global cap, 3 dead: recipient cap,
 -- 4 acknowledged: a copy of this job is already waiting to retry (that copy keeps the job).
-local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)
-if #p == 0 or p[1][2] ~= ARGV[3] then
+if not take(KEYS[1], ARGV[1], ARGV[2], ARGV[3]) then
   return 0
 end
-redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
-redis.call('XDEL', KEYS[1], ARGV[2])
 
 local id, recipient = ARGV[4], ARGV[6]
 local verdict, reason = 1, nil
@@ -61,18 +58,8 @@ if verdict == 1 and recipient ~= '' and maxPer > 0 then
 end
 
 if verdict ~= 1 then
-  local args = {'XADD', KEYS[5]}
-  if tonumber(ARGV[15]) > 0 then
-    table.insert(args, 'MAXLEN')
-    table.insert(args, '~')
-    table.insert(args, ARGV[15])
-  end
-  local fields = {'*', 'id', id, 'code', ARGV[14], 'reason', reason, 'from', KEYS[1], 'entry', ARGV[2],
-    'provider', ARGV[5], 'attempt', tostring(tonumber(ARGV[8]) - 1), 'at', ARGV[13], 'job', ARGV[9]}
-  for _, v in ipairs(fields) do
-    table.insert(args, v)
-  end
-  redis.call(unpack(args))
+  xadd_capped(KEYS[5], ARGV[15], {'id', id, 'code', ARGV[14], 'reason', reason, 'from', KEYS[1], 'entry', ARGV[2],
+    'provider', ARGV[5], 'attempt', tostring(tonumber(ARGV[8]) - 1), 'at', ARGV[13], 'job', ARGV[9]})
   redis.call('HDEL', KEYS[6], id)
   return verdict
 end

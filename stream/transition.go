@@ -16,6 +16,9 @@ var (
 	//go:embed owned.lua
 	ownedLua string
 
+	//go:embed take.lua
+	takeLua string
+
 	//go:embed window.lua
 	windowLua string
 
@@ -25,7 +28,7 @@ var (
 
 	//go:embed to_dead.lua
 	toDeadLua    string
-	toDeadScript = redis.NewScript(withLib(windowLua, toDeadLua))
+	toDeadScript = redis.NewScript(withLib(takeLua+windowLua, toDeadLua))
 
 	//go:embed finish.lua
 	finishLua    string
@@ -37,7 +40,7 @@ var (
 
 	//go:embed ack.lua
 	ackLua    string
-	ackScript = redis.NewScript(ackLua)
+	ackScript = redis.NewScript(withLib(takeLua, ackLua))
 )
 
 // allScripts are loaded by Setup. Script.Run uses EVALSHA and falls back to EVAL, so a Redis
