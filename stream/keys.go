@@ -49,10 +49,7 @@ type Keys struct {
 
 // KeysFor returns the keys of one shard under prefix (DefaultPrefix when empty).
 func KeysFor(prefix string, shard int) Keys {
-	if prefix == "" {
-		prefix = DefaultPrefix
-	}
-	base := prefix + ":{" + strconv.Itoa(shard) + "}:"
+	base := orDefaultPrefix(prefix) + ":{" + strconv.Itoa(shard) + "}:"
 	return Keys{
 		Base:        base,
 		Shard:       shard,
@@ -74,38 +71,26 @@ func KeysFor(prefix string, shard int) Keys {
 // consumer name, score the unix ms of its last heartbeat. It has its own hash tag, "{hb}":
 // replicas are counted once for the fleet, whatever the number of shards.
 func ReplicasKey(prefix string) string {
-	if prefix == "" {
-		prefix = DefaultPrefix
-	}
-	return prefix + ":{hb}:replicas"
+	return orDefaultPrefix(prefix) + ":{hb}:replicas"
 }
 
 // statesKey is the HASH of the live replicas' states under prefix: consumer name -> JSON,
 // written with each heartbeat, in the replicas set's "{hb}" slot.
 func statesKey(prefix string) string {
-	if prefix == "" {
-		prefix = DefaultPrefix
-	}
-	return prefix + ":{hb}:states"
+	return orDefaultPrefix(prefix) + ":{hb}:states"
 }
 
 // pausedKey is the HASH of the providers an operator paused under prefix: provider id -> JSON
 // (who, when, why). Every replica reads it with its heartbeat.
 func pausedKey(prefix string) string {
-	if prefix == "" {
-		prefix = DefaultPrefix
-	}
-	return prefix + ":{hb}:paused"
+	return orDefaultPrefix(prefix) + ":{hb}:paused"
 }
 
 // ShardsKey is the key that records the shard count of prefix (DefaultPrefix when empty): the
 // first worker or producer to use the prefix writes it, and every later one must agree
 // (Store.CheckShards).
 func ShardsKey(prefix string) string {
-	if prefix == "" {
-		prefix = DefaultPrefix
-	}
-	return prefix + ":shards"
+	return orDefaultPrefix(prefix) + ":shards"
 }
 
 // Lane is the stream of jobs waiting for provider.
@@ -141,4 +126,13 @@ func ShardOf(jobID string, shards int) int {
 		return 0
 	}
 	return int(crc32.ChecksumIEEE([]byte(jobID)) % uint32(shards))
+}
+
+// orDefaultPrefix is prefix, or DefaultPrefix when it is empty: what every key of an empty
+// prefix is under.
+func orDefaultPrefix(prefix string) string {
+	if prefix == "" {
+		return DefaultPrefix
+	}
+	return prefix
 }

@@ -68,9 +68,7 @@ func WaitReplicas(replicas int, timeout time.Duration) ProducerOption {
 // shard count against the one recorded in Redis (Store.CheckShards) and fails, writing nothing,
 // when they differ.
 func NewProducer(c redis.UniversalClient, prefix string, shards int, opts ...ProducerOption) *Producer {
-	if prefix == "" {
-		prefix = DefaultPrefix
-	}
+	prefix = orDefaultPrefix(prefix)
 	if shards < 1 {
 		shards = 1
 	}
