@@ -30,9 +30,16 @@ type redisHealth struct {
 	// mu.
 	down               bool
 	downSince, upSince time.Time
+	// recovered is set once a recovery was logged; relapse while the current outage began
+	// within relapseWindow of that recovery and has not been logged yet. Guarded by mu.
+	recovered, relapse bool
 	// changed is closed, and replaced, whenever a gate may have opened. Guarded by mu.
 	changed chan struct{}
 }
+
+// relapseWindow is how soon after a recovery an outage counts as a relapse of the one before
+// (logged only once it lasts this long).
+const relapseWindow = 2 * time.Second
 
 type shardHealth struct {
 	refused   error // the write refusal that closed the gate; nil while writes are accepted
@@ -70,14 +77,33 @@ func (h *redisHealth) note(shard int, op telemetry.RedisOp, err error, now time.
 		if h.down {
 			h.down = false
 			h.upSince = now
-			h.log.Info("dispatch: redis is reachable again", "after", now.Sub(h.downSince).Round(time.Millisecond).String())
+			if h.relapse {
+				h.relapse = false
+				h.log.Debug("dispatch: redis answers again after a relapse", "after", now.Sub(h.downSince).Round(time.Millisecond).String())
+			} else {
+				h.recovered = true
+				h.log.Info("dispatch: redis is reachable again", "after", now.Sub(h.downSince).Round(time.Millisecond).String())
+			}
 			h.wake()
 		}
 	case stream.Unreachable(err):
-		if !h.down {
+		switch {
+		case !h.down:
 			h.down = true
 			h.downSince = now
-			h.log.Warn("dispatch: redis is unreachable; taking no new work until it answers", "err", err)
+			// Right after Redis comes back, calls on connections its restart cut still fail
+			// for a moment: such a relapse closes the gates like any outage but is only
+			// logged once it lasts (below), so that one outage is one pair of lines.
+			h.relapse = h.recovered && now.Sub(h.upSince) < relapseWindow
+			if h.relapse {
+				h.log.Debug("dispatch: redis unreachable again just after it answered", "err", err)
+			} else {
+				h.log.Warn("dispatch: redis is unreachable; taking no new work until it answers", "err", err)
+			}
+		case h.relapse && now.Sub(h.downSince) >= relapseWindow:
+			h.relapse = false
+			h.log.Warn("dispatch: redis is unreachable; taking no new work until it answers", "err", err,
+				"since", now.Sub(h.downSince).Round(time.Millisecond).String())
 		}
 	}
 	if shard < 0 || shard >= len(h.shards) {

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
 	"github.com/webpush-gateway/webpush-gateway/providers"
 	"github.com/webpush-gateway/webpush-gateway/telemetry"
 )
@@ -49,6 +51,56 @@ func TestHealthGate(t *testing.T) {
 		}
 		if got := h.upFor(t0.Add(10 * time.Second)); got != s.upFor {
 			t.Errorf("%s: upFor = %v; want %v", s.name, got, s.upFor)
+		}
+	}
+}
+
+// TestHealthLogsAnOutageOnce: an outage is one warning and one recovery line; calls that fail
+// again within relapseWindow of the recovery (connections the restart cut) close the gates but
+// log nothing at info or above, unless the relapse lasts relapseWindow, which is then warned.
+func TestHealthLogsAnOutageOnce(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	var buf testkit.Buffer
+	h := newRedisHealth(1, slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo})), t0, nil)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	steps := []struct {
+		name  string
+		err   error
+		at    time.Duration
+		open  bool
+		lines []string // the info and warn lines this step adds
+	}{
+		{"the outage", errUnreachable, time.Second, false, []string{"redis is unreachable"}},
+		{"still down", errUnreachable, 2 * time.Second, false, nil},
+		{"back", nil, 5 * time.Second, true, []string{"redis is reachable again"}},
+		{"a cut connection fails just after", errUnreachable, 5*time.Second + 100*time.Millisecond, false, nil},
+		{"answers again", nil, 5*time.Second + 200*time.Millisecond, true, nil},
+		{"another relapse", errUnreachable, 6 * time.Second, false, nil},
+		{"that lasts", errUnreachable, 7 * time.Second, false, nil},
+		{"long enough to warn", errUnreachable, 8 * time.Second, false, []string{"redis is unreachable"}},
+		{"back from it", nil, 9 * time.Second, true, []string{"redis is reachable again"}},
+		{"a new outage long after", errUnreachable, time.Minute, false, []string{"redis is unreachable"}},
+	}
+	seen := 0
+	for _, s := range steps {
+		h.observe(0, telemetry.OpRead, s.err, at(s.at))
+		if got := h.open(0); got != s.open {
+			t.Errorf("%s: open = %v; want %v", s.name, got, s.open)
+		}
+		lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+		if buf.String() == "" {
+			lines = nil
+		}
+		added := lines[seen:]
+		seen = len(lines)
+		if len(added) != len(s.lines) {
+			t.Errorf("%s: logged %q; want %d lines like %q", s.name, added, len(s.lines), s.lines)
+			continue
+		}
+		for i, want := range s.lines {
+			if !strings.Contains(added[i], want) {
+				t.Errorf("%s: logged %q; want %q", s.name, added[i], want)
+			}
 		}
 	}
 }
