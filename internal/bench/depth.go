@@ -72,21 +72,11 @@ func (env *runEnv) depthRow(ctx context.Context, depth int) (Row, error) {
 	if err := c.stop(30 * time.Second); err != nil {
 		return row, err
 	}
-	row.Messages, row.Delivered = env.o.Messages, ph.accepted
-	if len(ph.errors) > 0 {
-		row.Failures = ph.errors
-	}
-	if span := ph.last.Sub(ph.first); ph.answered > 1 && span > 0 {
-		row.MsgsPerSec = float64(ph.answered-1) / span.Seconds()
-	}
-	if ph.accepted > 0 {
-		row.CPUPerMsg = float64(ph.cpu.Microseconds()) / float64(ph.accepted)
-	}
+	row.Messages = env.o.Messages
+	row.fillRates(ph)
 	if ph.answered > 0 {
-		row.RedisCPUPerMsg = float64(ph.redisCPU.Microseconds()) / float64(ph.answered)
 		row.RedisCommandsPerJob = float64(ph.redisCommands) / float64(ph.answered)
 	}
-	row.PeakRSS = ph.peakRSS
 	return row, nil
 }
 

@@ -63,6 +63,22 @@ type Row struct {
 // fill takes a phase's measurements.
 func (r *Row) fill(env *runEnv, ph phase) {
 	r.Messages = len(env.subs)
+	r.fillRates(ph)
+	if ph.answered > 0 {
+		r.BytesPerMsg = float64(ph.bytesIn) / float64(ph.answered)
+		r.PushsimCPUPerMsg = float64(ph.simCPU.Microseconds()) / float64(ph.answered)
+	}
+	if ph.redisCommands >= 0 && r.Messages > 0 {
+		r.RedisCommandsPerJob = float64(ph.redisCommands) / float64(r.Messages)
+		r.RedisBytesKeptPerJob = float64(ph.redisBytesKept) / float64(r.Messages)
+	}
+	r.LatencyP50, r.LatencyP99 = percentileMs(ph.latencies, 50), percentileMs(ph.latencies, 99)
+	r.Signatures = int64(ph.tokens)
+}
+
+// fillRates takes what every measured row has of a phase: deliveries, failures, the rate, CPU
+// per message (the contender's per accepted message, Redis's per answered one) and peak RSS.
+func (r *Row) fillRates(ph phase) {
 	r.Delivered = ph.accepted
 	if len(ph.errors) > 0 {
 		r.Failures = ph.errors
@@ -74,17 +90,9 @@ func (r *Row) fill(env *runEnv, ph phase) {
 		r.CPUPerMsg = float64(ph.cpu.Microseconds()) / float64(ph.accepted)
 	}
 	if ph.answered > 0 {
-		r.BytesPerMsg = float64(ph.bytesIn) / float64(ph.answered)
-		r.PushsimCPUPerMsg = float64(ph.simCPU.Microseconds()) / float64(ph.answered)
 		r.RedisCPUPerMsg = float64(ph.redisCPU.Microseconds()) / float64(ph.answered)
 	}
-	if ph.redisCommands >= 0 && r.Messages > 0 {
-		r.RedisCommandsPerJob = float64(ph.redisCommands) / float64(r.Messages)
-		r.RedisBytesKeptPerJob = float64(ph.redisBytesKept) / float64(r.Messages)
-	}
 	r.PeakRSS = ph.peakRSS
-	r.LatencyP50, r.LatencyP99 = percentileMs(ph.latencies, 50), percentileMs(ph.latencies, 99)
-	r.Signatures = int64(ph.tokens)
 }
 
 func percentileMs(sorted []time.Duration, p int) float64 {
