@@ -8,15 +8,18 @@
 -- key's own overhead; BENCHMARKS.md has the bytes per job), in a linear hash table that grows
 -- one bucket at a time as jobs come, so a lookup is one HGET of one bucket however large the
 -- table. Its keys share the shard's hash tag:
---   <base>            HASH: L (level), p (the next bucket to split), n (fields held, about)
+--   <base>            HASH: L (level), p (the next bucket to split), n (fields held, about),
+--                     c, d, s, a (the sweep's cursor and counts, below)
 --   <base>:<i>        HASH: field -> accepted at (unix s), bucket i
 -- The bucket of a field whose first 4 bytes read h (big-endian) is h mod 2^L, or h mod 2^(L+1)
 -- when that is below p. A field older than the TTL is stale: it no longer counts, and it is
--- dropped when its bucket is split or swept. The writes sweep the buckets in turn (c, the
--- state's cursor), one for every W_SWEEP jobs written (d counts the jobs since the last): the
--- sweep drops the bucket's stale fields and renews its expiry (twice the TTL, so the table goes
--- once no job has been written for that long), and a full round of the table takes a fraction
--- of the TTL at any rate.
+-- dropped when its bucket is split or swept. Every write to a bucket renews its expiry (twice
+-- the TTL and a second), so a bucket goes only once no job was written to it for that long, when
+-- everything in it is stale. The writes also sweep the buckets in turn (c, the state's cursor),
+-- one for every W_SWEEP jobs written (d counts the jobs since the last): the sweep drops the
+-- bucket's stale fields and counts what stays (s), and at the end of each round n is counted
+-- anew from s and the fields added during the round (a), so buckets that expired whole (which
+-- nothing else notices) leave the count within a round.
 
 -- W_LOAD is the table's load bound, fields per bucket: the fullest buckets (those not yet
 -- split in the current round hold about twice the others) stay under the 128 entries of
@@ -30,9 +33,9 @@ local function w_hash(f)
 end
 
 local function w_state(base)
-  local s = redis.call('HMGET', base, 'L', 'p', 'n', 'c', 'd')
+  local s = redis.call('HMGET', base, 'L', 'p', 'n', 'c', 'd', 's', 'a')
   return {L = tonumber(s[1]) or 0, p = tonumber(s[2]) or 0, n = tonumber(s[3]) or 0,
-    c = tonumber(s[4]) or 0, d = tonumber(s[5]) or 0}
+    c = tonumber(s[4]) or 0, d = tonumber(s[5]) or 0, s = tonumber(s[6]) or 0, a = tonumber(s[7]) or 0}
 end
 
 local function w_key(base, st, f)
@@ -154,22 +157,26 @@ local function w_add(base, st, fields, nows, ttlMs)
       table.insert(args, fields[i])
       table.insert(args, nows[i])
     end
-    st.n = st.n + redis.call('HSET', k, unpack(args))
+    local added = redis.call('HSET', k, unpack(args))
+    redis.call('PEXPIRE', k, expireMs)
+    st.n, st.a = st.n + added, st.a + added
   end
   st.d = st.d + #fields
   while st.d >= W_SWEEP do
     st.d = st.d - W_SWEEP
     local buckets = 2 ^ st.L + st.p
     if st.c >= buckets then
-      st.c = 0
+      -- A round ended: each bucket was counted when it was swept, and about half of the
+      -- fields added since went to buckets already counted.
+      st.c, st.n, st.s, st.a = 0, st.s + math.floor(st.a / 2), 0, 0
     end
     local k = base .. ':' .. string.format('%d', st.c)
     st.n = st.n - w_purge(k, since)
-    redis.call('PEXPIRE', k, expireMs)
+    st.s = st.s + redis.call('HLEN', k)
     st.c = st.c + 1
   end
   while st.n > W_LOAD * (2 ^ st.L + st.p) do
     w_split(base, st, since, expireMs)
   end
-  redis.call('HSET', base, 'L', st.L, 'p', st.p, 'n', math.max(st.n, 0), 'c', st.c, 'd', st.d)
+  redis.call('HSET', base, 'L', st.L, 'p', st.p, 'n', math.max(st.n, 0), 'c', st.c, 'd', st.d, 's', st.s, 'a', st.a)
 end

@@ -1,9 +1,11 @@
 package stream
 
 import (
+	"encoding/binary"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -110,5 +112,100 @@ func TestWindowRemembersEveryAcceptedJob(t *testing.T) {
 	state, err := env.c.HGetAll(env.ctx, base).Result()
 	if err != nil || !strings.Contains(fmt.Sprint(state), "L:") {
 		t.Fatalf("window state %v, %v", state, err)
+	}
+}
+
+// windowAdd puts ids in the window at base as accepted at now (unix s) with a TTL of ttlS.
+func windowAdd(t *testing.T, env *env, base string, now, ttlS int64, ids ...string) {
+	t.Helper()
+	args := []any{now, ttlS * 1000}
+	for _, id := range ids {
+		args = append(args, windowField(id))
+	}
+	if err := windowAddScript.Run(env.ctx, env.c, []string{base}, args...).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWindowBucketsOutliveWhatTheyHold: a write renews its bucket's expiry, so a bucket the
+// sweep last reached long ago (its expiry near, as when the rate fell after the table grew)
+// still holds a job for the whole TTL after the job went in.
+func TestWindowBucketsOutliveWhatTheyHold(t *testing.T) {
+	env := newEnv(t)
+	base := KeysFor("", 0).Window
+	const ttlS, t0s = 100, 1_750_000_000
+	for b := range 40 {
+		ids := make([]string, 100)
+		for i := range ids {
+			ids[i] = fmt.Sprintf("old-%d-%d", b, i)
+		}
+		windowAdd(t, env, base, t0s, ttlS, ids...)
+	}
+	buckets, err := env.c.Keys(env.ctx, base+":*").Result()
+	if err != nil || len(buckets) < 50 {
+		t.Fatalf("%d buckets (%v); want the table grown to at least 50", len(buckets), err)
+	}
+	for _, k := range buckets {
+		env.c.PExpire(env.ctx, k, time.Second) // swept long ago: a second of its expiry left
+	}
+	fresh := []string{"new-1", "new-2", "new-3", "new-4", "new-5", "new-6", "new-7"}
+	windowAdd(t, env, base, t0s+ttlS, ttlS, fresh...)
+	st, err := env.c.HMGet(env.ctx, base, "L", "p").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var level, split int
+	fmt.Sscan(fmt.Sprint(st[0]), &level)
+	fmt.Sscan(fmt.Sprint(st[1]), &split)
+	for _, id := range fresh {
+		h := binary.BigEndian.Uint32([]byte(windowField(id))[:4])
+		i := h % (1 << level)
+		if int(i) < split {
+			i = h % (2 << level)
+		}
+		k := fmt.Sprintf("%s:%d", base, i)
+		if ttl := env.c.PTTL(env.ctx, k).Val(); ttl < ttlS*time.Second {
+			t.Errorf("bucket %s holds %s, accepted now, and expires in %v: before the TTL of %ds ends", k, id, ttl, ttlS)
+		}
+	}
+}
+
+// TestWindowCountsAgainAfterBucketsExpire: buckets that expired whole (no job written to them
+// for twice the TTL) leave the table's count within a round of the sweep, so the table does not
+// grow for jobs it no longer holds.
+func TestWindowCountsAgainAfterBucketsExpire(t *testing.T) {
+	env := newEnv(t)
+	base := KeysFor("", 0).Window
+	const ttlS, t0s = 100, 1_750_000_000
+	for b := range 40 {
+		ids := make([]string, 100)
+		for i := range ids {
+			ids[i] = fmt.Sprintf("old-%d-%d", b, i)
+		}
+		windowAdd(t, env, base, t0s, ttlS, ids...)
+	}
+	buckets, err := env.c.Keys(env.ctx, base+":*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.c.Del(env.ctx, buckets...).Err(); err != nil { // what their expiry does
+		t.Fatal(err)
+	}
+	// Two rounds' worth of jobs at a sweep a bucket for every 8.
+	held := 0
+	for b := range 2 * 8 * len(buckets) / 10 {
+		ids := make([]string, 10)
+		for i := range ids {
+			ids[i] = fmt.Sprintf("new-%d-%d", b, i)
+		}
+		windowAdd(t, env, base, t0s+3*ttlS, ttlS, ids...)
+		held += len(ids)
+	}
+	n, err := env.c.HGet(env.ctx, base, "n").Int()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < held*3/4 || n > held*5/4 {
+		t.Errorf("the window counts %d fields and holds %d: its count kept the %d fields of the buckets that expired", n, held, 4000)
 	}
 }
