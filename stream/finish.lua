@@ -31,10 +31,13 @@
 --
 -- Exactly one terminal record per job, even when a send overlaps a reclaim:
 -- * not the owner any more (the entry was reclaimed while this send was in flight) and the
---   send was accepted: the push is out, so record it now, put it in the window, and mark it
---   "accepted" in the jobs index, where it stays while the entry is pending for its new owner:
---   that owner finds the mark (Store.WasSent) and acks the entry without sending again. Any
---   other outcome: nothing.
+--   send was accepted, while the job is still held (in the jobs index: pending for its new
+--   owner, or waiting to retry): the push is out, so record it now, put it in the window, and
+--   mark it "accepted" in the jobs index, where it stays until the job's live copy ends: its
+--   owner finds the mark (Store.WasSent, or this script) and acks the entry without sending or
+--   recording again. The job no longer held (the attempt that took it over ended it, with a
+--   record): only the window learns of the send; a second record would be a second terminal
+--   record, and a mark would outlive the job. Any other outcome: nothing.
 -- * the owner, and the job is marked accepted (another attempt was, in this call or before):
 --   ack and delete the entry, no second record.
 local n = tonumber(ARGV[5])
@@ -100,11 +103,15 @@ for i, it in ipairs(items) do
   local isMarked = marked[i] or index[i] == 'accepted' or inWindow[i] or markedNow[it.id]
   out[i] = 1
   if not owner then
-    if it.sent and not isMarked then
+    if it.sent and not isMarked and index[i] then
       accept(it)
       ledger(it)
       table.insert(accepted, it.id)
       table.insert(accepted, 'accepted')
+    elseif it.sent and not isMarked then
+      -- The job is no longer held: the attempt that took its entry over ended it, with the
+      -- job's one terminal record. The window learns that this send was accepted too.
+      accept(it)
     else
       out[i] = 0
     end

@@ -140,6 +140,38 @@ func TestMergedFinishKeepsEachOutcome(t *testing.T) {
 	}
 }
 
+// TestLateAcceptedSendOfAnEndedJob: a send accepted after another replica took its entry over
+// and ended the job (with a GONE record) writes no second terminal record and leaves no
+// "accepted" mark in the jobs index, which would outlive the job and swallow every later copy
+// of its id; the window learns of the send.
+func TestLateAcceptedSendOfAnEndedJob(t *testing.T) {
+	env := newEnv(t)
+	w1 := env.store(t, "w1", Options{}, "fcm")
+	w2 := env.store(t, "w2", Options{}, "fcm")
+	e := env.laneEntry(t, w1, "fcm", "j")
+	laneKey := w1.LaneStream(0, "fcm")
+	env.age(t, laneKey, "w1", e.ID, 10*time.Minute, 1)
+	claimed, _, err := w2.Reclaim(env.ctx, 0, laneKey, time.Minute, 10, 5)
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("Reclaim: %v, %d claimed", err, len(claimed))
+	}
+	if ok, err := w2.Finish(env.ctx, claimed[0], Result{ID: "j", Provider: "fcm", Code: "GONE", Status: 410, At: t0}); !ok || err != nil {
+		t.Fatalf("w2 Finish: %v, %v", ok, err)
+	}
+	if ok, err := w1.Finish(env.ctx, e, Result{ID: "j", Provider: "fcm", Code: "ACCEPTED", Status: 201, Sent: true, At: t0}); !ok || err != nil {
+		t.Fatalf("w1's late Finish: %v, %v; want true (the job has its record)", ok, err)
+	}
+	if n := env.xlen(t, w1.Keys(0).Results); n != 1 {
+		t.Errorf("ledger holds %d records for the job, want its one", n)
+	}
+	if idx := env.c.HGetAll(env.ctx, w1.Keys(0).Jobs).Val(); len(idx) != 0 {
+		t.Errorf("jobs index %v after the job ended; want it empty", idx)
+	}
+	if sent, err := w1.WasSent(env.ctx, 0, "j"); err != nil || !sent {
+		t.Errorf("WasSent(j) = %v, %v; want the accepted send in the window", sent, err)
+	}
+}
+
 // TestMergedCallAfterScriptFlush: a merged call whose script Redis forgot (a restart) is sent
 // again with EVAL and gives every item its result.
 func TestMergedCallAfterScriptFlush(t *testing.T) {
