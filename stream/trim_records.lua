@@ -9,7 +9,7 @@
 --
 -- A stream no group reads is trimmed to about its bound (XTRIM MAXLEN ~: whole nodes only, so
 -- it keeps a few more). One that groups read is trimmed only below what every group has read:
--- its oldest pending entry, or its last delivered one when nothing is pending (MINID ~), and
+-- the lower of its oldest pending entry and its last delivered one (MINID ~), and
 -- no more entries than it holds over its bound (LIMIT).
 local function id_less(a, b)
   local am, as = string.match(a, '^(%d+)-(%d+)$')
@@ -37,9 +37,15 @@ for i, key in ipairs(KEYS) do
         for j = 1, #g, 2 do
           f[g[j]] = g[j + 1]
         end
+        -- What the group has not read starts after its last delivered id; what it has read and
+        -- not acknowledged, at its oldest pending entry. A group set back (XGROUP SETID, to read
+        -- again) may have the former below the latter: the lower of the two holds.
         local read = f['last-delivered-id']
         if tonumber(f['pending']) > 0 then
-          read = redis.call('XPENDING', key, f['name'])[2]
+          local oldest = redis.call('XPENDING', key, f['name'])[2]
+          if id_less(oldest, read) then
+            read = oldest
+          end
         end
         if safe == nil or id_less(read, safe) then
           safe = read

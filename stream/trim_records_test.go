@@ -81,3 +81,40 @@ func TestTrimRecords(t *testing.T) {
 		t.Errorf("default bounds %+v", got)
 	}
 }
+
+// TestTrimRecordsSparesWhatARewoundGroupWillRead: a group set back to read again (XGROUP
+// SETID below its oldest pending entry) keeps every entry after the id it was set to.
+func TestTrimRecordsSparesWhatARewoundGroupWillRead(t *testing.T) {
+	srv := redistest.Start(t, redistest.WithConfig("stream-node-max-entries", "5"))
+	e := &env{srv: srv, c: srv.Client(t), ctx: t.Context()}
+	s := e.store(t, "w1", Options{GoneMaxLen: 10}, "fcm")
+	k := s.Keys(0)
+	var gone []string
+	for i := range 50 {
+		id, err := e.c.XAdd(e.ctx, &redis.XAddArgs{Stream: k.Gone, Values: []any{"id", fmt.Sprint(i)}}).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		gone = append(gone, id)
+	}
+	if err := e.c.XGroupCreate(e.ctx, k.Gone, "upstream", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.c.XReadGroup(e.ctx, &redis.XReadGroupArgs{Group: "upstream", Consumer: "u1", Streams: []string{k.Gone, ">"}, Count: 20}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.c.XAck(e.ctx, k.Gone, "upstream", gone[:10]...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Read again from the sixth entry: it and those after it are the group's to read.
+	if err := e.c.XGroupSetID(e.ctx, k.Gone, "upstream", gone[4]).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.TrimRecords(e.ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	left := e.entries(t, k.Gone)
+	if len(left) < 45 || compareIDs(left[0].ID, gone[5]) > 0 {
+		t.Errorf("gone holds %d entries from %s; want every one from %s, which the group will read again", len(left), left[0].ID, gone[5])
+	}
+}
