@@ -374,6 +374,8 @@ func checkRunValues(cfg *dispatch.Config, so *stream.Options, registryEvery, red
 		return fmt.Errorf("--retry-cap %s is shorter than --retry-base %s", cfg.Backoff.Cap, cfg.Backoff.Base)
 	case cfg.Block >= cfg.Grace:
 		return fmt.Errorf("--block %s must be shorter than --grace %s: shutdown waits up to --block for each reader", cfg.Block, cfg.Grace)
+	case so.SentTTL < time.Second:
+		return fmt.Errorf("--sent-ttl must be at least 1s (the window counts whole seconds), got %s", so.SentTTL)
 	case cfg.RecordGrace <= cfg.CommitLinger:
 		return fmt.Errorf("--record-grace %s must be longer than --commit-linger %s: a record may wait that long before it is written", cfg.RecordGrace, cfg.CommitLinger)
 	case registryEvery < 0 || registryEvery > 0 && registryEvery < minRegistryCheck:
