@@ -208,6 +208,14 @@ func (l *lane) apply(ctx context.Context, e stream.Entry, lj *laneJob, w write) 
 		l.cfg.Logger.Error("dispatch: outcome not recorded before shutdown; the replica that takes over the entry sends the job again",
 			"shard", e.Shard, "provider", l.provider, "id", logID(id), "code", code, "attempt", lj.attempt, "entry", e.ID, "err", err)
 		return
+	case !owned && w.kind == writeFinish && w.result.Sent:
+		// Accepted, but the consumer that took the entry over has ended the job already (an
+		// accepted send of a job still held is recorded even so): its record stands, and the
+		// push went out from both. (Or an earlier try of this very write went through and its
+		// reply was lost, which this cannot tell apart.)
+		l.cfg.Logger.Warn("dispatch: push accepted after another consumer took the entry over and ended the job; that record stands, and the push may have gone out twice",
+			"shard", e.Shard, "provider", l.provider, "id", logID(w.result.ID), "entry", e.ID)
+		return
 	case !owned:
 		// The entry idled past the visibility timeout and another consumer claimed it; that
 		// consumer records it. Nothing was changed here.

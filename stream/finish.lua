@@ -36,8 +36,8 @@
 --   mark it "accepted" in the jobs index, where it stays until the job's live copy ends: its
 --   owner finds the mark (Store.WasSent, or this script) and acks the entry without sending or
 --   recording again. The job no longer held (the attempt that took it over ended it, with a
---   record): only the window learns of the send; a second record would be a second terminal
---   record, and a mark would outlive the job. Any other outcome: nothing.
+--   record): nothing, as for any other outcome; a second record would be a second terminal
+--   record, and a mark would outlive the job.
 -- * the owner, and the job is marked accepted (another attempt was, in this call or before):
 --   ack and delete the entry, no second record.
 local n = tonumber(ARGV[5])
@@ -108,11 +108,12 @@ for i, it in ipairs(items) do
       ledger(it)
       table.insert(accepted, it.id)
       table.insert(accepted, 'accepted')
-    elseif it.sent and not isMarked then
-      -- The job is no longer held: the attempt that took its entry over ended it, with the
-      -- job's one terminal record. The window learns that this send was accepted too.
-      accept(it)
     else
+      -- Not accepted; or recorded already (by another attempt, or by this call before its
+      -- reply was lost); or the job is no longer held: the attempt that took its entry over
+      -- ended it with the job's one terminal record, which stands. Nothing is written then:
+      -- not a second record, and not the window either (a record that says the job was not
+      -- delivered beside a window that swallows its replay would leave it no true record).
       out[i] = 0
     end
   else

@@ -141,34 +141,79 @@ func TestMergedFinishKeepsEachOutcome(t *testing.T) {
 }
 
 // TestLateAcceptedSendOfAnEndedJob: a send accepted after another replica took its entry over
-// and ended the job (with a GONE record) writes no second terminal record and leaves no
-// "accepted" mark in the jobs index, which would outlive the job and swallow every later copy
-// of its id; the window learns of the send.
+// and ended the job (with a GONE record, or dead-lettered it for too many deliveries) writes
+// nothing: no second terminal record, no "accepted" mark in the jobs index (which would outlive
+// the job and swallow every later copy of its id), and no window entry (which would swallow the
+// replay of the dead-lettered job); the replay is delivered and recorded.
 func TestLateAcceptedSendOfAnEndedJob(t *testing.T) {
+	for _, ending := range []string{"gone", "too many deliveries"} {
+		t.Run(ending, func(t *testing.T) {
+			env := newEnv(t)
+			w1 := env.store(t, "w1", Options{}, "fcm")
+			w2 := env.store(t, "w2", Options{}, "fcm")
+			e := env.laneEntry(t, w1, "fcm", "j")
+			laneKey := w1.LaneStream(0, "fcm")
+			if ending == "gone" {
+				env.age(t, laneKey, "w1", e.ID, 10*time.Minute, 1)
+				claimed, _, err := w2.Reclaim(env.ctx, 0, laneKey, time.Minute, 10, 5)
+				if err != nil || len(claimed) != 1 {
+					t.Fatalf("Reclaim: %v, %d claimed", err, len(claimed))
+				}
+				if ok, err := w2.Finish(env.ctx, claimed[0], Result{ID: "j", Provider: "fcm", Code: "GONE", Status: 410, At: t0}); !ok || err != nil {
+					t.Fatalf("w2 Finish: %v, %v", ok, err)
+				}
+			} else {
+				env.age(t, laneKey, "w1", e.ID, 10*time.Minute, 5)
+				if _, dead, err := w2.Reclaim(env.ctx, 0, laneKey, time.Minute, 10, 5); err != nil || dead.TooManyDeliveries != 1 {
+					t.Fatalf("Reclaim: %v, dead %+v; want the entry dead-lettered", err, dead)
+				}
+			}
+			if ok, err := w1.Finish(env.ctx, e, Result{ID: "j", Provider: "fcm", Code: "ACCEPTED", Status: 201, Sent: true, At: t0}); ok || err != nil {
+				t.Fatalf("w1's late Finish: %v, %v; want false: the job has its record", ok, err)
+			}
+			if n := env.xlen(t, w1.Keys(0).Results) + env.xlen(t, w1.Keys(0).Dead); n != 1 {
+				t.Errorf("ledger and dead stream hold %d records for the job, want its one", n)
+			}
+			if idx := env.c.HGetAll(env.ctx, w1.Keys(0).Jobs).Val(); len(idx) != 0 {
+				t.Errorf("jobs index %v after the job ended; want it empty", idx)
+			}
+			if sent, err := w1.WasSent(env.ctx, 0, "j"); err != nil || sent {
+				t.Errorf("WasSent(j) = %v, %v; want false: a replay of the job is a new delivery", sent, err)
+			}
+		})
+	}
+}
+
+// TestReclaimDoesNotDeadLetterAnAcceptedJob: an entry delivered too often whose job another
+// attempt's accepted send already recorded (the jobs index says "accepted") is removed without
+// a dead record, so the job keeps its one terminal record.
+func TestReclaimDoesNotDeadLetterAnAcceptedJob(t *testing.T) {
 	env := newEnv(t)
 	w1 := env.store(t, "w1", Options{}, "fcm")
 	w2 := env.store(t, "w2", Options{}, "fcm")
+	w3 := env.store(t, "w3", Options{}, "fcm")
 	e := env.laneEntry(t, w1, "fcm", "j")
 	laneKey := w1.LaneStream(0, "fcm")
 	env.age(t, laneKey, "w1", e.ID, 10*time.Minute, 1)
-	claimed, _, err := w2.Reclaim(env.ctx, 0, laneKey, time.Minute, 10, 5)
-	if err != nil || len(claimed) != 1 {
-		t.Fatalf("Reclaim: %v, %d claimed", err, len(claimed))
+	if claimed, _, err := w2.Reclaim(env.ctx, 0, laneKey, time.Minute, 10, 5); err != nil || len(claimed) != 1 {
+		t.Fatalf("Reclaim by w2: %v, %d claimed", err, len(claimed))
 	}
-	if ok, err := w2.Finish(env.ctx, claimed[0], Result{ID: "j", Provider: "fcm", Code: "GONE", Status: 410, At: t0}); !ok || err != nil {
-		t.Fatalf("w2 Finish: %v, %v", ok, err)
-	}
+	// w1's send, accepted while w2 holds the entry: recorded, and the job marked accepted.
 	if ok, err := w1.Finish(env.ctx, e, Result{ID: "j", Provider: "fcm", Code: "ACCEPTED", Status: 201, Sent: true, At: t0}); !ok || err != nil {
-		t.Fatalf("w1's late Finish: %v, %v; want true (the job has its record)", ok, err)
+		t.Fatalf("w1's late Finish: %v, %v", ok, err)
 	}
-	if n := env.xlen(t, w1.Keys(0).Results); n != 1 {
-		t.Errorf("ledger holds %d records for the job, want its one", n)
+	env.age(t, laneKey, "w2", e.ID, 10*time.Minute, 5)
+	if claimed, dead, err := w3.Reclaim(env.ctx, 0, laneKey, time.Minute, 10, 5); err != nil || len(claimed) != 0 || dead.TooManyDeliveries != 0 {
+		t.Fatalf("Reclaim by w3: %v, %d claimed, dead %+v; want the entry removed with no dead record", err, len(claimed), dead)
+	}
+	if n, d := env.xlen(t, w1.Keys(0).Results), env.xlen(t, w1.Keys(0).Dead); n != 1 || d != 0 {
+		t.Errorf("%d ledger and %d dead records; want the one ACCEPTED record", n, d)
+	}
+	if n := env.xlen(t, laneKey); n != 0 {
+		t.Errorf("lane holds %d entries, want none", n)
 	}
 	if idx := env.c.HGetAll(env.ctx, w1.Keys(0).Jobs).Val(); len(idx) != 0 {
-		t.Errorf("jobs index %v after the job ended; want it empty", idx)
-	}
-	if sent, err := w1.WasSent(env.ctx, 0, "j"); err != nil || !sent {
-		t.Errorf("WasSent(j) = %v, %v; want the accepted send in the window", sent, err)
+		t.Errorf("jobs index %v; want it empty", idx)
 	}
 }
 

@@ -83,15 +83,20 @@ for _, e in ipairs(claimed) do
           jobId = j.id
         end
       end
-      xadd_capped(KEYS[2], ARGV[8], dead_fields(jobId, ARGV[7],
-        'delivered ' .. (counts[id] - 1) .. ' times without finishing', KEYS[1], id,
-        f.provider or '', f.attempt or '0', ARGV[6], f.job, max_bytes))
+      -- A lane entry whose job another attempt's accepted send recorded (the jobs index says
+      -- "accepted") has its terminal record: it is only removed.
+      local recorded = ARGV[9] ~= '1' and jobId ~= '' and redis.call('HGET', KEYS[3], jobId) == 'accepted'
+      if not recorded then
+        xadd_capped(KEYS[2], ARGV[8], dead_fields(jobId, ARGV[7],
+          'delivered ' .. (counts[id] - 1) .. ' times without finishing', KEYS[1], id,
+          f.provider or '', f.attempt or '0', ARGV[6], f.job, max_bytes))
+        tooMany = tooMany + 1
+      end
       redis.call('XACK', KEYS[1], ARGV[1], id)
       redis.call('XDEL', KEYS[1], id)
       if ARGV[9] ~= '1' and jobId ~= '' then
         redis.call('HDEL', KEYS[3], jobId)
       end
-      tooMany = tooMany + 1
     else
       table.insert(out, {id, fields})
     end

@@ -180,12 +180,14 @@ type Result struct {
 }
 
 // Finish writes the ledger record of r (and, as r asks, the gone record, the endpoint's gone
-// mark and the job's sent mark) and removes the entry, in one script. It returns false, and
-// changes nothing, when the entry is no longer pending for this consumer, with one exception:
-// an accepted send (r.Sent) whose entry was reclaimed meanwhile is still recorded, with its
-// sent mark, because the push is out and the new owner must not send it again (it finds the
-// mark and acks). When the job's sent mark is already set, the entry is acked with no second
-// record.
+// mark and the job's place in the duplicate-suppression window) and removes the entry, in one
+// script. It returns false, and changes nothing, when the entry is no longer pending for this
+// consumer, with one exception: an accepted send (r.Sent) whose entry was reclaimed meanwhile,
+// while the job is still held (pending for the new owner, or waiting to retry), is still
+// recorded and the job marked accepted, because the push is out and the new owner must not send
+// it again (it finds the mark and acks). When the new owner has already ended the job, its
+// record stands and Finish returns false. When the job was already accepted, the entry is acked
+// with no second record.
 func (s *Store) Finish(ctx context.Context, e Entry, r Result) (bool, error) {
 	n, err := s.groupFor(e.Stream).run(ctx, s.finishItem(e, r))
 	if err != nil {

@@ -129,7 +129,7 @@ local function w_split(base, st, since, expireMs)
       redis.call('PEXPIRE', kv[1], expireMs)
     end
   end
-  -- The new bucket is swept with the others from the next round on.
+  -- The new bucket lies at or beyond the sweep's cursor: this round sweeps it too.
   st.n = st.n - dropped
   st.p = st.p + 1
   if st.p >= m then
