@@ -34,8 +34,14 @@ end
 
 local function w_state(base)
   local s = redis.call('HMGET', base, 'L', 'p', 'n', 'c', 'd', 's', 'a')
-  return {L = tonumber(s[1]) or 0, p = tonumber(s[2]) or 0, n = tonumber(s[3]) or 0,
+  local st = {L = tonumber(s[1]) or 0, p = tonumber(s[2]) or 0, n = tonumber(s[3]) or 0,
     c = tonumber(s[4]) or 0, d = tonumber(s[5]) or 0, s = tonumber(s[6]) or 0, a = tonumber(s[7]) or 0}
+  if not s[6] then
+    -- A state written before the sweep counted (or none): the count's round starts here, at
+    -- the first bucket, so that its end counts every bucket.
+    st.c = 0
+  end
+  return st
 end
 
 local function w_key(base, st, f)

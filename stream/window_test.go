@@ -209,3 +209,42 @@ func TestWindowCountsAgainAfterBucketsExpire(t *testing.T) {
 		t.Errorf("the window counts %d fields and holds %d: its count kept the %d fields of the buckets that expired", n, held, 4000)
 	}
 }
+
+// TestWindowCountsAcrossAnUpgrade: a window whose state predates the sweep's count (no s and a
+// fields, its cursor part way round) keeps its count of the jobs it holds through the first
+// round of the new count.
+func TestWindowCountsAcrossAnUpgrade(t *testing.T) {
+	env := newEnv(t)
+	base := KeysFor("", 0).Window
+	const ttlS, t0s = 100, 1_750_000_000
+	held := 0
+	for b := range 40 {
+		ids := make([]string, 100)
+		for i := range ids {
+			ids[i] = fmt.Sprintf("old-%d-%d", b, i)
+		}
+		windowAdd(t, env, base, t0s, ttlS, ids...)
+		held += len(ids)
+	}
+	buckets := env.c.Keys(env.ctx, base+":*").Val()
+	// As an older gateway left it: no s and a, the cursor near the end of a round.
+	env.c.HDel(env.ctx, base, "s", "a")
+	env.c.HSet(env.ctx, base, "c", len(buckets)-1)
+	minRatio := 1.0
+	for b := range 8 * len(buckets) / 10 {
+		ids := make([]string, 10)
+		for i := range ids {
+			ids[i] = fmt.Sprintf("new-%d-%d", b, i)
+		}
+		windowAdd(t, env, base, t0s+1, ttlS, ids...)
+		held += len(ids)
+		n, err := env.c.HGet(env.ctx, base, "n").Int()
+		if err != nil {
+			t.Fatal(err)
+		}
+		minRatio = min(minRatio, float64(n)/float64(held))
+	}
+	if minRatio < 0.75 {
+		t.Errorf("the count fell to %.2f of the %d fields held during the first round after the upgrade", minRatio, held)
+	}
+}
