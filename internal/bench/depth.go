@@ -3,8 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/stream"
@@ -22,12 +20,8 @@ func (env *runEnv) depthRow(ctx context.Context, depth int) (Row, error) {
 	prefix := fmt.Sprintf("benchdepth%d", time.Now().UnixNano()%1_000_000)
 	store := stream.New(env.rdb, env.rdb, stream.Options{Prefix: prefix})
 	defer env.deletePrefix(ctx, prefix)
-	reg := filepath.Join(env.dir, "bench-depth-registry.yaml")
-	yml, err := registryYAML(env, true)
+	reg, err := env.writeRegistry("bench-depth-registry.yaml", true)
 	if err != nil {
-		return row, err
-	}
-	if err := os.WriteFile(reg, []byte(yml), 0o644); err != nil {
 		return row, err
 	}
 	producer := stream.NewProducer(env.rdb, prefix, 1)
