@@ -136,6 +136,26 @@ func ticking(done <-chan struct{}, period time.Duration, atOnce bool, cfg *Confi
 	}
 }
 
+// tickingLoop is a loop whose whole work is a round that ticking runs once a period, from start
+// until shutdown: the promoter, the janitor, the prober and the statistics loop.
+type tickingLoop struct {
+	stopper
+	cfg    *Config
+	what   string // its name in the logs and on /livez
+	period time.Duration
+	atOnce bool // the first round runs at start rather than one period in
+	round  func(context.Context) error
+}
+
+func newTickingLoop(cfg *Config, what string, period time.Duration, atOnce bool, round func(context.Context) error) *tickingLoop {
+	return &tickingLoop{stopper: newStopper(), cfg: cfg, what: what, period: period, atOnce: atOnce, round: round}
+}
+
+// start runs the loop in a goroutine counted in wg.
+func (l *tickingLoop) start(wg *sync.WaitGroup) {
+	goCounted(wg, func() { ticking(l.done, l.period, l.atOnce, l.cfg, l.what, l.round) })
+}
+
 // goCounted runs fn in a goroutine counted in wg.
 func goCounted(wg *sync.WaitGroup, fn func()) {
 	wg.Add(1)

@@ -3,33 +3,16 @@ package dispatch
 import (
 	"context"
 	"errors"
-	"sync"
 )
-
-// proberParams configure the write prober.
-type proberParams struct {
-	cfg    *Config // shared, read-only after Run applied the defaults
-	health *redisHealth
-}
 
 // prober asks every shard, every ProbeEvery, whether it accepts writes (stream's ProbeWrite,
 // which writes nothing), and tells redisHealth. The other loops' calls report failures as they
 // happen; the prober is what notices that writes are refused while this process writes
 // nothing, and that they are accepted again once memory is back.
+// Run ticks probe at start and then every ProbeEvery.
 type prober struct {
-	proberParams
-	stopper
-}
-
-func newProber(p proberParams) *prober {
-	return &prober{proberParams: p, stopper: newStopper()}
-}
-
-// start runs the loop in a goroutine counted in wg; the first round runs at once.
-func (p *prober) start(wg *sync.WaitGroup) {
-	goCounted(wg, func() {
-		ticking(p.done, p.cfg.ProbeEvery, true, p.cfg, "prober", p.probe)
-	})
+	cfg    *Config // shared, read-only after Run applied the defaults
+	health *redisHealth
 }
 
 // probe asks every shard once. Its findings go to redisHealth, which logs them; it never fails.

@@ -2,7 +2,6 @@ package dispatch
 
 import (
 	"context"
-	"sync"
 
 	"github.com/webpush-gateway/webpush-gateway/telemetry"
 )
@@ -15,28 +14,12 @@ const promoteLimit = 500
 // keep the others waiting; the next tick continues.
 const promoteRounds = 20
 
-// promoterParams configure the promoter.
-type promoterParams struct {
-	cfg *Config // shared, read-only after Run applied the defaults
-}
-
 // promoter moves due members of every shard's delayed set back to their lanes, every
 // PromoteEvery. Due is decided by cfg.Now, so tests step a clock. The move is one atomic
 // script, so every replica runs a promoter and none needs to be elected.
+// Run ticks promote at start and then every PromoteEvery.
 type promoter struct {
-	promoterParams
-	stopper
-}
-
-func newPromoter(p promoterParams) *promoter {
-	return &promoter{promoterParams: p, stopper: newStopper()}
-}
-
-// start runs the loop in a goroutine counted in wg; the first round runs at once.
-func (pr *promoter) start(wg *sync.WaitGroup) {
-	goCounted(wg, func() {
-		ticking(pr.done, pr.cfg.PromoteEvery, true, pr.cfg, "promoter", pr.promote)
-	})
+	cfg *Config // shared, read-only after Run applied the defaults
 }
 
 // promote runs one round over every shard.

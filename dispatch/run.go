@@ -110,19 +110,20 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	rec := newReclaimer(reclaimerParams{cfg: cfg, intakes: intakes, lanes: w.lanes,
 		health: w.health, heartbeat: hb, hb: cfg.registry().Heartbeat()})
-	prom := newPromoter(promoterParams{cfg: cfg})
-	jan := newJanitor(janitorParams{cfg: cfg, lanes: w.lanes})
-	probe := newProber(proberParams{cfg: cfg, health: w.health})
-	st := newStats(statsParams{cfg: cfg, lanes: w.lanes, heartbeat: hb, health: w.health})
+	fleetLoops := []*tickingLoop{
+		newTickingLoop(cfg, "promoter", cfg.PromoteEvery, true, (&promoter{cfg: cfg}).promote),
+		newTickingLoop(cfg, "janitor", cfg.JanitorEvery, false, (&janitor{cfg: cfg, lanes: w.lanes}).clean),
+		newTickingLoop(cfg, "prober", cfg.ProbeEvery, true, (&prober{cfg: cfg, health: w.health}).probe),
+		newTickingLoop(cfg, "stats", cfg.StatsEvery, true, (&stats{cfg: cfg, lanes: w.lanes, heartbeat: hb, health: w.health}).round),
+	}
 
 	for _, in := range intakes {
 		in.start(&readers)
 	}
 	rec.start(&readers)
-	prom.start(&fleet)
-	jan.start(&fleet)
-	probe.start(&fleet)
-	st.start(&fleet)
+	for _, l := range fleetLoops {
+		l.start(&fleet)
+	}
 	hb.start(&fleet)
 	if bud != nil {
 		bud.start(&fleet)
@@ -168,10 +169,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	// 3. Stop the fleet-wide loops. The heartbeat leaves the live set as it stops, after the
 	// last send, so the other replicas take this one's share of the rates from then on.
-	prom.shutdown()
-	jan.shutdown()
-	probe.shutdown()
-	st.shutdown()
+	for _, l := range fleetLoops {
+		l.shutdown()
+	}
 	hb.shutdown()
 	if bud != nil {
 		bud.shutdown()

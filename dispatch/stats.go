@@ -2,18 +2,9 @@ package dispatch
 
 import (
 	"context"
-	"sync"
 
 	"github.com/webpush-gateway/webpush-gateway/telemetry"
 )
-
-// statsParams configure the statistics loop.
-type statsParams struct {
-	cfg       *Config // shared, read-only after Run applied the defaults
-	lanes     *laneTable
-	heartbeat *heartbeat
-	health    *redisHealth
-}
 
 // stats reads the queue gauges from Redis every StatsEvery (stream's QueueStats: one script of
 // a constant number of commands per key, whatever the backlog) and hands them to the metrics,
@@ -21,18 +12,12 @@ type statsParams struct {
 // this loop last wrote, and webpush_queue_stats_refreshed_timestamp_seconds says when that was.
 // The same round keeps each shard's record streams (ledger, gone, dead) near their bounds
 // (stream's TrimRecords), so that they hold at most about StatsEvery's records more.
+// Run ticks round at start and then every StatsEvery.
 type stats struct {
-	statsParams
-	stopper
-}
-
-func newStats(p statsParams) *stats {
-	return &stats{statsParams: p, stopper: newStopper()}
-}
-
-// start runs the loop in a goroutine counted in wg; the first round runs at once.
-func (st *stats) start(wg *sync.WaitGroup) {
-	goCounted(wg, func() { ticking(st.done, st.cfg.StatsEvery, true, st.cfg, "stats", st.round) })
+	cfg       *Config // shared, read-only after Run applied the defaults
+	lanes     *laneTable
+	heartbeat *heartbeat
+	health    *redisHealth
 }
 
 // round reads every shard. A shard that cannot be read leaves the gauges as they were (their

@@ -9,8 +9,7 @@ import (
 
 // TestAuditWhere places one job in every place and checks each is reported there.
 func TestAuditWhere(t *testing.T) {
-	env := newEnv(t)
-	s := env.store(t, "w1", Options{}, "fcm", "apple")
+	env, s := newStore(t, "fcm", "apple")
 	// Terminal records.
 	for _, id := range []string{"done", "twice"} {
 		e := env.laneEntry(t, s, "fcm", id)
@@ -73,8 +72,7 @@ func TestAuditWhere(t *testing.T) {
 
 // TestAuditFindsLanesBySCAN: a store that never ran Setup for a provider still finds its lane.
 func TestAuditFindsLanesBySCAN(t *testing.T) {
-	env := newEnv(t)
-	w := env.store(t, "w1", Options{}, "fcm", "wns")
+	env, w := newStore(t, "fcm", "wns")
 	env.enqueue(t, w, validJob("x"))
 	in := env.readIntake(t, w, 1)[0]
 	mustOK(t)(w.moveToLane(env.ctx, in, "wns", in.Fields["job"], 1))

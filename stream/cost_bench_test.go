@@ -5,13 +5,10 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/webpush-gateway/webpush-gateway/internal/redistest"
 )
 
 // BenchmarkRedisCPUPerJob is what each step of a job's happy path costs the Redis server in CPU
@@ -23,13 +20,8 @@ import (
 func BenchmarkRedisCPUPerJob(b *testing.B) {
 	for _, batch := range []int{1, 8, 64} {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
-			srv := redistest.Start(b, redistest.WithConfig("appendonly", "no"))
-			c := srv.Client(b)
+			c, s := benchStore(b)
 			ctx := context.Background()
-			s := New(c, c, Options{Consumer: "w1"})
-			if err := s.Setup(ctx, []string{"fcm"}); err != nil {
-				b.Fatal(err)
-			}
 			steps := []string{"enqueue", "read intake", "to lane", "read lane", "finish"}
 			spent := make([]time.Duration, len(steps))
 			jobs := 0
@@ -76,26 +68,6 @@ func BenchmarkRedisCPUPerJob(b *testing.B) {
 			}
 			b.ReportMetric(float64(total.Microseconds())/float64(jobs), "redis-µs/job")
 		})
-	}
-}
-
-// all runs op for every entry at once, each on its own goroutine, as a worker does.
-func all(b *testing.B, es []Entry, op func(Entry) error) {
-	var wg sync.WaitGroup
-	errs := make(chan error, len(es))
-	for _, e := range es {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := op(e); err != nil {
-				errs <- err
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		b.Fatal(err)
 	}
 }
 

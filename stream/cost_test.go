@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,8 +18,7 @@ import (
 // check of its own: ToLane let in no copy of a job that is held or was sent. This is the cost
 // of jobs that each come alone; TestCommandsPerJobTogether is that of jobs that come together.
 func TestCommandsPerJob(t *testing.T) {
-	env := newEnv(t)
-	s := env.store(t, "w1", Options{}, "fcm")
+	env, s := newStore(t, "fcm")
 	const n = 50
 	enqueueCounted(t, env, n)
 	in := env.readIntake(t, s, n)
@@ -69,8 +67,7 @@ func TestCommandsPerJob(t *testing.T) {
 // once for all of them: the script call, the owner check, the index and sent-mark lookups, the
 // XACK and XDEL.
 func TestCommandsPerJobTogether(t *testing.T) {
-	env := newEnv(t)
-	s := env.store(t, "w1", Options{}, "fcm")
+	env, s := newStore(t, "fcm")
 	// The records wait for each other; the moves go at once, and those that arrive while one
 	// pipeline is out go in the next.
 	s.SetCommitLinger(time.Minute)
@@ -129,26 +126,16 @@ func jobCommands(t *testing.T, env *env) map[string]int64 {
 	return got
 }
 
-// together runs op for every entry at once, each on its own goroutine, as a worker does, and
-// fails unless each returns true.
+// together runs op for every entry at once, as a worker does, and fails unless each returns
+// true.
 func together(t *testing.T, es []Entry, op func(Entry) (bool, error)) {
 	t.Helper()
-	var wg sync.WaitGroup
-	errs := make(chan error, len(es))
-	for _, e := range es {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if ok, err := op(e); err != nil || !ok {
-				errs <- fmt.Errorf("entry %s: %v, %v", e.ID, ok, err)
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+	all(t, es, func(e Entry) error {
+		if ok, err := op(e); err != nil || !ok {
+			return fmt.Errorf("entry %s: %v, %v", e.ID, ok, err)
+		}
+		return nil
+	})
 }
 
 // waitQueued polls until g holds n queued calls.

@@ -30,8 +30,7 @@ func TestToDelayedCaps(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			env := newEnv(t)
-			s := env.store(t, "w1", Options{}, "fcm")
+			env, s := newStore(t, "fcm")
 			for i, r := range c.existing {
 				e := env.laneEntry(t, s, "fcm", fmt.Sprintf("old-%d", i))
 				v, err := s.ToDelayed(env.ctx, e, RetryRecord{ID: fmt.Sprintf("old-%d", i), Provider: "fcm", Recipient: r,
@@ -92,8 +91,7 @@ func mustAtoi(s string) int64 {
 }
 
 func TestToDelayedQueuedWrites(t *testing.T) {
-	env := newEnv(t)
-	s := env.store(t, "w1", Options{}, "fcm")
+	env, s := newStore(t, "fcm")
 	k := s.Keys(0)
 	e := env.laneEntry(t, s, "fcm", "j1")
 	due := t0.Add(90 * time.Second)
@@ -133,8 +131,7 @@ func TestToDelayedQueuedWrites(t *testing.T) {
 }
 
 func TestPromoteDue(t *testing.T) {
-	env := newEnv(t)
-	s := env.store(t, "w1", Options{}, "fcm", "apple")
+	env, s := newStore(t, "fcm", "apple")
 	k := s.Keys(0)
 	// A job with bytes encoders like to rewrite must come back byte for byte. (Bytes that are
 	// not UTF-8 never get this far: job.Decode refuses them.)
@@ -221,8 +218,7 @@ func TestPromoteDue(t *testing.T) {
 }
 
 func TestPromoteDueUnreadableData(t *testing.T) {
-	env := newEnv(t)
-	s := env.store(t, "w1", Options{}, "fcm")
+	env, s := newStore(t, "fcm")
 	k := s.Keys(0)
 	env.c.ZAdd(env.ctx, k.Delayed, redisZ(1, "ghost"))
 	env.c.HSet(env.ctx, k.DelayedData, "broken", "{not json")

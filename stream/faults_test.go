@@ -18,8 +18,7 @@ import (
 // by the read itself, so none of them reaches the worker; the good ones around them are read.
 // A refused entry's dead record carries at most job.MaxEntryBytes of it, with a note.
 func TestReadIntakeRefusesBadEntriesInRedis(t *testing.T) {
-	env := newEnv(t)
-	s := env.store(t, "w1", Options{}, "fcm")
+	env, s := newStore(t, "fcm")
 	k := s.Keys(0)
 	big := `{"id":"big-1","payload":"` + strings.Repeat("x", 8<<20) + `"}`
 	add := func(values ...any) string {
@@ -79,8 +78,7 @@ func TestReadIntakeRefusesBadEntriesInRedis(t *testing.T) {
 // TestReadIntakeWaitsForNewEntries: a drained intake waits up to block for an entry and then
 // reads it, including one added between the read and the wait.
 func TestReadIntakeWaitsForNewEntries(t *testing.T) {
-	env := newEnv(t)
-	s := env.store(t, "w1", Options{}, "fcm")
+	env, s := newStore(t, "fcm")
 	done := make(chan []Entry, 1)
 	go func() {
 		got, _, err := s.ReadIntake(env.ctx, 0, 10, 5*time.Second)
@@ -112,8 +110,7 @@ func TestReadIntakeWaitsForNewEntries(t *testing.T) {
 // retry) or accepted within the sent-mark window is acknowledged with no record; once the job
 // has ended any other way, the id may be enqueued again (a replay).
 func TestToLaneAcksCopies(t *testing.T) {
-	env := newEnv(t)
-	s := env.store(t, "w1", Options{}, "fcm")
+	env, s := newStore(t, "fcm")
 	k := s.Keys(0)
 	move := func(id string) LaneVerdict {
 		t.Helper()
@@ -178,8 +175,7 @@ func TestToLaneAcksCopies(t *testing.T) {
 // long it idles; it is claimed once the owner is not in the alive list, and a consumer's own
 // idle entries are claimed by itself.
 func TestReclaimSparesLiveOwners(t *testing.T) {
-	env := newEnv(t)
-	w1 := env.store(t, "w1", Options{}, "fcm")
+	env, w1 := newStore(t, "fcm")
 	w2 := env.store(t, "w2", Options{}, "fcm")
 	lane := w1.LaneStream(0, "fcm")
 	e := env.laneEntry(t, w1, "fcm", "j1")
@@ -245,8 +241,7 @@ func TestReclaimChecksIntakeEntries(t *testing.T) {
 // the heartbeat still runs (a live replica must not look dead), and the moves that take new
 // work are refused whole, with an error WriteRefused recognises, changing nothing.
 func TestOutcomesAreRecordedWhenRedisIsOutOfMemory(t *testing.T) {
-	env := newEnv(t)
-	s := env.store(t, "w1", Options{}, "fcm")
+	env, s := newStore(t, "fcm")
 	k := s.Keys(0)
 	lanes := make([]Entry, 5)
 	for i := range lanes {

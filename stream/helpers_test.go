@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -56,6 +57,52 @@ func (e *env) store(t *testing.T, consumer string, o Options, providers ...strin
 		t.Fatalf("Setup: %v", err)
 	}
 	return s
+}
+
+// newStore starts a Redis and returns it with the Store of consumer "w1", set up for
+// providers: the one-worker setup most tests start from. A test that wants more consumers
+// asks env.store for them.
+func newStore(t *testing.T, providers ...string) (*env, *Store) {
+	t.Helper()
+	e := newEnv(t)
+	return e, e.store(t, "w1", Options{}, providers...)
+}
+
+// benchStore starts a Redis with AOF off, so that a benchmark measures the commands and not the
+// disk, and returns its client with the Store of consumer "w1", set up for fcm.
+func benchStore(b *testing.B) (*redis.Client, *Store) {
+	b.Helper()
+	c := redistest.Start(b, redistest.WithConfig("appendonly", "no")).Client(b)
+	s := New(c, c, Options{Consumer: "w1"})
+	if err := s.Setup(context.Background(), []string{"fcm"}); err != nil {
+		b.Fatal(err)
+	}
+	return c, s
+}
+
+// all runs op for every entry at once, each on its own goroutine, as a worker does, and fails
+// with every error op returned.
+func all(tb testing.TB, es []Entry, op func(Entry) error) {
+	tb.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, len(es))
+	for _, e := range es {
+		wg.Go(func() {
+			if err := op(e); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	failed := false
+	for err := range errs {
+		tb.Error(err)
+		failed = true
+	}
+	if failed {
+		tb.FailNow()
+	}
 }
 
 // enqueue XADDs raw jobs to the intake of shard 0 as an upstream would.

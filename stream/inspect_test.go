@@ -18,8 +18,7 @@ import (
 // outcome; the promoter writes the lane entry's four fields only; a retry refused by a cap is
 // dead-lettered as before.
 func TestToDelayedKeepsTheLastOutcome(t *testing.T) {
-	env := newEnv(t)
-	s := env.store(t, "w1", Options{}, "fcm")
+	env, s := newStore(t, "fcm")
 	k := s.Keys(0)
 	long := strings.Repeat("x", MaxDetail+50)
 	e := env.laneEntry(t, s, "fcm", "retry")
@@ -93,8 +92,7 @@ func TestToDelayedKeepsTheLastOutcome(t *testing.T) {
 // TestInspectFindsEveryPlace: a backlog with a job in every place a job can be, and Inspect
 // finds each where it is.
 func TestInspectFindsEveryPlace(t *testing.T) {
-	env := newEnv(t)
-	s := env.store(t, "w1", Options{}, "fcm", "apple", "wns")
+	env, s := newStore(t, "fcm", "apple", "wns")
 	k := s.Keys(0)
 	// Routed and read: in flight on w1.
 	inFlight := env.laneEntry(t, s, "fcm", "in-flight")
@@ -195,8 +193,7 @@ func TestInspectFindsEveryPlace(t *testing.T) {
 // TestInspectSaysWhenAScanWasCut: with more records than the limit, the newest are read and the
 // report names the streams it did not finish.
 func TestInspectSaysWhenAScanWasCut(t *testing.T) {
-	env := newEnv(t)
-	s := env.store(t, "w1", Options{}, "fcm")
+	env, s := newStore(t, "fcm")
 	k := s.Keys(0)
 	for _, id := range []string{"old", "a", "b", "c"} {
 		e := env.laneEntry(t, s, "fcm", id)
@@ -362,8 +359,7 @@ func TestDeadListReplayAndPurge(t *testing.T) {
 // TestDeadOfJobNewestFirst: a job dead-lettered twice (replayed and refused again) has two
 // records, the newest first, and a scan limit cuts the older.
 func TestDeadOfJobNewestFirst(t *testing.T) {
-	env := newEnv(t)
-	s := env.store(t, "w1", Options{})
+	env, s := newStore(t)
 	env.deadJob(t, s, "j", validJob("j"), "INVALID_JOB", "first")
 	env.deadJob(t, s, "other", validJob("other"), "INVALID_JOB", "other")
 	env.deadJob(t, s, "j", validJob("j"), "INVALID_JOB", "second")

@@ -8,8 +8,7 @@ import (
 )
 
 func TestResultsAndDeadRecordsReadBack(t *testing.T) {
-	e := newEnv(t)
-	s := e.store(t, "c1", Options{}, "fcm")
+	e, s := newStore(t, "fcm")
 	e.enqueue(t, s, validJob("a"), validJob("b"), "not json")
 	in := e.readIntake(t, s, 3)
 	at := time.UnixMilli(1_790_000_000_000)

@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/webpush-gateway/webpush-gateway/internal/redistest"
 )
 
 // BenchmarkRedisMemoryPerJob is what a job costs Redis's memory in each place it can be: queued
@@ -22,13 +20,8 @@ import (
 //	go test -run '^$' -bench BenchmarkRedisMemoryPerJob -benchtime 1x ./stream/
 func BenchmarkRedisMemoryPerJob(b *testing.B) {
 	const n = 20_000
-	srv := redistest.Start(b, redistest.WithConfig("appendonly", "no"))
-	c := srv.Client(b)
+	c, s := benchStore(b)
 	ctx := context.Background()
-	s := New(c, c, Options{Consumer: "w1"})
-	if err := s.Setup(ctx, []string{"fcm"}); err != nil {
-		b.Fatal(err)
-	}
 	k := s.Keys(0)
 	used := func() int64 {
 		info, err := c.Info(ctx, "memory").Result()

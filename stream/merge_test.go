@@ -31,8 +31,7 @@ func execMerged(t *testing.T, s *Store, items ...*batchItem) []int64 {
 // they would get alone, in order: an entry not pending for the caller changes nothing, a job
 // already held is a copy, and of two entries of one job in the same call the second is a copy.
 func TestMergedToLaneKeepsEachVerdict(t *testing.T) {
-	env := newEnv(t)
-	w1 := env.store(t, "w1", Options{}, "fcm", "apple")
+	env, w1 := newStore(t, "fcm", "apple")
 	w2 := env.store(t, "w2", Options{}, "fcm")
 	env.enqueue(t, w1, validJob("held"))
 	held := env.readIntake(t, w1, 1)[0]
@@ -75,8 +74,7 @@ func TestMergedToLaneKeepsEachVerdict(t *testing.T) {
 // another consumer is recorded only when its send was accepted, and left pending for the new
 // owner, whose own record in the same call then only acknowledges.
 func TestMergedFinishKeepsEachOutcome(t *testing.T) {
-	env := newEnv(t)
-	w1 := env.store(t, "w1", Options{}, "fcm")
+	env, w1 := newStore(t, "fcm")
 	w2 := env.store(t, "w2", Options{}, "fcm")
 	a := env.laneEntry(t, w1, "fcm", "a")
 	gone := env.laneEntry(t, w1, "fcm", "g")
@@ -148,8 +146,7 @@ func TestMergedFinishKeepsEachOutcome(t *testing.T) {
 func TestLateAcceptedSendOfAnEndedJob(t *testing.T) {
 	for _, ending := range []string{"gone", "too many deliveries"} {
 		t.Run(ending, func(t *testing.T) {
-			env := newEnv(t)
-			w1 := env.store(t, "w1", Options{}, "fcm")
+			env, w1 := newStore(t, "fcm")
 			w2 := env.store(t, "w2", Options{}, "fcm")
 			e := env.laneEntry(t, w1, "fcm", "j")
 			laneKey := w1.LaneStream(0, "fcm")
@@ -188,8 +185,7 @@ func TestLateAcceptedSendOfAnEndedJob(t *testing.T) {
 // attempt's accepted send already recorded (the jobs index says "accepted") is removed without
 // a dead record, so the job keeps its one terminal record.
 func TestReclaimDoesNotDeadLetterAnAcceptedJob(t *testing.T) {
-	env := newEnv(t)
-	w1 := env.store(t, "w1", Options{}, "fcm")
+	env, w1 := newStore(t, "fcm")
 	w2 := env.store(t, "w2", Options{}, "fcm")
 	w3 := env.store(t, "w3", Options{}, "fcm")
 	e := env.laneEntry(t, w1, "fcm", "j")
@@ -220,8 +216,7 @@ func TestReclaimDoesNotDeadLetterAnAcceptedJob(t *testing.T) {
 // TestMergedCallAfterScriptFlush: a merged call whose script Redis forgot (a restart) is sent
 // again with EVAL and gives every item its result.
 func TestMergedCallAfterScriptFlush(t *testing.T) {
-	env := newEnv(t)
-	s := env.store(t, "w1", Options{}, "fcm")
+	env, s := newStore(t, "fcm")
 	a, b := env.laneEntry(t, s, "fcm", "a"), env.laneEntry(t, s, "fcm", "b")
 	if err := env.c.ScriptFlush(env.ctx).Err(); err != nil {
 		t.Fatal(err)
@@ -242,8 +237,7 @@ func TestMergedCallAfterScriptFlush(t *testing.T) {
 // running it) is written again by the worker's retry; the entry is gone by then, and the
 // window knows the job was accepted, so the retry writes no second record.
 func TestFinishRetriedAfterItWentThrough(t *testing.T) {
-	env := newEnv(t)
-	s := env.store(t, "w1", Options{}, "fcm")
+	env, s := newStore(t, "fcm")
 	e := env.laneEntry(t, s, "fcm", "j1")
 	r := Result{ID: "j1", Provider: "fcm", Code: "ACCEPTED", Status: 201, Sent: true, At: t0}
 	mustOK(t)(s.Finish(env.ctx, e, r))
@@ -265,8 +259,7 @@ func TestOnlyRecordsAskedToLingerWait(t *testing.T) {
 		asks   bool
 	}{{"asks", 300 * time.Millisecond, true}, {"does not ask", time.Hour, false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			env := newEnv(t)
-			s := env.store(t, "w1", Options{}, "fcm")
+			env, s := newStore(t, "fcm")
 			s.SetCommitLinger(tc.linger)
 			env.enqueue(t, s, validJob("j"))
 			in := env.readIntake(t, s, 1)[0]

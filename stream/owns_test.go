@@ -8,8 +8,7 @@ import (
 )
 
 func TestOwns(t *testing.T) {
-	env := newEnv(t)
-	w1 := env.store(t, "w1", Options{}, "fcm")
+	env, w1 := newStore(t, "fcm")
 	w2 := env.store(t, "w2", Options{}, "fcm")
 	lane := w1.LaneStream(0, "fcm")
 	cases := []struct {

@@ -11,8 +11,7 @@ import (
 // Redis was SIGKILLed is there after it restarts: entries, pending ownership, delayed
 // retries, marks, records.
 func TestStateSurvivesRedisKill(t *testing.T) {
-	env := newEnv(t)
-	s := env.store(t, "w1", Options{}, "fcm")
+	env, s := newStore(t, "fcm")
 	k := s.Keys(0)
 	lanePending := env.laneEntry(t, s, "fcm", "pending-lane")
 	done := env.laneEntry(t, s, "fcm", "done")

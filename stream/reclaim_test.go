@@ -8,8 +8,7 @@ import (
 )
 
 func TestReclaim(t *testing.T) {
-	env := newEnv(t)
-	w1 := env.store(t, "w1", Options{}, "fcm")
+	env, w1 := newStore(t, "fcm")
 	w2 := env.store(t, "w2", Options{Now: func() time.Time { return t0 }}, "fcm")
 	lane := w1.LaneStream(0, "fcm")
 	fresh := env.laneEntry(t, w1, "fcm", "fresh")
@@ -81,8 +80,7 @@ func TestReclaim(t *testing.T) {
 }
 
 func TestReclaimIntakeNoLimit(t *testing.T) {
-	env := newEnv(t)
-	w1 := env.store(t, "w1", Options{}, "fcm")
+	env, w1 := newStore(t, "fcm")
 	w2 := env.store(t, "w2", Options{}, "fcm")
 	env.enqueue(t, w1, validJob("a"), "{not json")
 	in := env.readIntake(t, w1, 2)
@@ -112,8 +110,7 @@ func TestReclaimIntakeNoLimit(t *testing.T) {
 // call, so with COUNT 1 and a dozen busy (not idle) entries at the front of the pending list, a
 // single call would claim nothing. Reclaim must follow the cursor to the idle entry behind them.
 func TestReclaimLooksPastBusyEntries(t *testing.T) {
-	env := newEnv(t)
-	w1 := env.store(t, "w1", Options{}, "fcm")
+	env, w1 := newStore(t, "fcm")
 	w2 := env.store(t, "w2", Options{}, "fcm")
 	lane := w1.LaneStream(0, "fcm")
 	for i := range 25 {

@@ -11,8 +11,7 @@ import (
 // TestQueueStats: lengths, lag, pending and the oldest pending entry of every stream of a
 // shard, and the delayed set's due members, from one script.
 func TestQueueStats(t *testing.T) {
-	env := newEnv(t)
-	s := env.store(t, "w1", Options{}, "fcm", "apple")
+	env, s := newStore(t, "fcm", "apple")
 	e := env.laneEntry(t, s, "fcm", "read")         // pending in fcm's lane
 	env.enqueue(t, s, validJob("a"), validJob("b")) // two unread in the intake
 	for i, due := range []time.Time{t0, t0.Add(time.Hour)} {

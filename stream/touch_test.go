@@ -59,8 +59,7 @@ func TestTransitionTouchesOnlyNextPlace(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			env := newEnv(t)
-			s := env.store(t, "w1", Options{}, "fcm")
+			env, s := newStore(t, "fcm")
 			if c.name == "ToDelayed refused" {
 				env.c.HSet(env.ctx, k.Rcpt, "r", 1) // r already has one retry waiting
 			}

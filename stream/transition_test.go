@@ -25,8 +25,7 @@ func (e *env) laneEntry(t *testing.T, s *Store, provider, id string) Entry {
 // read it, or it was already finished) cannot move it, and nothing at all is written.
 func TestTransitionsRefuseNonOwner(t *testing.T) {
 	type call func(s *Store, e Entry) (bool, error)
-	env := newEnv(t)
-	w1 := env.store(t, "w1", Options{}, "fcm")
+	env, w1 := newStore(t, "fcm")
 	w2 := env.store(t, "w2", Options{}, "fcm")
 	calls := []struct {
 		name   string
@@ -101,8 +100,7 @@ func TestTransitionsRefuseNonOwner(t *testing.T) {
 // consumer is still recorded (the push is out), with its sent mark, and the entry is left to
 // its new owner; the new owner's Finish then only acks, so the job has one ledger record.
 func TestFinishAcceptedAfterReclaim(t *testing.T) {
-	env := newEnv(t)
-	w1 := env.store(t, "w1", Options{}, "fcm")
+	env, w1 := newStore(t, "fcm")
 	w2 := env.store(t, "w2", Options{}, "fcm")
 	e := env.laneEntry(t, w1, "fcm", "j1")
 	lane := w1.LaneStream(0, "fcm")
@@ -149,8 +147,7 @@ func TestFinishAcceptedAfterReclaim(t *testing.T) {
 }
 
 func TestToLaneWritesLaneEntry(t *testing.T) {
-	env := newEnv(t)
-	s := env.store(t, "w1", Options{}, "fcm", "apple")
+	env, s := newStore(t, "fcm", "apple")
 	job := validJob("j1")
 	env.enqueue(t, s, job)
 	in := env.readIntake(t, s, 1)[0]
@@ -185,8 +182,7 @@ func TestToLaneWritesLaneEntry(t *testing.T) {
 }
 
 func TestToLaneCreatesGroupOfUnknownLane(t *testing.T) {
-	env := newEnv(t)
-	s := env.store(t, "w1", Options{}) // no providers at Setup
+	env, s := newStore(t) // no providers at Setup
 	env.enqueue(t, s, validJob("j1"))
 	in := env.readIntake(t, s, 1)[0]
 	if ok, err := s.moveToLane(env.ctx, in, "newprov", in.Fields["job"], 1); err != nil || !ok {
@@ -197,8 +193,7 @@ func TestToLaneCreatesGroupOfUnknownLane(t *testing.T) {
 }
 
 func TestToDeadRecord(t *testing.T) {
-	env := newEnv(t)
-	s := env.store(t, "w1", Options{}, "fcm")
+	env, s := newStore(t, "fcm")
 	big := strings.Repeat("x", 10<<20)
 	cases := []struct {
 		name string
@@ -324,8 +319,7 @@ func TestFinishWrites(t *testing.T) {
 }
 
 func TestAckSentWritesNothing(t *testing.T) {
-	env := newEnv(t)
-	s := env.store(t, "w1", Options{}, "fcm")
+	env, s := newStore(t, "fcm")
 	e := env.laneEntry(t, s, "fcm", "j1")
 	before := env.snapshot(t)
 	if ok, err := s.AckSent(env.ctx, e, jobID(e.Fields["job"])); err != nil || !ok {
@@ -341,8 +335,7 @@ func TestAckSentWritesNothing(t *testing.T) {
 }
 
 func TestReadNoEntriesAndRecreatedGroup(t *testing.T) {
-	env := newEnv(t)
-	s := env.store(t, "w1", Options{}, "fcm")
+	env, s := newStore(t, "fcm")
 	got, _, err := s.ReadIntake(env.ctx, 0, 10, 10*time.Millisecond)
 	if err != nil || got != nil {
 		t.Fatalf("ReadIntake on empty = %v, %v; want nil, nil", got, err)

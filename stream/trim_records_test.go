@@ -35,15 +35,7 @@ func TestTrimRecords(t *testing.T) {
 	fill(k.Dead, 50)
 	// An upstream reads the gone stream with a group: 20 entries delivered, the first 10
 	// acknowledged.
-	if err := e.c.XGroupCreate(e.ctx, k.Gone, "upstream", "0").Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.c.XReadGroup(e.ctx, &redis.XReadGroupArgs{Group: "upstream", Consumer: "u1", Streams: []string{k.Gone, ">"}, Count: 20}).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.c.XAck(e.ctx, k.Gone, "upstream", gone[:10]...).Err(); err != nil {
-		t.Fatal(err)
-	}
+	e.upstreamReads(t, k.Gone, 20, gone[:10])
 	over, err := s.TrimRecords(e.ctx, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -97,15 +89,7 @@ func TestTrimRecordsSparesWhatARewoundGroupWillRead(t *testing.T) {
 		}
 		gone = append(gone, id)
 	}
-	if err := e.c.XGroupCreate(e.ctx, k.Gone, "upstream", "0").Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.c.XReadGroup(e.ctx, &redis.XReadGroupArgs{Group: "upstream", Consumer: "u1", Streams: []string{k.Gone, ">"}, Count: 20}).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.c.XAck(e.ctx, k.Gone, "upstream", gone[:10]...).Err(); err != nil {
-		t.Fatal(err)
-	}
+	e.upstreamReads(t, k.Gone, 20, gone[:10])
 	// Read again from the sixth entry: it and those after it are the group's to read.
 	if err := e.c.XGroupSetID(e.ctx, k.Gone, "upstream", gone[4]).Err(); err != nil {
 		t.Fatal(err)
@@ -116,5 +100,20 @@ func TestTrimRecordsSparesWhatARewoundGroupWillRead(t *testing.T) {
 	left := e.entries(t, k.Gone)
 	if len(left) < 45 || compareIDs(left[0].ID, gone[5]) > 0 {
 		t.Errorf("gone holds %d entries from %s; want every one from %s, which the group will read again", len(left), left[0].ID, gone[5])
+	}
+}
+
+// upstreamReads has an upstream's group "upstream" read the first n entries of stream and
+// acknowledge those of acked.
+func (e *env) upstreamReads(t *testing.T, stream string, n int64, acked []string) {
+	t.Helper()
+	if err := e.c.XGroupCreate(e.ctx, stream, "upstream", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.c.XReadGroup(e.ctx, &redis.XReadGroupArgs{Group: "upstream", Consumer: "u1", Streams: []string{stream, ">"}, Count: n}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.c.XAck(e.ctx, stream, "upstream", acked...).Err(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -11,22 +11,26 @@ import (
 )
 
 // windowOps runs window.lua's functions on their own: add fields accepted at a time, and say
-// which of some fields count as accepted since a time.
+// which of some fields count as accepted since a time. Both take the time as ARGV[1] and the
+// fields after their other arguments.
 var (
-	windowAddScript = redis.NewScript(windowLua + `
-local fields, nows = {}, {}
-for i = 3, #ARGV do
-  table.insert(fields, ARGV[i])
-  table.insert(nows, ARGV[1])
+	windowOpsLua = windowLua + `
+-- fields_from returns ARGV[first] onwards, and a list as long that gives each ARGV[1].
+local function fields_from(first)
+  local fields, times = {}, {}
+  for i = first, #ARGV do
+    table.insert(fields, ARGV[i])
+    table.insert(times, ARGV[1])
+  end
+  return fields, times
 end
+`
+	windowAddScript = redis.NewScript(windowOpsLua + `
+local fields, nows = fields_from(3)
 w_add(KEYS[1], w_state(KEYS[1]), fields, nows, ARGV[2])
 return 1`)
-	windowSeenScript = redis.NewScript(windowLua + `
-local fields, sinces = {}, {}
-for i = 2, #ARGV do
-  table.insert(fields, ARGV[i])
-  table.insert(sinces, ARGV[1])
-end
+	windowSeenScript = redis.NewScript(windowOpsLua + `
+local fields, sinces = fields_from(2)
 local out = {}
 for i, v in ipairs(w_seen_all(KEYS[1], w_state(KEYS[1]), fields, sinces)) do
   out[i] = v and 1 or 0
@@ -41,16 +45,6 @@ func TestWindowRemembersEveryAcceptedJob(t *testing.T) {
 	env := newEnv(t)
 	base := KeysFor("", 0).Window
 	const ttlS, perSecond, seconds = 100, 50, 400 // four TTLs at a steady rate
-	add := func(now int64, ids []string) {
-		t.Helper()
-		args := []any{now, ttlS * 1000}
-		for _, id := range ids {
-			args = append(args, windowField(id))
-		}
-		if err := windowAddScript.Run(env.ctx, env.c, []string{base}, args...).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
 	seen := func(since int64, ids []string) []int64 {
 		t.Helper()
 		args := []any{since}
@@ -63,17 +57,11 @@ func TestWindowRemembersEveryAcceptedJob(t *testing.T) {
 		}
 		return v
 	}
-	idsAt := func(s int64) []string {
-		var ids []string
-		for i := range perSecond {
-			ids = append(ids, fmt.Sprintf("job-%d-%d", s, i))
-		}
-		return ids
-	}
+	idsAt := func(s int64) []string { return windowIDs("job", int(s), perSecond) }
 	const t0s = 1_750_000_000
 	var peakBuckets int
 	for s := int64(0); s < seconds; s++ {
-		add(t0s+s, idsAt(s))
+		windowAdd(t, env, base, t0s+s, ttlS, idsAt(s)...)
 		if s%50 != 49 {
 			continue
 		}
@@ -127,6 +115,26 @@ func windowAdd(t *testing.T, env *env, base string, now, ttlS int64, ids ...stri
 	}
 }
 
+// windowIDs names the n jobs of batch b: prefix-b-0 to prefix-b-(n-1).
+func windowIDs(prefix string, b, n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("%s-%d-%d", prefix, b, i)
+	}
+	return ids
+}
+
+// fillWindow puts 4,000 old jobs accepted at now in the window at base, 100 a write, which
+// grows its table to 50 buckets or more, and returns how many it put.
+func fillWindow(t *testing.T, env *env, base string, now, ttlS int64) int {
+	t.Helper()
+	const writes, perWrite = 40, 100
+	for b := range writes {
+		windowAdd(t, env, base, now, ttlS, windowIDs("old", b, perWrite)...)
+	}
+	return writes * perWrite
+}
+
 // TestWindowBucketsOutliveWhatTheyHold: a write renews its bucket's expiry, so a bucket the
 // sweep last reached long ago (its expiry near, as when the rate fell after the table grew)
 // still holds a job for the whole TTL after the job went in.
@@ -134,13 +142,7 @@ func TestWindowBucketsOutliveWhatTheyHold(t *testing.T) {
 	env := newEnv(t)
 	base := KeysFor("", 0).Window
 	const ttlS, t0s = 100, 1_750_000_000
-	for b := range 40 {
-		ids := make([]string, 100)
-		for i := range ids {
-			ids[i] = fmt.Sprintf("old-%d-%d", b, i)
-		}
-		windowAdd(t, env, base, t0s, ttlS, ids...)
-	}
+	fillWindow(t, env, base, t0s, ttlS)
 	buckets, err := env.c.Keys(env.ctx, base+":*").Result()
 	if err != nil || len(buckets) < 50 {
 		t.Fatalf("%d buckets (%v); want the table grown to at least 50", len(buckets), err)
@@ -177,13 +179,7 @@ func TestWindowCountsAgainAfterBucketsExpire(t *testing.T) {
 	env := newEnv(t)
 	base := KeysFor("", 0).Window
 	const ttlS, t0s = 100, 1_750_000_000
-	for b := range 40 {
-		ids := make([]string, 100)
-		for i := range ids {
-			ids[i] = fmt.Sprintf("old-%d-%d", b, i)
-		}
-		windowAdd(t, env, base, t0s, ttlS, ids...)
-	}
+	expired := fillWindow(t, env, base, t0s, ttlS)
 	buckets, err := env.c.Keys(env.ctx, base+":*").Result()
 	if err != nil {
 		t.Fatal(err)
@@ -194,10 +190,7 @@ func TestWindowCountsAgainAfterBucketsExpire(t *testing.T) {
 	// Two rounds' worth of jobs at a sweep a bucket for every 8.
 	held := 0
 	for b := range 2 * 8 * len(buckets) / 10 {
-		ids := make([]string, 10)
-		for i := range ids {
-			ids[i] = fmt.Sprintf("new-%d-%d", b, i)
-		}
+		ids := windowIDs("new", b, 10)
 		windowAdd(t, env, base, t0s+3*ttlS, ttlS, ids...)
 		held += len(ids)
 	}
@@ -206,7 +199,7 @@ func TestWindowCountsAgainAfterBucketsExpire(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n < held*3/4 || n > held*5/4 {
-		t.Errorf("the window counts %d fields and holds %d: its count kept the %d fields of the buckets that expired", n, held, 4000)
+		t.Errorf("the window counts %d fields and holds %d: its count kept the %d fields of the buckets that expired", n, held, expired)
 	}
 }
 
@@ -217,25 +210,14 @@ func TestWindowCountsAcrossAnUpgrade(t *testing.T) {
 	env := newEnv(t)
 	base := KeysFor("", 0).Window
 	const ttlS, t0s = 100, 1_750_000_000
-	held := 0
-	for b := range 40 {
-		ids := make([]string, 100)
-		for i := range ids {
-			ids[i] = fmt.Sprintf("old-%d-%d", b, i)
-		}
-		windowAdd(t, env, base, t0s, ttlS, ids...)
-		held += len(ids)
-	}
+	held := fillWindow(t, env, base, t0s, ttlS)
 	buckets := env.c.Keys(env.ctx, base+":*").Val()
 	// As an older gateway left it: no s and a, the cursor near the end of a round.
 	env.c.HDel(env.ctx, base, "s", "a")
 	env.c.HSet(env.ctx, base, "c", len(buckets)-1)
 	minRatio := 1.0
 	for b := range 8 * len(buckets) / 10 {
-		ids := make([]string, 10)
-		for i := range ids {
-			ids[i] = fmt.Sprintf("new-%d-%d", b, i)
-		}
+		ids := windowIDs("new", b, 10)
 		windowAdd(t, env, base, t0s+1, ttlS, ids...)
 		held += len(ids)
 		n, err := env.c.HGet(env.ctx, base, "n").Int()

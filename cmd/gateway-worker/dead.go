@@ -35,7 +35,7 @@ func (d *deadFlags) registerFilters(fs *cli.FlagSet, limit int, limitHelp string
 	fs.StringVar(&d.provider, "provider", "", "records of provider `ID`")
 	fs.StringVar(&d.since, "since", "", "records written at or after `WHEN`: an RFC 3339 time, or a duration ago (90s, 30m, 2h, 7d)")
 	fs.StringVar(&d.until, "until", "", "records written at or before `WHEN` (as --since)")
-	fs.IntVar(&d.limit, "limit", limit, limitHelp)
+	fs.CountVar(&d.limit, "limit", limit, limitHelp)
 }
 
 // registerSelection defines the flags replay and purge choose their records with: the filters,
@@ -50,9 +50,6 @@ func (d *deadFlags) registerSelection(fs *cli.FlagSet, verb, done string) {
 
 // check reads the filters at now; it has printed the problem when it returns false.
 func (d *deadFlags) check(fs *cli.FlagSet, now time.Time) (int, bool) {
-	if d.limit < 0 {
-		return fs.Fail(fmt.Errorf("--limit must be at least 0, got %d", d.limit)), false
-	}
 	if d.code != "" && !taxonomy.Code(d.code).Valid() {
 		return fs.Fail(fmt.Errorf("--code %q is not an outcome code (one of %v)", d.code, taxonomy.Codes())), false
 	}
@@ -266,14 +263,11 @@ func cmdDeadShow(ctx context.Context, fs *cli.FlagSet, args []string, stdout, st
 	var rf redisFlags
 	rf.registerReader(fs)
 	fs.Group("Search")
-	scanLimit := fs.Int("scan-limit", defaultScanLimit, "given a job id, read at most `N` records (0: all)")
+	scanLimit := fs.Count("scan-limit", defaultScanLimit, "given a job id, read at most `N` records (0: all)")
 	fs.Group("Output")
 	asJSON := fs.Bool("json", false, "print the record as one JSON object (snake_case keys, the job as a string)")
 	if code, ok := fs.Parse(args); !ok {
 		return code
-	}
-	if *scanLimit < 0 {
-		return fs.Fail(fmt.Errorf("--scan-limit must be at least 0, got %d", *scanLimit))
 	}
 	st, code := rf.openReader(ctx, fs, "gateway-dead", stderr)
 	if st == nil {

@@ -86,14 +86,11 @@ func cmdInspect(ctx context.Context, fs *cli.FlagSet, args []string, stdout, std
 	rf.registerReader(fs)
 	rf.registerRegistry(fs, "Fleet", "whose heartbeat.stale_after says whether a pending entry's consumer is alive")
 	fs.Group("Search")
-	scanLimit := fs.Int("scan-limit", defaultScanLimit, "read at most `N` entries of each stream (0: all)")
+	scanLimit := fs.Count("scan-limit", defaultScanLimit, "read at most `N` entries of each stream (0: all)")
 	fs.Group("Output")
 	asJSON := fs.Bool("json", false, "print one JSON object (snake_case keys)")
 	if code, ok := fs.Parse(args); !ok {
 		return code
-	}
-	if *scanLimit < 0 {
-		return fs.Fail(fmt.Errorf("--scan-limit must be at least 0, got %d", *scanLimit))
 	}
 	id := fs.Arg(0)
 	if id == "" {

@@ -27,16 +27,10 @@ func cmdInventory(_ context.Context, fs *cli.FlagSet, args []string, stdout, std
 	fs.Group("Delivery")
 	registry := fs.String("registry", "", "provider table `FILE` that routes the endpoints (default: the registry.yaml built into this binary)")
 	fs.Group("Report")
-	total := fs.Int("total", 0, "in-flight total per replica to share (default: the registry's budget.total_in_flight, else the sum of max_in_flight)")
-	top := fs.Int("top", 20, "unknown hosts listed one by one; the rest are summed as others")
+	total := fs.Count("total", 0, "in-flight total per replica to share (default: the registry's budget.total_in_flight, else the sum of max_in_flight)")
+	top := fs.Count("top", 20, "unknown hosts listed one by one; the rest are summed as others")
 	if code, ok := fs.Parse(args); !ok {
 		return code
-	}
-	if *total < 0 {
-		return fs.Fail(fmt.Errorf("--total must be at least 0, got %d", *total))
-	}
-	if *top < 0 {
-		return fs.Fail(fmt.Errorf("--top must be at least 0, got %d", *top))
 	}
 	reg, err := cli.LoadRegistry(*registry)
 	if err != nil {

@@ -37,12 +37,8 @@ func (env *runEnv) gateway(ctx context.Context, paced, linger bool) (Row, error)
 		row = Row{Name: contenderNoLinger, What: "gateway-paced with --commit-linger 0 --lane-gather 0"}
 	}
 	prefix := fmt.Sprintf("benchgw%d", time.Now().UnixNano()%1_000_000)
-	reg := filepath.Join(env.dir, "bench-registry.yaml")
-	yml, err := registryYAML(env, paced)
+	reg, err := env.writeRegistry("bench-registry.yaml", paced)
 	if err != nil {
-		return row, err
-	}
-	if err := os.WriteFile(reg, []byte(yml), 0o644); err != nil {
 		return row, err
 	}
 	statsFile := filepath.Join(env.dir, "gateway-stats.json")
@@ -100,6 +96,17 @@ func (env *runEnv) connectTo() []string {
 		cts = append(cts, net.JoinHostPort(h, "443")+"="+env.sim.Addr())
 	}
 	return cts
+}
+
+// writeRegistry writes registryYAML to name in the run's directory, for a worker's --registry,
+// and returns the file's path.
+func (env *runEnv) writeRegistry(name string, paced bool) (string, error) {
+	yml, err := registryYAML(env, paced)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(env.dir, name)
+	return path, os.WriteFile(path, []byte(yml), 0o644)
 }
 
 // registryYAML is registry.yaml for the bench: the shipped hosts and the contenders'

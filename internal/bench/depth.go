@@ -3,8 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/stream"
@@ -22,12 +20,8 @@ func (env *runEnv) depthRow(ctx context.Context, depth int) (Row, error) {
 	prefix := fmt.Sprintf("benchdepth%d", time.Now().UnixNano()%1_000_000)
 	store := stream.New(env.rdb, env.rdb, stream.Options{Prefix: prefix})
 	defer env.deletePrefix(ctx, prefix)
-	reg := filepath.Join(env.dir, "bench-depth-registry.yaml")
-	yml, err := registryYAML(env, true)
+	reg, err := env.writeRegistry("bench-depth-registry.yaml", true)
 	if err != nil {
-		return row, err
-	}
-	if err := os.WriteFile(reg, []byte(yml), 0o644); err != nil {
 		return row, err
 	}
 	producer := stream.NewProducer(env.rdb, prefix, 1)
@@ -86,25 +80,12 @@ func (env *runEnv) depthRow(ctx context.Context, depth int) (Row, error) {
 func (env *runEnv) depthWindow(ctx context.Context, c *child, store *stream.Store, warm int) (phase, error) {
 	ph := phase{errors: map[string]int{}}
 	keys := store.Keys(0)
-	deadline := time.Now().Add(5 * time.Minute)
-	for {
+	err := waitChild(ctx, c.exited, 5*time.Minute, 50*time.Millisecond, func() (bool, string, error) {
 		n, err := env.rdb.XLen(ctx, keys.Intake).Result()
-		if err != nil {
-			return ph, err
-		}
-		if n == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			return ph, fmt.Errorf("the intake still holds %d jobs after 5 minutes", n)
-		}
-		select {
-		case <-ctx.Done():
-			return ph, ctx.Err()
-		case <-c.exited:
-			return ph, fmt.Errorf("the worker exited while the intake held %d jobs", n)
-		case <-time.After(50 * time.Millisecond):
-		}
+		return n == 0, fmt.Sprintf("the intake still holds %d jobs", n), err
+	})
+	if err != nil {
+		return ph, err
 	}
 	for _, p := range benchProviders {
 		if _, err := store.ResumeProvider(ctx, p); err != nil {
@@ -116,15 +97,7 @@ func (env *runEnv) depthWindow(ctx context.Context, c *child, store *stream.Stor
 	}
 	startSeq := env.lastSeq()
 	answered0 := int(env.sim.Stats().Requests)
-	before, err := sampleProc(c.cmd.Process.Pid)
-	if err != nil {
-		return ph, err
-	}
-	cmds0, err := commandCalls(ctx, env.rdb)
-	if err != nil {
-		return ph, err
-	}
-	redis0, err := redisCPU(ctx, env.rdb)
+	before, err := env.sampleCosts(ctx, c.cmd.Process.Pid)
 	if err != nil {
 		return ph, err
 	}
@@ -132,20 +105,12 @@ func (env *runEnv) depthWindow(ctx context.Context, c *child, store *stream.Stor
 	if err := env.waitAnswers(ctx, answered0+env.o.Messages, c.exited, limit); err != nil {
 		return ph, err
 	}
-	after, err := sampleProc(c.cmd.Process.Pid)
+	after, err := env.sampleCosts(ctx, c.cmd.Process.Pid)
 	if err != nil {
 		return ph, err
 	}
-	cmds1, err := commandCalls(ctx, env.rdb)
-	if err != nil {
-		return ph, err
-	}
-	redis1, err := redisCPU(ctx, env.rdb)
-	if err != nil {
-		return ph, err
-	}
-	ph.cpu, ph.peakRSS = after.cpu-before.cpu, after.peakRSS
-	ph.redisCPU, ph.redisCommands = redis1-redis0, cmds1-cmds0
+	ph.cpu, ph.peakRSS = after.proc.cpu-before.proc.cpu, after.proc.peakRSS
+	ph.redisCPU, ph.redisCommands = after.redisCPU-before.redisCPU, after.commands-before.commands
 	for _, d := range env.sim.DeliveriesSince(startSeq, "") {
 		if ph.answered == env.o.Messages {
 			break
@@ -177,4 +142,26 @@ func (env *runEnv) deletePrefix(ctx context.Context, prefix string) {
 	if len(batch) > 0 {
 		env.rdb.Unlink(ctx, batch...)
 	}
+}
+
+// costSample is what the measured window of a depth row reads at its start and its end: the
+// worker process's CPU and peak RSS, and the commands and CPU of the Redis server.
+type costSample struct {
+	proc     procSample
+	commands int64
+	redisCPU time.Duration
+}
+
+// sampleCosts reads a costSample of the worker process pid.
+func (env *runEnv) sampleCosts(ctx context.Context, pid int) (costSample, error) {
+	var s costSample
+	var err error
+	if s.proc, err = sampleProc(pid); err != nil {
+		return s, err
+	}
+	if s.commands, err = commandCalls(ctx, env.rdb); err != nil {
+		return s, err
+	}
+	s.redisCPU, err = redisCPU(ctx, env.rdb)
+	return s, err
 }

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os/exec"
 	"slices"
@@ -165,30 +164,17 @@ func (env *runEnv) drive(ctx context.Context, prefix string, pid int, exited <-c
 // counts its polls in env.polls since the last call, so their XLENs can be taken out of the
 // commands Redis ran.
 func (env *runEnv) waitRecords(ctx context.Context, keys stream.Keys, n int64, exited <-chan struct{}, limit time.Duration) error {
-	deadline := time.Now().Add(limit)
 	env.polls = 0
-	for {
+	return waitChild(ctx, exited, limit, 5*time.Millisecond, func() (bool, string, error) {
 		env.polls++
 		pipe := env.rdb.Pipeline()
 		res, dead := pipe.XLen(ctx, keys.Results), pipe.XLen(ctx, keys.Dead)
 		if _, err := pipe.Exec(ctx); err != nil {
-			return err
+			return false, "", err
 		}
 		got := res.Val() + dead.Val()
-		if got >= n {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%d of %d jobs recorded within %s", got, n, limit)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-exited:
-			return errors.New("the process exited before recording everything")
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
+		return got >= n, fmt.Sprintf("%d of %d jobs recorded", got, n), nil
+	})
 }
 
 func (env *runEnv) lastSeq() uint64 {
@@ -201,21 +187,31 @@ func (env *runEnv) lastSeq() uint64 {
 
 // waitAnswers waits until pushsim has answered n requests since its last Reset.
 func (env *runEnv) waitAnswers(ctx context.Context, n int, exited <-chan struct{}, limit time.Duration) error {
+	return waitChild(ctx, exited, limit, 20*time.Millisecond, func() (bool, string, error) {
+		got := env.sim.Stats().Requests
+		return got >= uint64(n), fmt.Sprintf("pushsim answered %d of %d requests", got, n), nil
+	})
+}
+
+// waitChild calls check every interval until it reports done, while a child process runs. check
+// also says where things stand ("3 of 5 jobs recorded"), which the error repeats when limit
+// passes or the child exits (exited is closed) first: the last thing seen is what says why.
+func waitChild(ctx context.Context, exited <-chan struct{}, limit, interval time.Duration, check func() (done bool, state string, err error)) error {
 	deadline := time.Now().Add(limit)
 	for {
-		got := env.sim.Stats().Requests
-		if got >= uint64(n) {
-			return nil
+		done, state, err := check()
+		if err != nil || done {
+			return err
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("pushsim answered %d of %d requests within %s", got, n, limit)
+			return fmt.Errorf("%s after %s", state, limit)
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-exited:
-			return errors.New("the process exited before delivering everything")
-		case <-time.After(20 * time.Millisecond):
+			return fmt.Errorf("the process exited: %s", state)
+		case <-time.After(interval):
 		}
 	}
 }

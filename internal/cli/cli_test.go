@@ -63,6 +63,25 @@ func TestParseNamesTheVariableOfABadValue(t *testing.T) {
 	}
 }
 
+// TestCountTakesZeroAndRefusesANegativeValueFromTheEnvironment: a count of 0 (none, or all)
+// is a value; a negative one is refused whether the command line or the variable gave it.
+func TestCountTakesZeroAndRefusesANegativeValueFromTheEnvironment(t *testing.T) {
+	fs := NewFlagSet("test ls", io.Discard, Help{})
+	limit := fs.Count("limit", 20, "")
+	if code, ok := fs.Parse([]string{"--limit", "0"}); !ok || *limit != 0 {
+		t.Fatalf("--limit 0: exit %d, ok %v, limit %d; want it taken", code, ok, *limit)
+	}
+	t.Setenv("GATEWAY_LIMIT", "-3")
+	var stderr bytes.Buffer
+	fs = NewFlagSet("test ls", &stderr, Help{})
+	var n int
+	fs.CountVar(&n, "limit", 20, "")
+	code, ok := fs.Parse(nil)
+	if ok || code != ExitUsage || !strings.HasPrefix(stderr.String(), "test ls: --limit must be at least 0, got -3") {
+		t.Fatalf("GATEWAY_LIMIT=-3: exit %d, stderr %q; want 2 and the refusal", code, stderr.String())
+	}
+}
+
 // TestParseRefusals: every refusal exits 2, names the flag or the argument first, and ends with
 // the usage line and where the help is.
 func TestParseRefusals(t *testing.T) {
@@ -82,6 +101,7 @@ func TestParseRefusals(t *testing.T) {
 		{"too many", Help{Args: "FILE", MaxArgs: 1}, []string{"a", "b"}, `unexpected argument "b"`},
 		{"too few", Help{Args: "JOB_ID", MinArgs: 1, MaxArgs: 1}, nil, "missing JOB_ID"},
 		{"required", Help{}, []string{"--count", "2"}, "--name is required"},
+		{"negative count", Help{}, []string{"--rows", "-1"}, "--rows must be at least 0, got -1"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -89,6 +109,7 @@ func TestParseRefusals(t *testing.T) {
 			tc.help.Usage = "[flags]"
 			fs := NewFlagSet("test cmd", &stderr, tc.help)
 			fs.Int("count", 1, "how many")
+			fs.Count("rows", 0, "at most `N` rows")
 			fs.Bool("json", false, "as JSON")
 			fs.String("name", "", "a `NAME`")
 			fs.Require("name")

@@ -83,6 +83,7 @@ type FlagSet struct {
 	groups   []string          // headings in the order of first use
 	groupOf  map[string]string // flag name -> heading
 	required []string          // flag names, in the order Require was given them
+	counts   map[string]*int   // flag name -> value, of the flags defined by Count and CountVar
 	set      map[string]bool   // flags given on the command line or by the environment
 	args     []string          // positional arguments, after Parse
 }
@@ -124,6 +125,23 @@ func (f *FlagSet) claim() {
 // refuses a command line (and environment) that leaves one out.
 func (f *FlagSet) Require(names ...string) { f.required = append(f.required, names...) }
 
+// CountVar defines an int flag that counts something (a limit, a number of rows), stored in p:
+// Parse refuses a negative value, "--name must be at least 0, got -1", wherever it came from.
+func (f *FlagSet) CountVar(p *int, name string, value int, usage string) {
+	f.IntVar(p, name, value, usage)
+	if f.counts == nil {
+		f.counts = map[string]*int{}
+	}
+	f.counts[name] = p
+}
+
+// Count is CountVar with a new variable, which it returns.
+func (f *FlagSet) Count(name string, value int, usage string) *int {
+	p := new(int)
+	f.CountVar(p, name, value, usage)
+	return p
+}
+
 // IsSet reports whether the flag name was given, on the command line or by its variable.
 func (f *FlagSet) IsSet(name string) bool { return f.set[name] }
 
@@ -156,6 +174,9 @@ func (f *FlagSet) Parse(args []string) (code int, ok bool) {
 	}
 	f.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
 	if err := f.fromEnvironment(); err != nil {
+		return f.Fail(err), false
+	}
+	if err := f.checkCounts(); err != nil {
 		return f.Fail(err), false
 	}
 	if err := f.checkArgs(); err != nil {
@@ -236,6 +257,17 @@ func EnvName(flagName string) string {
 // length only: it may be a secret whose flag lost it to a space (--vapid-key= KEY), and a raw
 // VAPID key is 43 characters.
 const maxQuoted = 24
+
+// checkCounts refuses the first negative count, in the order of the flags' names.
+func (f *FlagSet) checkCounts() error {
+	var err error
+	f.VisitAll(func(fl *flag.Flag) {
+		if p, ok := f.counts[fl.Name]; ok && *p < 0 && err == nil {
+			err = fmt.Errorf("--%s must be at least 0, got %d", fl.Name, *p)
+		}
+	})
+	return err
+}
 
 func (f *FlagSet) checkArgs() error {
 	n, h := len(f.args), f.help

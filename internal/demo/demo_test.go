@@ -24,12 +24,7 @@ func TestDemoWritesReportWithEveryProviderAndTheFault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out bytes.Buffer
-	o := Options{Duration: 6 * time.Second, Rate: 100, Fault: f, Report: report, Payload: "test"}
-	if err := Run(context.Background(), o, &out); err != nil {
-		t.Fatalf("Run: %v\n%s", err, out.String())
-	}
-	text := out.String()
+	text := runDemo(t, Options{Duration: 6 * time.Second, Rate: 100, Fault: f, Report: report, Payload: "test"})
 	if first, _, _ := strings.Cut(text, "\n"); !strings.HasPrefix(first, "redis:") {
 		t.Errorf("first line %q does not say which Redis the demo uses", first)
 	}
@@ -76,4 +71,15 @@ func TestParseDemoFault(t *testing.T) {
 			t.Errorf("ParseFault(%q) = %q, %v; want %q", in, f.provider, err, want)
 		}
 	}
+}
+
+// runDemo runs the demo with o and returns what it printed. A demo that fails fails the test,
+// with its output.
+func runDemo(t *testing.T, o Options) string {
+	t.Helper()
+	var out bytes.Buffer
+	if err := Run(context.Background(), o, &out); err != nil {
+		t.Fatalf("Run: %v\n%s", err, out.String())
+	}
+	return out.String()
 }

@@ -3,7 +3,6 @@
 package demo
 
 import (
-	"bytes"
 	"context"
 	"os/exec"
 	"path/filepath"
@@ -29,17 +28,13 @@ func TestDemoOnAGivenRedisPrintsItsPrefixAndTheCleanup(t *testing.T) {
 	if err := c.Set(context.Background(), "wp:shards", "1", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	var out bytes.Buffer
-	o := Options{RedisURL: srv.URL(), Duration: 2 * time.Second, Rate: 20, Report: filepath.Join(t.TempDir(), "r.html"), Payload: "x"}
-	if err := Run(context.Background(), o, &out); err != nil {
-		t.Fatalf("Run: %v\n%s", err, out.String())
-	}
-	m := regexp.MustCompile(`(?m)^prefix:  (wpdemo\d+) \(every key of this run starts with wpdemo\d+:; a worker finishes its jobs with --prefix wpdemo\d+\)$`).FindStringSubmatch(out.String())
+	out := runDemo(t, Options{RedisURL: srv.URL(), Duration: 2 * time.Second, Rate: 20, Report: filepath.Join(t.TempDir(), "r.html"), Payload: "x"})
+	m := regexp.MustCompile(`(?m)^prefix:  (wpdemo\d+) \(every key of this run starts with wpdemo\d+:; a worker finishes its jobs with --prefix wpdemo\d+\)$`).FindStringSubmatch(out)
 	if m == nil {
-		t.Fatalf("the demo did not print its prefix:\n%s", out.String())
+		t.Fatalf("the demo did not print its prefix:\n%s", out)
 	}
 	prefix := m[1]
-	_, cleanup, ok := strings.Cut(out.String(), "\ncleanup: ")
+	_, cleanup, ok := strings.Cut(out, "\ncleanup: ")
 	cleanup, _, _ = strings.Cut(cleanup, "\n")
 	want := "redis-cli -u '" + srv.URL() + "' --scan --pattern '" + prefix + ":*' | xargs -r redis-cli -u '" + srv.URL() + "' unlink"
 	if !ok || cleanup != want {
