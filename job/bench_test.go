@@ -39,3 +39,16 @@ func BenchmarkDecode(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDecodeString is Decode as the intake and the lanes call it, on the string Redis
+// gives them.
+func BenchmarkDecodeString(b *testing.B) {
+	raw := string(benchJob(b))
+	b.SetBytes(int64(len(raw)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := DecodeString(raw, t0); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
