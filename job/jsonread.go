@@ -206,12 +206,37 @@ var plainByte = func() (t [256]bool) {
 	return t
 }()
 
+// plainPrefix is how many of the first bytes of s are plainByte. It looks at eight at a time
+// while none of them is a quote, a backslash or a control byte: a job's strings are mostly long
+// runs of plain text (an endpoint, keys, a payload).
+func plainPrefix(s string) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		w := s[i : i+8]
+		x := uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
+			uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56
+		// (x-ones*0x20)&^x&highs is not zero exactly when a byte of x is below 0x20, and
+		// (q-ones)&^q&highs when a byte of q is zero: a quote in x; b likewise for a backslash.
+		// (A borrow may mark a later byte too, but only after a byte that is marked rightly.)
+		q, b := x^(ones*'"'), x^(ones*'\\')
+		if ((x-ones*0x20)&^x|(q-ones)&^q|(b-ones)&^b)&highs != 0 {
+			break
+		}
+	}
+	for i < len(s) && plainByte[s[i]] {
+		i++
+	}
+	return i
+}
+
 // scanString scans the string whose opening quote is s[i]: no control bytes, and only the
 // escapes JSON has.
 func scanString(s string, i int) int {
 	for j := i + 1; j < len(s); j++ {
-		if plainByte[s[j]] {
-			continue
+		j += plainPrefix(s[j:])
+		if j >= len(s) {
+			break
 		}
 		switch c := s[j]; {
 		case c == '"':
@@ -493,18 +518,7 @@ func cut(s string, n int) string {
 // entry, which the lane keeps anyway.
 func jsonString(raw string, dst *string) error {
 	if n := len(raw); n >= 2 && raw[0] == '"' && raw[n-1] == '"' {
-		in := raw[1 : n-1]
-		// ASCII text needs one look at each byte; other text a second, for its UTF-8.
-		plain, ascii := true, true
-		for i := 0; i < len(in); i++ {
-			c := in[i]
-			if !plainByte[c] {
-				plain = false
-				break
-			}
-			ascii = ascii && c < utf8.RuneSelf
-		}
-		if plain && (ascii || utf8.ValidString(in)) {
+		if in := raw[1 : n-1]; plainPrefix(in) == len(in) && utf8.ValidString(in) {
 			*dst = in
 			return nil
 		}

@@ -99,6 +99,24 @@ func checkScanAgrees(t *testing.T, raw string) {
 	}
 }
 
+// TestPlainPrefix: the eight-at-a-time look stops at every byte that is not plainByte, wherever
+// in a word it is, and at no other.
+func TestPlainPrefix(t *testing.T) {
+	for c := 0; c < 256; c++ {
+		for at := 0; at < 20; at++ {
+			b := []byte(strings.Repeat("a\xc3\xa9~ ", 5)[:20])
+			b[at] = byte(c)
+			want := 20
+			if !plainByte[c] {
+				want = at
+			}
+			if got := plainPrefix(string(b)); got != want {
+				t.Fatalf("byte %#x at %d: plainPrefix %d, want %d", c, at, got, want)
+			}
+		}
+	}
+}
+
 // checkMembersAreSlices: each member's value is the bytes of the entry at its offset, so a
 // reason that names an offset names the right byte.
 func checkMembersAreSlices(t *testing.T, raw string, ms members) {
