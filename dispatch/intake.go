@@ -99,7 +99,7 @@ func (in *intake) handle(ctx context.Context, e stream.Entry) error {
 	if !ok {
 		return in.dead(ctx, e, "", `entry has no "job" field`, "")
 	}
-	job, err := jobfmt.Decode([]byte(raw), cfg.Now())
+	job, err := jobfmt.DecodeString(raw, cfg.Now())
 	if err != nil {
 		reason := err.Error()
 		var ie *jobfmt.InvalidError

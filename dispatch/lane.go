@@ -353,7 +353,7 @@ func parseLaneEntry(e stream.Entry, now time.Time) (*laneJob, string) {
 		return lj, `lane entry: "enqueued_at" is not unix milliseconds`
 	}
 	lj.enqueued = time.UnixMilli(ms)
-	lj.job, err = jobfmt.Decode([]byte(lj.raw), now)
+	lj.job, err = jobfmt.DecodeString(lj.raw, now)
 	if err != nil {
 		var ie *jobfmt.InvalidError
 		if errors.As(err, &ie) {

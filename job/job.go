@@ -36,6 +36,12 @@ var jobFields = []string{
 	"urgency", "topic", "vapid_key", "recipient", "enqueued_at",
 }
 
+// subscriptionFields and keysFields are the members of "subscription" and of its "keys".
+var (
+	subscriptionFields = []string{"endpoint", "expirationTime", "keys"}
+	keysFields         = []string{"p256dh", "auth"}
+)
+
 // Job is a decoded, structurally valid delivery job. Provider routing (https only, known
 // authority: EndpointReason) and the existence of the named VAPID key are checked by the
 // intake loop.
@@ -95,29 +101,38 @@ func Decode(raw []byte, now time.Time) (*Job, error) {
 	if len(raw) > MaxEntryBytes {
 		return nil, invalid("entry is %d bytes; at most %d", len(raw), MaxEntryBytes)
 	}
+	return DecodeString(string(raw), now)
+}
+
+// DecodeString is Decode of an entry held as a string, as Redis gives it. The job's strings
+// that hold no escapes share raw's memory rather than copy it.
+func DecodeString(raw string, now time.Time) (*Job, error) {
+	if len(raw) > MaxEntryBytes {
+		return nil, invalid("entry is %d bytes; at most %d", len(raw), MaxEntryBytes)
+	}
 	fields, err := splitObject(raw, 0, "", jobFields)
 	if err != nil {
 		return nil, err
 	}
 	j := &Job{TTL: DefaultTTL, VAPIDKey: DefaultVAPIDKey, EnqueuedAt: now}
 
-	if j.ID, err = requiredString(fields, "id"); err != nil {
+	if j.ID, err = requiredString(&fields, "id"); err != nil {
 		return nil, err
 	}
 	if err := checkID(j.ID); err != nil {
 		return nil, err
 	}
-	sub, ok := fields["subscription"]
+	sub, ok := fields.get("subscription")
 	if !ok {
 		return nil, invalid("subscription: required")
 	}
 	if err := decodeSubscription(sub, &j.Subscription); err != nil {
 		return nil, err
 	}
-	if err := decodeBody(fields, j); err != nil {
+	if err := decodeBody(&fields, j); err != nil {
 		return nil, err
 	}
-	if m, ok := fields["ttl"]; ok {
+	if m, ok := fields.get("ttl"); ok {
 		n, err := wholeNumber(m.raw)
 		if err != nil {
 			return nil, invalid("ttl: %v", err)
@@ -141,7 +156,7 @@ func Decode(raw []byte, now time.Time) (*Job, error) {
 		{"vapid_key", checkVAPIDKey, &j.VAPIDKey},
 		{"recipient", checkRecipient, &j.Recipient},
 	} {
-		v, ok, err := optionalString(fields, f.name)
+		v, ok, err := optionalString(&fields, f.name)
 		if err != nil {
 			return nil, err
 		}
@@ -153,7 +168,7 @@ func Decode(raw []byte, now time.Time) (*Job, error) {
 		}
 		*f.dst = v
 	}
-	if m, ok := fields["enqueued_at"]; ok {
+	if m, ok := fields.get("enqueued_at"); ok {
 		t, err := decodeTime(m)
 		if err != nil {
 			return nil, invalid("enqueued_at: %v", err)
@@ -204,11 +219,11 @@ func decodeSubscription(m member, sub *Subscription) error {
 	if kindOf(m.raw) != "an object" {
 		return invalid("subscription: must be an object, got %s", kindOf(m.raw))
 	}
-	f, err := splitObject(m.raw, m.at, "subscription", []string{"endpoint", "expirationTime", "keys"})
+	f, err := splitObject(m.raw, m.at, "subscription", subscriptionFields)
 	if err != nil {
 		return err
 	}
-	ep, ok := f["endpoint"]
+	ep, ok := f.get("endpoint")
 	if !ok {
 		return invalid("subscription.endpoint: required")
 	}
@@ -218,21 +233,21 @@ func decodeSubscription(m member, sub *Subscription) error {
 	if err := checkEndpoint(sub.Endpoint); err != nil {
 		return err
 	}
-	if et, ok := f["expirationTime"]; ok {
+	if et, ok := f.get("expirationTime"); ok {
 		n, err := wholeOrFraction(et.raw)
 		if err != nil {
 			return invalid("subscription.expirationTime: %v", err)
 		}
 		sub.ExpirationTime = &n
 	}
-	keys, ok := f["keys"]
+	keys, ok := f.get("keys")
 	if !ok {
 		return invalid("subscription.keys: required")
 	}
 	if kindOf(keys.raw) != "an object" {
 		return invalid("subscription.keys: must be an object, got %s", kindOf(keys.raw))
 	}
-	kf, err := splitObject(keys.raw, keys.at, "subscription.keys", []string{"p256dh", "auth"})
+	kf, err := splitObject(keys.raw, keys.at, "subscription.keys", keysFields)
 	if err != nil {
 		return err
 	}
@@ -240,7 +255,7 @@ func decodeSubscription(m member, sub *Subscription) error {
 		name string
 		dst  *string
 	}{{"p256dh", &sub.Keys.P256dh}, {"auth", &sub.Keys.Auth}} {
-		v, ok := kf[k.name]
+		v, ok := kf.get(k.name)
 		if !ok {
 			return invalid("subscription.keys.%s: required", k.name)
 		}
@@ -271,7 +286,7 @@ func DecodeSubscription(raw []byte) (Subscription, error) {
 	if err := json.Unmarshal(raw, &whole); err != nil {
 		return sub, invalid("subscription: %s", jsonProblem(err))
 	}
-	err := decodeSubscription(member{raw: whole, at: len(raw) - len(bytes.TrimLeft(raw, " \t\r\n"))}, &sub)
+	err := decodeSubscription(member{raw: string(whole), at: len(raw) - len(bytes.TrimLeft(raw, " \t\r\n"))}, &sub)
 	return sub, err
 }
 
@@ -296,7 +311,7 @@ func checkEndpoint(ep string) error {
 }
 
 // decodeBody reads payload, payload_encoding and ciphertext.
-func decodeBody(fields members, j *Job) error {
+func decodeBody(fields *members, j *Job) error {
 	payload, hasPayload, err := optionalString(fields, "payload")
 	if err != nil {
 		return err

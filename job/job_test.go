@@ -260,7 +260,7 @@ func FuzzDecodeJob(f *testing.F) {
 					t.Fatalf("reason %q names no byte of the %d-byte entry", ije.Reason, len(raw))
 				}
 				r, n := utf8.DecodeRune(raw[at:])
-				escaped := bytes.HasPrefix(raw[at:], []byte(`\u`)) && len(raw) >= at+6 && utf16.IsSurrogate(hex4(raw[at+2:at+6]))
+				escaped := bytes.HasPrefix(raw[at:], []byte(`\u`)) && len(raw) >= at+6 && utf16.IsSurrogate(hex4(string(raw[at+2:at+6])))
 				if !(r == utf8.RuneError && n == 1) && !escaped {
 					t.Fatalf("reason %q: byte %d (%q) is valid UTF-8", ije.Reason, at, raw[at:min(at+6, len(raw))])
 				}

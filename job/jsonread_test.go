@@ -20,6 +20,13 @@ var splitSeeds = []string{
 	`{"id":"a","extra":[1,{"x":"]}"}]}`,
 	`{"payload":"{\"nested\":\"}\"}","topic":"t"}`,
 	`[]`, `{}`, `{"id":`, `{"id":"a"} x`, "\t{\n\"id\"\r:\"a\"\n}\n",
+	// The grammar the one-pass scan checks in place of json.Valid.
+	`{"id":1.}`, `{"id":-}`, `{"id":01}`, `{"id":-0.5e+3}`, `{"id":1e}`, `{"id":1E-0}`, `{"id":.5}`,
+	`{"id":"\u12"}`, `{"id":"\u12g4"}`, `{"id":"\x"}`, `{"id":"\\"}`, `{"id":"a\\\"b"}`, "{\"id\":\"a\x01\"}",
+	`{"id":tru}`, `{"id":truex}`, `{"id":nul}`, `{"id":[1,]}`, `{"id":[,1]}`, `{"id":{"a":1,}}`, `{"id":{"a"}}`,
+	`{"id":{1:2}}`, `{"id":1,}`, `{,"id":1}`, `{"id" 1}`, `{"id":1 "ttl":2}`, `{"id":[1 2]}`, `{"id":"a"}}`,
+	`{"id":` + strings.Repeat("[", 70) + strings.Repeat("]", 70) + `}`,
+	`{"id":` + strings.Repeat(`{"a":`, 40) + `0` + strings.Repeat("}", 40) + `}`,
 }
 
 // TestSplitObjectPathsAgree: wherever the fast path answers, the token-by-token path gives the
@@ -37,8 +44,10 @@ func FuzzSplitObject(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw []byte) { checkSplitAgrees(t, raw) })
 }
 
-func checkSplitAgrees(t *testing.T, raw []byte) {
+func checkSplitAgrees(t *testing.T, b []byte) {
 	t.Helper()
+	raw := string(b)
+	checkScanAgrees(t, raw)
 	slow, err := splitObjectSlow(raw, 0, "", jobFields)
 	if err == nil {
 		checkMembersAreSlices(t, raw, slow)
@@ -50,30 +59,74 @@ func checkSplitAgrees(t *testing.T, raw []byte) {
 	if err != nil {
 		t.Fatalf("%q: fast path took it, slow path says %v", raw, err)
 	}
+	if !json.Valid(b) {
+		t.Fatalf("%q: fast path took it, json.Valid refuses it", raw)
+	}
 	checkMembersAreSlices(t, raw, fast)
 	type seen struct {
 		Raw string
 		At  int
 	}
 	got, want := map[string]seen{}, map[string]seen{}
-	for k, v := range fast {
-		got[k] = seen{string(v.raw), v.at}
+	for k, v := range fast.vals {
+		if v.raw != "" {
+			got[jobFields[k]] = seen{v.raw, v.at}
+		}
 	}
-	for k, v := range slow {
-		want[k] = seen{string(v.raw), v.at}
+	for k, v := range slow.vals {
+		if v.raw != "" {
+			want[jobFields[k]] = seen{v.raw, v.at}
+		}
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Fatalf("%q: members differ (-slow +fast):\n%s", raw, d)
 	}
 }
 
+// checkScanAgrees: scanValue takes a document exactly when json.Valid does, but for one nested
+// deeper than maxScanDepth, which it leaves to encoding/json.
+func checkScanAgrees(t *testing.T, raw string) {
+	t.Helper()
+	i := skipSpace(raw, 0)
+	end := scanValue(raw, i, 0)
+	scanned := end >= 0 && skipSpace(raw, end) == len(raw)
+	valid := json.Valid([]byte(raw))
+	switch {
+	case scanned && !valid:
+		t.Fatalf("%q: scanValue takes it, json.Valid refuses it", raw)
+	case valid && !scanned && strings.Count(raw, "[")+strings.Count(raw, "{") <= maxScanDepth:
+		t.Fatalf("%q: json.Valid takes it, scanValue refuses it (%d)", raw, end)
+	}
+}
+
+// TestPlainPrefix: the eight-at-a-time look stops at every byte that is not plainByte, wherever
+// in a word it is, and at no other.
+func TestPlainPrefix(t *testing.T) {
+	for c := 0; c < 256; c++ {
+		for at := 0; at < 20; at++ {
+			b := []byte(strings.Repeat("a\xc3\xa9~ ", 5)[:20])
+			b[at] = byte(c)
+			want := 20
+			if !plainByte[c] {
+				want = at
+			}
+			if got := plainPrefix(string(b)); got != want {
+				t.Fatalf("byte %#x at %d: plainPrefix %d, want %d", c, at, got, want)
+			}
+		}
+	}
+}
+
 // checkMembersAreSlices: each member's value is the bytes of the entry at its offset, so a
 // reason that names an offset names the right byte.
-func checkMembersAreSlices(t *testing.T, raw []byte, ms members) {
+func checkMembersAreSlices(t *testing.T, raw string, ms members) {
 	t.Helper()
-	for k, m := range ms {
-		if m.at < 0 || m.at+len(m.raw) > len(raw) || string(raw[m.at:m.at+len(m.raw)]) != string(m.raw) {
-			t.Fatalf("%q: member %q is %q at %d, which is not where the entry holds it", raw, k, m.raw, m.at)
+	for k, m := range ms.vals {
+		if m.raw == "" {
+			continue
+		}
+		if m.at < 0 || m.at+len(m.raw) > len(raw) || raw[m.at:m.at+len(m.raw)] != m.raw {
+			t.Fatalf("%q: member %q is %q at %d, which is not where the entry holds it", raw, ms.allowed[k], m.raw, m.at)
 		}
 	}
 }
@@ -114,7 +167,7 @@ func TestJSONStringRefusesInvalidUTF8(t *testing.T) {
 	}
 	for _, tc := range tests {
 		var got string
-		err := jsonString([]byte(tc.raw), &got)
+		err := jsonString(tc.raw, &got)
 		var bad *notUTF8Error
 		switch {
 		case tc.at < 0 && err != nil:
@@ -140,7 +193,7 @@ func FuzzJSONString(f *testing.F) {
 func checkJSONString(t *testing.T, raw []byte) {
 	t.Helper()
 	var got, want string
-	gotErr, wantErr := jsonString(raw, &got), json.Unmarshal(raw, &want)
+	gotErr, wantErr := jsonString(string(raw), &got), json.Unmarshal(raw, &want)
 	var bad *notUTF8Error
 	if errors.As(gotErr, &bad) {
 		if wantErr != nil {
@@ -154,7 +207,7 @@ func checkJSONString(t *testing.T, raw []byte) {
 		}
 		spot := raw[bad.at:]
 		r, n := utf8.DecodeRune(spot)
-		surrogate := len(spot) >= 6 && spot[0] == '\\' && spot[1] == 'u' && utf16.IsSurrogate(hex4(spot[2:6]))
+		surrogate := len(spot) >= 6 && spot[0] == '\\' && spot[1] == 'u' && utf16.IsSurrogate(hex4(string(spot[2:6])))
 		if !(r == utf8.RuneError && n == 1) && !surrogate {
 			t.Fatalf("%q: byte %d (%q) is neither a bad byte nor an escaped surrogate", raw, bad.at, spot[:min(6, len(spot))])
 		}

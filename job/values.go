@@ -1,9 +1,7 @@
 package job
 
 import (
-	"bytes"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -26,11 +24,11 @@ func decodeBase64(s string) ([]byte, error) {
 }
 
 // wholeNumber reads a JSON number with an integral value (1000 and 1e3 alike).
-func wholeNumber(raw json.RawMessage) (int64, error) {
+func wholeNumber(raw string) (int64, error) {
 	if kindOf(raw) != "a number" {
 		return 0, fmt.Errorf("must be a whole number, got %s", kindOf(raw))
 	}
-	s := string(bytes.TrimSpace(raw))
+	s := strings.TrimSpace(raw)
 	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
 		return n, nil
 	}
@@ -42,11 +40,11 @@ func wholeNumber(raw json.RawMessage) (int64, error) {
 }
 
 // wholeOrFraction reads a JSON number, dropping a fraction (a DOMHighResTimeStamp may have one).
-func wholeOrFraction(raw json.RawMessage) (int64, error) {
+func wholeOrFraction(raw string) (int64, error) {
 	if kindOf(raw) != "a number" {
 		return 0, fmt.Errorf("must be a number or null, got %s", kindOf(raw))
 	}
-	s := string(bytes.TrimSpace(raw))
+	s := strings.TrimSpace(raw)
 	f, err := strconv.ParseFloat(s, 64)
 	if err != nil || math.IsInf(f, 0) || math.Abs(f) > 1<<53 {
 		return 0, fmt.Errorf("must be a number of milliseconds, got %s", cut(s, 32))
