@@ -20,7 +20,7 @@ type ProviderGauge struct {
 	Paused        bool         // `gateway-worker pause PROVIDER` is in effect
 }
 
-// Queue stream names, the stream label of the queue gauges; a lane is LaneStream(provider id).
+// Queue stream names, the stream label of the queue gauges; a lane is "lane:<provider id>".
 const (
 	StreamIntake  = "intake"
 	StreamDelayed = "delayed"
@@ -30,15 +30,12 @@ const (
 	lanePrefix    = "lane:"
 )
 
-// LaneStream is the stream label of provider's lane: "lane:<provider id>".
-func LaneStream(provider string) string { return lanePrefix + provider }
-
 // QueueStat is one stream (or the delayed set) of one shard, as the caller's background loop
 // read it from Redis.
 type QueueStat struct {
 	Shard int
 	// Stream is StreamIntake, StreamDelayed, StreamDead, StreamResults, StreamGone or
-	// LaneStream(provider id).
+	// "lane:<provider id>".
 	Stream string
 	// Entries is the stream's length (the set's size for StreamDelayed).
 	Entries int64

@@ -90,7 +90,7 @@ func populate(m *Metrics) {
 	})
 	m.SetQueueStats([]QueueStat{
 		{Shard: 0, Stream: StreamIntake, Entries: 10, Lag: 3, OldestPendingAge: 1500 * time.Millisecond, HasPending: true},
-		{Shard: 0, Stream: LaneStream("fcm"), Entries: 7, Lag: 2},
+		{Shard: 0, Stream: lanePrefix + "fcm", Entries: 7, Lag: 2},
 		{Shard: 0, Stream: StreamDelayed, Entries: 5},
 		{Shard: 1, Stream: StreamDead, Entries: 1},
 		{Shard: 1, Stream: StreamResults, Entries: 100},
@@ -459,7 +459,7 @@ func TestQueueStatsReplace(t *testing.T) {
 	reg, m := newTestMetrics(t)
 	m.SetQueueStats([]QueueStat{
 		{Shard: 0, Stream: StreamIntake, Entries: 10, Lag: 4, OldestPendingAge: 2 * time.Second, HasPending: true},
-		{Shard: 0, Stream: LaneStream("fcm"), Entries: 6, Lag: 1},
+		{Shard: 0, Stream: lanePrefix + "fcm", Entries: 6, Lag: 1},
 		{Shard: 1, Stream: StreamDelayed, Entries: 3, Lag: 99, HasPending: true, OldestPendingAge: time.Second},
 	}, t0)
 	names := []string{QueueEntries, QueueLagEntries, OldestPendingAge, QueueStatsRefreshed}
