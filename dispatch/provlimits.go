@@ -132,7 +132,8 @@ func (f *fleetLimits) add(p *providers.Provider, fallback bool) *providerLimits 
 }
 
 // gauges are every provider's in-flight requests and cap, token rate, breaker state and pause,
-// read at scrape time (Metrics.SetProviderSource): in-memory state, never Redis.
+// and the counts of the hosts it limits one by one, read at scrape time
+// (Metrics.SetProviderSource): in-memory state, never Redis.
 func (f *fleetLimits) gauges() []telemetry.ProviderGauge {
 	all := f.all()
 	out := make([]telemetry.ProviderGauge, 0, len(all))
@@ -140,9 +141,20 @@ func (f *fleetLimits) gauges() []telemetry.ProviderGauge {
 		out = append(out, telemetry.ProviderGauge{
 			Provider: pl.id, InFlight: pl.slots.InFlight(), InFlightLimit: pl.slots.Cap(),
 			RatePerSecond: pl.bucket.Rate(), Breaker: breakerState(pl.breaker().State()), Paused: pl.paused.Load(),
+			Hosts: pl.hostGauge(),
 		})
 	}
 	return out
+}
+
+// hostGauge is the counts of the hosts pl limits one by one; nil when it has no per-host limits.
+func (pl *providerLimits) hostGauge() *telemetry.HostGauge {
+	hl := pl.hostLimits()
+	if hl == nil {
+		return nil
+	}
+	st := hl.Stats()
+	return &telemetry.HostGauge{Tracked: st.Tracked, Open: st.Open, Throttled: st.Throttled}
 }
 
 // breakerState is a limits.State as the metrics spell it.

@@ -127,17 +127,3 @@ func (h *HostBreaker) forget(s *host) {
 	h.byFail.Remove(s.elem)
 	delete(h.hosts, s.key)
 }
-
-// Skipped is the number of hosts open now (skipped, or waiting for their next probe).
-func (h *HostBreaker) Skipped() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.skipped
-}
-
-// Tracked is the number of hosts with unanswered transport failures, at most MaxHosts.
-func (h *HostBreaker) Tracked() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.hosts)
-}

@@ -3,7 +3,6 @@ package limits
 import (
 	"container/list"
 	"errors"
-	"math"
 	"sync"
 	"time"
 
@@ -331,34 +330,6 @@ func (h *HostLimits) Configure(now time.Time, perSecond float64, burst int) {
 		}
 		s.bucket.Configure(now, float64(h.rate), h.burst)
 	}
-}
-
-// State is host's breaker state at now; an untracked host is Closed.
-func (h *HostLimits) State(host string, now time.Time) State {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	s := h.hosts[host]
-	if s == nil {
-		return Closed
-	}
-	h.advance(s, now)
-	return s.state
-}
-
-// Rate is host's own rate in force at now, in requests a second: +Inf while it has none (only
-// the lane's bucket applies), as Bucket.Rate reports no limit.
-func (h *HostLimits) Rate(host string, now time.Time) float64 {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	s := h.hosts[host]
-	if s == nil {
-		return math.Inf(1)
-	}
-	h.advance(s, now)
-	if s.bucket == nil {
-		return math.Inf(1)
-	}
-	return s.bucket.Rate()
 }
 
 // HostStats are the counts of a HostLimits, for metrics. A host's state is brought up to date

@@ -209,10 +209,3 @@ func (s *Slots) Cap() int {
 	defer s.mu.Unlock()
 	return s.cap
 }
-
-// RetryCap is the number of slots retries may hold: ceil(Cap*RetryShare), at least 1.
-func (s *Slots) RetryCap() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.retryCap
-}

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Kinds name the classifier table and request shaping an entry uses (taxonomy.Classify and the
+// Kinds name the classifier table and request shaping an entry uses (taxonomy.ClassifyAt and the
 // adapters switch on them). Anything that speaks plain RFC 8030 is KindGeneric.
 const (
 	KindFCM      = "fcm"

@@ -33,12 +33,6 @@ func tableFor(provider string) *table {
 	return &genericTable
 }
 
-// Classify is ClassifyAt at the current time, which only matters for a Retry-After given as an
-// HTTP date.
-func Classify(provider string, status int, header http.Header, body []byte) Outcome {
-	return ClassifyAt(time.Now(), provider, status, header, body)
-}
-
 // ClassifyAt classifies the answer a push service gave to one request: its status, headers and
 // (already size-capped) body. provider picks the table: "fcm", "autopush", "apple", "wns", and
 // the generic table for anything else. now is the instant a Retry-After HTTP date is measured

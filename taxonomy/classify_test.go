@@ -376,13 +376,3 @@ func TestDetailIsCleaned(t *testing.T) {
 		})
 	}
 }
-
-// TestClassifyUsesTheClock shows Classify measures an HTTP-date Retry-After from the real
-// time: a date an hour ahead of now reads as about an hour.
-func TestClassifyUsesTheClock(t *testing.T) {
-	at := time.Now().Add(time.Hour).UTC().Format(http.TimeFormat)
-	o := taxonomy.Classify("generic", 503, http.Header{"Retry-After": {at}}, nil)
-	if o.RetryAfter < 58*time.Minute || o.RetryAfter > time.Hour {
-		t.Errorf("RetryAfter = %v, want about 1h", o.RetryAfter)
-	}
-}

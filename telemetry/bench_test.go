@@ -62,7 +62,7 @@ func BenchmarkScrape(b *testing.B) {
 			stats = append(stats, QueueStat{Shard: s, Stream: st, Entries: 10, Lag: 1, HasPending: true, OldestPendingAge: time.Second})
 		}
 		for _, p := range testProviders {
-			stats = append(stats, QueueStat{Shard: s, Stream: LaneStream(p), Entries: 10, Lag: 1})
+			stats = append(stats, QueueStat{Shard: s, Stream: lanePrefix + p, Entries: 10, Lag: 1})
 		}
 	}
 	m.SetQueueStats(stats, t0)

@@ -18,9 +18,19 @@ type ProviderGauge struct {
 	RatePerSecond float64      // this replica's share of the provider's rate
 	Breaker       BreakerState // the provider breaker's state
 	Paused        bool         // `gateway-worker pause PROVIDER` is in effect
+	// Hosts are the counts of the hosts the provider limits one by one (a fallback entry's
+	// self-hosted push services); nil for a provider without per-host limits.
+	Hosts *HostGauge
 }
 
-// Queue stream names, the stream label of the queue gauges; a lane is LaneStream(provider id).
+// HostGauge counts the hosts of a provider that carry limits of their own in this replica.
+type HostGauge struct {
+	Tracked   int // hosts with a breaker's failures or a throttle of their own
+	Open      int // of those, hosts whose own breaker is open or half-open
+	Throttled int // of those, hosts held to a rate or a Retry-After pause of their own
+}
+
+// Queue stream names, the stream label of the queue gauges; a lane is "lane:<provider id>".
 const (
 	StreamIntake  = "intake"
 	StreamDelayed = "delayed"
@@ -30,15 +40,12 @@ const (
 	lanePrefix    = "lane:"
 )
 
-// LaneStream is the stream label of provider's lane: "lane:<provider id>".
-func LaneStream(provider string) string { return lanePrefix + provider }
-
 // QueueStat is one stream (or the delayed set) of one shard, as the caller's background loop
 // read it from Redis.
 type QueueStat struct {
 	Shard int
 	// Stream is StreamIntake, StreamDelayed, StreamDead, StreamResults, StreamGone or
-	// LaneStream(provider id).
+	// "lane:<provider id>".
 	Stream string
 	// Entries is the stream's length (the set's size for StreamDelayed).
 	Entries int64
@@ -54,7 +61,8 @@ type QueueStat struct {
 // providerCollector exports the per-provider gauges from the caller's source, called at
 // scrape time.
 type providerCollector struct {
-	inflight, limit, rate, breaker, paused *prometheus.Desc
+	inflight, limit, rate, breaker, paused  *prometheus.Desc
+	hostsTracked, hostsOpen, hostsThrottled *prometheus.Desc
 
 	mu  sync.RWMutex
 	src func() []ProviderGauge // guarded by mu
@@ -68,6 +76,12 @@ func newProviderCollector() *providerCollector {
 		rate:     prometheus.NewDesc(RateLimitPerSecond, "Requests per second this replica may send to the provider.", l, nil),
 		breaker:  prometheus.NewDesc(BreakerStateMetric, "The provider breaker's state in this replica: 0 closed, 1 half-open, 2 open.", l, nil),
 		paused:   prometheus.NewDesc(ProviderPaused, "1 while the provider is paused by an operator, else 0.", l, nil),
+		hostsTracked: prometheus.NewDesc(HostsTracked,
+			"Hosts of the provider with limits of their own in this replica (a breaker's failures or a throttle).", l, nil),
+		hostsOpen: prometheus.NewDesc(HostsOpen,
+			"Hosts of the provider whose own breaker is open or half-open in this replica.", l, nil),
+		hostsThrottled: prometheus.NewDesc(HostsThrottled,
+			"Hosts of the provider held to a rate or a Retry-After pause of their own in this replica.", l, nil),
 	}
 }
 
@@ -78,7 +92,7 @@ func (c *providerCollector) setSource(f func() []ProviderGauge) {
 }
 
 func (c *providerCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.inflight, c.limit, c.rate, c.breaker, c.paused} {
+	for _, d := range []*prometheus.Desc{c.inflight, c.limit, c.rate, c.breaker, c.paused, c.hostsTracked, c.hostsOpen, c.hostsThrottled} {
 		ch <- d
 	}
 }
@@ -101,6 +115,11 @@ func (c *providerCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.rate, prometheus.GaugeValue, g.RatePerSecond, p)
 		ch <- prometheus.MustNewConstMetric(c.breaker, prometheus.GaugeValue, float64(g.Breaker), p)
 		ch <- prometheus.MustNewConstMetric(c.paused, prometheus.GaugeValue, paused, p)
+		if h := g.Hosts; h != nil {
+			ch <- prometheus.MustNewConstMetric(c.hostsTracked, prometheus.GaugeValue, float64(h.Tracked), p)
+			ch <- prometheus.MustNewConstMetric(c.hostsOpen, prometheus.GaugeValue, float64(h.Open), p)
+			ch <- prometheus.MustNewConstMetric(c.hostsThrottled, prometheus.GaugeValue, float64(h.Throttled), p)
+		}
 	}
 }
 

@@ -37,6 +37,9 @@ const (
 	RegistryReloadTime    = "webpush_registry_reload_timestamp_seconds"
 	BuildInfo             = "webpush_build_info"
 	ProviderPaused        = "webpush_provider_paused"
+	HostsTracked          = "webpush_hosts_tracked"
+	HostsOpen             = "webpush_hosts_open"
+	HostsThrottled        = "webpush_hosts_throttled"
 )
 
 const (

@@ -46,6 +46,9 @@ var contractMetrics = map[string]struct {
 	"webpush_registry_reload_timestamp_seconds":       {"GAUGE", nil},
 	"webpush_build_info":                              {"GAUGE", []string{"goversion", "version"}},
 	"webpush_provider_paused":                         {"GAUGE", []string{"provider"}},
+	"webpush_hosts_tracked":                           {"GAUGE", []string{"provider"}},
+	"webpush_hosts_open":                              {"GAUGE", []string{"provider"}},
+	"webpush_hosts_throttled":                         {"GAUGE", []string{"provider"}},
 }
 
 var (
@@ -86,11 +89,12 @@ func populate(m *Metrics) {
 		return []ProviderGauge{
 			{Provider: "fcm", InFlight: 4, InFlightLimit: 64, RatePerSecond: 250, Breaker: BreakerOpen},
 			{Provider: "wns", InFlight: 0, InFlightLimit: 16, RatePerSecond: 50, Paused: true},
+			{Provider: "fallback", InFlight: 1, InFlightLimit: 8, RatePerSecond: 100, Hosts: &HostGauge{Tracked: 3, Open: 1, Throttled: 2}},
 		}
 	})
 	m.SetQueueStats([]QueueStat{
 		{Shard: 0, Stream: StreamIntake, Entries: 10, Lag: 3, OldestPendingAge: 1500 * time.Millisecond, HasPending: true},
-		{Shard: 0, Stream: LaneStream("fcm"), Entries: 7, Lag: 2},
+		{Shard: 0, Stream: lanePrefix + "fcm", Entries: 7, Lag: 2},
 		{Shard: 0, Stream: StreamDelayed, Entries: 5},
 		{Shard: 1, Stream: StreamDead, Entries: 1},
 		{Shard: 1, Stream: StreamResults, Entries: 100},
@@ -403,6 +407,32 @@ func TestNilMetrics(t *testing.T) {
 	m.SetQueueStats(nil, time.Time{})
 }
 
+// TestHostGaugesOnlyWhereHostsAreLimited: the host gauges are exported for the providers
+// whose source gives host counts (a fallback entry's), and for no other.
+func TestHostGaugesOnlyWhereHostsAreLimited(t *testing.T) {
+	reg, m := newTestMetrics(t)
+	m.SetProviderSource(func() []ProviderGauge {
+		return []ProviderGauge{
+			{Provider: "fcm", InFlightLimit: 8, RatePerSecond: 10},
+			{Provider: "fallback", InFlightLimit: 8, RatePerSecond: 10, Hosts: &HostGauge{Tracked: 3, Open: 1, Throttled: 2}},
+		}
+	})
+	want := `
+# HELP webpush_hosts_open Hosts of the provider whose own breaker is open or half-open in this replica.
+# TYPE webpush_hosts_open gauge
+webpush_hosts_open{provider="fallback"} 1
+# HELP webpush_hosts_throttled Hosts of the provider held to a rate or a Retry-After pause of their own in this replica.
+# TYPE webpush_hosts_throttled gauge
+webpush_hosts_throttled{provider="fallback"} 2
+# HELP webpush_hosts_tracked Hosts of the provider with limits of their own in this replica (a breaker's failures or a throttle).
+# TYPE webpush_hosts_tracked gauge
+webpush_hosts_tracked{provider="fallback"} 3
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), HostsTracked, HostsOpen, HostsThrottled); err != nil {
+		t.Error(err)
+	}
+}
+
 // TestProviderSourceReadAtScrape: the per-provider gauges are what the source returns at each
 // scrape, not at SetProviderSource.
 func TestProviderSourceReadAtScrape(t *testing.T) {
@@ -459,7 +489,7 @@ func TestQueueStatsReplace(t *testing.T) {
 	reg, m := newTestMetrics(t)
 	m.SetQueueStats([]QueueStat{
 		{Shard: 0, Stream: StreamIntake, Entries: 10, Lag: 4, OldestPendingAge: 2 * time.Second, HasPending: true},
-		{Shard: 0, Stream: LaneStream("fcm"), Entries: 6, Lag: 1},
+		{Shard: 0, Stream: lanePrefix + "fcm", Entries: 6, Lag: 1},
 		{Shard: 1, Stream: StreamDelayed, Entries: 3, Lag: 99, HasPending: true, OldestPendingAge: time.Second},
 	}, t0)
 	names := []string{QueueEntries, QueueLagEntries, OldestPendingAge, QueueStatsRefreshed}

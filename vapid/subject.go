@@ -14,7 +14,7 @@ import (
 // push service enforces, and its only answer is 403 BadJwtToken.
 const appleHint = " (push services refuse such a sub; Apple answers 403 BadJwtToken)"
 
-// ValidateSubject checks that sub is a contact a push service operator can
+// normalizeSubject checks that sub is a contact a push service operator can
 // actually reach, because Apple refuses anything else:
 //
 //   - mailto: with exactly one plain address: exactly one @, a non-empty local
@@ -25,13 +25,8 @@ const appleHint = " (push services refuse such a sub; Apple answers 403 BadJwtTo
 //
 // Whitespace anywhere, http:, other schemes and a bare address are refused.
 // The scheme may be in any case (MAILTO:, HTTPS:); NewSigner lower-cases it
-// in the tokens it signs. The error says which rule failed.
-func ValidateSubject(sub string) error {
-	_, err := normalizeSubject(sub)
-	return err
-}
-
-// normalizeSubject validates sub and returns it with its scheme lower-cased.
+// in the tokens it signs. The error says which rule failed; the subject comes back
+// with its scheme lower-cased.
 func normalizeSubject(sub string) (string, error) {
 	reason := ""
 	norm := sub
