@@ -2,6 +2,7 @@ package limits
 
 import (
 	"container/list"
+	"strings"
 	"sync"
 	"time"
 )
@@ -105,6 +106,7 @@ func (h *HostBreaker) fail(key string, now time.Time) {
 		if len(h.hosts) >= h.cfg.MaxHosts {
 			h.forget(h.byFail.Front().Value.(*host))
 		}
+		key = strings.Clone(key) // the caller's may be a substring of a whole job entry (HostLimits.track)
 		s = &host{key: key}
 		s.elem = h.byFail.PushBack(s)
 		h.hosts[key] = s

@@ -3,6 +3,7 @@ package limits
 import (
 	"container/list"
 	"errors"
+	"strings"
 	"sync"
 	"time"
 
@@ -241,6 +242,9 @@ func (h *HostLimits) track(host string, now time.Time) *trackedHost {
 		h.forget(h.byFail.Front().Value.(*trackedHost))
 	}
 	h.gen++
+	// A copy of the name: the caller's may be a substring of a whole job entry, which the table
+	// would otherwise keep alive for as long as it remembers the host.
+	host = strings.Clone(host)
 	s := &trackedHost{key: host, lastFail: now, state: Closed, gen: h.gen, firstGen: h.gen, since: now}
 	s.elem = h.byFail.PushBack(s)
 	h.hosts[host] = s
@@ -332,18 +336,31 @@ func (h *HostLimits) Configure(now time.Time, perSecond float64, burst int) {
 	}
 }
 
-// HostStats are the counts of a HostLimits, for metrics. A host's state is brought up to date
-// when it is next used (Admit, Done, State, Rate), so a pause or an open breaker whose time has
-// passed counts until then.
+// HostStats are the counts of a HostLimits, for metrics.
 type HostStats struct {
 	Tracked   int // hosts tracked, at most MaxHosts
 	Open      int // tracked hosts whose breaker is open or half-open
 	Throttled int // tracked hosts with a rate or a Retry-After pause of their own
 }
 
-// Stats are the counts now.
+// Stats are the counts now. A host's state is brought up to date when it is next used (Admit,
+// Done) or by Expire, so a pause or a failure whose time has passed counts until then.
 func (h *HostLimits) Stats() HostStats {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return HostStats{Tracked: len(h.hosts), Open: h.open, Throttled: h.throttled}
+}
+
+// Expire brings every tracked host up to now and forgets those with nothing left to remember,
+// as Admit does for the host it is asked about, so that Stats counts no host whose pause or
+// failures are over when no job came for it since. It walks at most MaxHosts hosts.
+func (h *HostLimits) Expire(now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, s := range h.hosts {
+		h.advance(s, now)
+		if h.forgettable(s, now) {
+			h.forget(s)
+		}
+	}
 }
