@@ -141,18 +141,20 @@ func (f *fleetLimits) gauges() []telemetry.ProviderGauge {
 		out = append(out, telemetry.ProviderGauge{
 			Provider: pl.id, InFlight: pl.slots.InFlight(), InFlightLimit: pl.slots.Cap(),
 			RatePerSecond: pl.bucket.Rate(), Breaker: breakerState(pl.breaker().State()), Paused: pl.paused.Load(),
-			Hosts: pl.hostGauge(),
+			Hosts: pl.hostGauge(f.cfg.Now()),
 		})
 	}
 	return out
 }
 
-// hostGauge is the counts of the hosts pl limits one by one; nil when it has no per-host limits.
-func (pl *providerLimits) hostGauge() *telemetry.HostGauge {
+// hostGauge is the counts at now of the hosts pl limits one by one; nil when it has no
+// per-host limits.
+func (pl *providerLimits) hostGauge(now time.Time) *telemetry.HostGauge {
 	hl := pl.hostLimits()
 	if hl == nil {
 		return nil
 	}
+	hl.Expire(now)
 	st := hl.Stats()
 	return &telemetry.HostGauge{Tracked: st.Tracked, Open: st.Open, Throttled: st.Throttled}
 }
