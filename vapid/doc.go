@@ -12,9 +12,9 @@
 //   - Key: loads and generates P-256 keys in the formats operators already
 //     have (PEM, or the raw base64url private key that web-push and
 //     webpush-go print) and never prints its private half.
-//   - ValidateSubject and Audience: the checks push services apply to sub and
-//     aud, done here so a bad value fails at start-up or per message with a
-//     clear reason instead of a bare 403 BadJwtToken from Apple.
+//   - The subject check (NewSigner's) and Audience: the checks push services
+//     apply to sub and aud, done here so a bad value fails at start-up or per
+//     message with a clear reason instead of a bare 403 BadJwtToken from Apple.
 //   - Signer: signs tokens and caches them per (key, audience). One ES256
 //     signature costs tens of microseconds and Apple asks senders not to
 //     refresh a token more than once an hour, so a token is reused until

@@ -28,7 +28,8 @@ type claims struct {
 
 // SignerOptions configure a Signer.
 type SignerOptions struct {
-	// Subject is the sub claim; see ValidateSubject. Required.
+	// Subject is the sub claim: a mailto: address or an https: URL a push service's operator
+	// can reach (NewSigner refuses anything else, saying which rule failed). Required.
 	Subject string
 	// Lifetime is how far ahead exp is set; 0 means DefaultLifetime. It must
 	// be in (0, MaxLifetime].
