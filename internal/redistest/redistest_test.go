@@ -12,6 +12,7 @@ import (
 )
 
 func TestStartKillRestart(t *testing.T) {
+	t.Parallel()
 	s := Start(t)
 	ctx := context.Background()
 	c := s.Client(t)
