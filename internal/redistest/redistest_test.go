@@ -84,3 +84,20 @@ func TestWithConfig(t *testing.T) {
 		t.Errorf("maxmemory = %q", got)
 	}
 }
+
+// TestStartTellsAnotherServerOnItsPort: a server that answers PING on the port but is not the
+// process started is not taken for it (another test's server can bind a port found free first).
+func TestStartTellsAnotherServerOnItsPort(t *testing.T) {
+	t.Parallel()
+	s := Start(t)
+	s.mu.Lock()
+	pid, done := s.cmd.Process.Pid, s.done
+	s.mu.Unlock()
+	if err := s.waitReady(done, pid); err != nil {
+		t.Fatalf("the server started: %v", err)
+	}
+	err := s.waitReady(done, pid+1)
+	if err == nil || !strings.Contains(err.Error(), "not by the redis-server started") {
+		t.Fatalf("another process's server on the port: %v, want it refused", err)
+	}
+}
