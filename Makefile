@@ -37,8 +37,20 @@ fmt-check:
 vet:
 	$(GO) vet $(PKGS)
 
+# unit: most of the tests' time is spent waiting (on redis-server, child processes, timeouts and
+# rate windows), so more packages run at once than there are cores (-p) and, within a package,
+# more of the tests that call t.Parallel (-parallel). The three longest packages are named first,
+# so they start first and side by side: test/isolation and dispatch measure throughput and rates
+# on the wall clock, and they share the cores only with each other and stream, which all mostly
+# wait; -p 3 keeps a fourth package, which would compute, from running beside them. The rest
+# follow, the longest first. go test runs each package once. (With PKGS set to something else,
+# just those run.)
+UNIT_P        ?= 3
+UNIT_PARALLEL ?= 8
+UNIT_FIRST    := $(if $(filter ./...,$(PKGS)),./test/isolation/ ./dispatch/ ./stream/ \
+                 ./test/cluster/ ./internal/bench/ ./test/crash/ ./deploy/image/ ./internal/demoreport/)
 unit:
-	$(GO) test -race -count=1 $(PKGS)
+	$(GO) test -race -count=1 -p $(UNIT_P) -parallel $(UNIT_PARALLEL) $(UNIT_FIRST) $(PKGS)
 
 ## bench: the side-by-side run (gateway, webpush-go consumer, Node web-push, encryption floor)
 ## and the micro-benchmarks recorded in BENCHMARKS.md

@@ -23,6 +23,7 @@ var registryID = map[string]string{
 }
 
 func TestBurstAcrossProvidersIsAcceptedOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{shards: 2})
 	type want struct {
 		provider, text string
@@ -84,6 +85,7 @@ func TestBurstAcrossProvidersIsAcceptedOnce(t *testing.T) {
 }
 
 func TestGoneAndKeyMismatchReachLedgerAndGoneStream(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	other, err := vapid.GenerateKey("other")
 	if err != nil {
@@ -112,6 +114,7 @@ func TestGoneAndKeyMismatchReachLedgerAndGoneStream(t *testing.T) {
 }
 
 func TestPoisonJobsAreDeadLetteredAmongGoodOnes(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	sub := e.subscribe(pushsim.FCM, e.key)
 	httpSub := sub
@@ -196,6 +199,7 @@ func TestPoisonJobsAreDeadLetteredAmongGoodOnes(t *testing.T) {
 }
 
 func TestRedeliveredJobWithSentMarkIsNotSentAgain(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	sub := e.subscribe(pushsim.FCM, e.key)
 	j := job("once", sub, "only once")
@@ -236,6 +240,7 @@ func TestRedeliveredJobWithSentMarkIsNotSentAgain(t *testing.T) {
 }
 
 func TestRedisOutageIsRetriedWithoutSpinning(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	sub := e.subscribe(pushsim.Apple, e.key)
 	e.enqueue(job("before", sub, "before the outage"))
@@ -266,6 +271,7 @@ func TestRedisOutageIsRetriedWithoutSpinning(t *testing.T) {
 // dead-lettered under the id the upstream gave, so audit finds its one terminal record instead
 // of reporting it lost.
 func TestInvalidIDIsKeptInTheDeadRecord(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	sub := e.subscribe(pushsim.FCM, e.key)
 	cases := []struct{ name, id, reason string }{
@@ -324,6 +330,7 @@ func TestBestEffortID(t *testing.T) {
 // TestOnAttemptTellsEverySend: the hook hears each attempt with its provider, code, status and
 // times (enqueue and answer), which is what the demo and metrics are built on.
 func TestOnAttemptTellsEverySend(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	var (
 		mu       sync.Mutex

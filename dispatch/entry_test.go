@@ -342,6 +342,7 @@ func TestAfterSendDecides(t *testing.T) {
 }
 
 func TestEntryStepsOnAFakeStore(t *testing.T) {
+	t.Parallel()
 	t.Run("a first delivery asks Redis nothing before its send", func(t *testing.T) {
 		u := newUnitLane(t, "apple")
 		u.deliver(t, u.entry("first", 0, time.Second, "web.push.apple.com"), false)

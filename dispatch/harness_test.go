@@ -29,6 +29,11 @@ import (
 
 // Every test stops its workers, servers and clients: a loop, send or connection goroutine
 // still running at the end is a leak.
+//
+// A test with a redis-server and pushsim of its own (newEnv) mostly waits on them, so it calls
+// t.Parallel. The tests that measure rates or concurrency on the wall clock, or bound a timing
+// within a second (most of isolation_test.go), and those that look at every goroutine of the
+// process (redialsEnded) do not: they run one at a time, before the parallel ones start.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const (

@@ -390,6 +390,7 @@ func TestBudgetMovesSlotsToTheBusyProvider(t *testing.T) {
 // read with every heartbeat), its lanes read nothing and its jobs wait, spending nothing, while
 // the other providers flow; resumed, its jobs are delivered.
 func TestPausedProviderWaitsInRedis(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{registry: testRegistry(nil)})
 	apple := e.subscribe(pushsim.Apple, e.key)
 	fcm := e.subscribe(pushsim.FCM, e.key)

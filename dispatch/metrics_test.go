@@ -18,6 +18,7 @@ import (
 // counted by reason, the fallback lane's jobs count as unknown authorities, and the queue
 // gauges come from the statistics loop.
 func TestMetricsFollowTheRun(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{wallClock: true, registry: testRegistry(map[string]string{"apple": "breaker: {cooldown: 30s}"})})
 	reg := telemetry.NewRegistry()
 	m, err := telemetry.NewMetrics(reg, telemetry.MetricsOptions{Providers: e.reg.IDs(), Keys: []string{"default"}, Version: "test", GoVersion: "go"})

@@ -30,6 +30,7 @@ func ghostRead(t *testing.T, e *env, want int) *stream.Store {
 }
 
 func TestReclaimedIntakeEntriesAreHandledLikeFreshOnes(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	sub := e.subscribe(pushsim.FCM, e.key)
 	e.enqueue(job("orphan-good", sub, "x"), job("orphan-bad", sub, "x", "ttl", -1))
@@ -50,6 +51,7 @@ func TestReclaimedIntakeEntriesAreHandledLikeFreshOnes(t *testing.T) {
 }
 
 func TestEntriesDeliveredTooOftenGoToDead(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	sub := e.subscribe(pushsim.FCM, e.key)
 	e.enqueue(job("cursed", sub, "x"))
@@ -69,6 +71,7 @@ func TestEntriesDeliveredTooOftenGoToDead(t *testing.T) {
 }
 
 func TestJanitorRemovesOnlyIdleConsumersWithNothingPending(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	sub := e.subscribe(pushsim.FCM, e.key)
 	e.enqueue(job("held", sub, "x"))
@@ -93,6 +96,7 @@ func TestJanitorRemovesOnlyIdleConsumersWithNothingPending(t *testing.T) {
 }
 
 func TestTTLZeroIsSentOnceAndNeverRetried(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	fcm := e.subscribe(pushsim.FCM, e.key)
 	apple := e.subscribe(pushsim.Apple, e.key)
@@ -156,6 +160,16 @@ func (e *env) newLaneSet(cfg Config) *laneSet {
 		}
 		ls.table.add(id, byShard)
 	}
+	// A lane the test drives by hand (dispatch) leaves its send goroutines idle in the lane's
+	// pool, where they stay until the lane is told to stop.
+	e.t.Cleanup(func() {
+		for _, lanes := range ls.byShard {
+			for _, l := range lanes {
+				l.shutdown()
+				l.workers.wait()
+			}
+		}
+	})
 	return ls
 }
 
@@ -181,6 +195,7 @@ func (l *lane) idle() bool {
 // let go; or another replica may take it over first. The lane checks the entry is still ours
 // before it sends.
 func TestReclaimedEntryIsSentOnlyWhileStillOurs(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		// meanwhile is what happens to the entry, read by the worker, before it is offered.
@@ -252,6 +267,7 @@ func (ls *laneSet) reclaimer() *reclaimer {
 // lanes on every shard, so one round claims no more of its entries, over all shards, than it
 // has free slots.
 func TestReclaimSpendsAProviderRoomOnceOverShards(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{shards: 2, registry: testRegistry(map[string]string{"fcm": "max_in_flight: 2"})})
 	sub := e.subscribe(pushsim.FCM, e.key)
 	cfg := e.config(e.store)
@@ -318,6 +334,7 @@ func (e *env) pendingOf(stream string) []redis.XPendingExt {
 // the re-check time (waiting for a slot or a token), may meanwhile have been reclaimed by
 // another replica, which sends it too. The lane asks Redis before sending such an entry.
 func TestLongHeldEntryIsSentOnlyWhileStillOurs(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name       string
 		takenOver  bool

@@ -15,6 +15,7 @@ import (
 // provider's rate, in-flight cap and breaker, routes a newly listed host to its new provider's
 // lanes, drops no send in flight, and refuses to remove a provider, keeping the table in force.
 func TestReloadChangesLimitsAndAddsProviders(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{registry: testRegistry(nil)})
 	apple := e.subscribe(pushsim.Apple, e.key)
 	selfHosted := e.subscribeAt(pushsim.Generic, genericHost, e.key)

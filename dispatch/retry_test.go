@@ -42,6 +42,7 @@ func waitDelayed(t *testing.T, e *env, id string, n int) time.Time {
 }
 
 func TestProviderDownGoesToDelayedThenDelivers(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	sub := e.subscribe(pushsim.Apple, e.key)
 	setFault(t, e, pushsim.Apple, pushsim.Fault{Kind: pushsim.Fail, Status: 503}) // no Retry-After
@@ -79,6 +80,7 @@ func TestProviderDownGoesToDelayedThenDelivers(t *testing.T) {
 }
 
 func TestRetryAfterIsHonoured(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	fcm := e.subscribe(pushsim.FCM, e.key)
 	wns := e.subscribe(pushsim.WNS, e.key)
@@ -113,6 +115,7 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 }
 
 func TestTTLExpiryIsNeverSent(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	fcm := e.subscribe(pushsim.FCM, e.key)
 	apple := e.subscribe(pushsim.Apple, e.key)
@@ -150,6 +153,7 @@ func TestTTLExpiryIsNeverSent(t *testing.T) {
 }
 
 func TestAttemptsExhaustedGoToDead(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	sub := e.subscribe(pushsim.Apple, e.key)
 	setFault(t, e, pushsim.Apple, pushsim.Fault{Kind: pushsim.Fail, Status: 503})
@@ -176,6 +180,7 @@ func TestAttemptsExhaustedGoToDead(t *testing.T) {
 }
 
 func TestDelayedSetCapsDeadLetterWithReason(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name       string
 		configure  func(*Config)
@@ -221,6 +226,7 @@ func TestDelayedSetCapsDeadLetterWithReason(t *testing.T) {
 }
 
 func TestRetryToEndpointGoneMeanwhileIsDropped(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	sub := e.subscribe(pushsim.Apple, e.key)
 	setFault(t, e, pushsim.Apple, pushsim.Fault{Kind: pushsim.Fail, Status: 503})
@@ -252,6 +258,7 @@ func TestRetryToEndpointGoneMeanwhileIsDropped(t *testing.T) {
 // does not mark the endpoint gone, so a retry to it signed with the right key is still sent
 // rather than dropped as "reported gone meanwhile".
 func TestRetryToEndpointAfterKeyMismatchIsSent(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	other, err := vapid.GenerateKey("other")
 	if err != nil {
@@ -287,6 +294,7 @@ func TestRetryToEndpointAfterKeyMismatchIsSent(t *testing.T) {
 // retry, and while it is in flight, are acknowledged at intake with no record: the job ends
 // with exactly one terminal record and the copies send nothing.
 func TestCopiesOfAHeldJobEndWithNoRecordOfTheirOwn(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	sub := e.subscribe(pushsim.Apple, e.key)
 	setFault(t, e, pushsim.Apple, pushsim.Fault{Kind: pushsim.Fail, Status: 503})

@@ -15,6 +15,7 @@ import (
 )
 
 func TestShutdownLetsInFlightSendsFinish(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{fcmInFlight: 2})
 	sub := e.subscribe(pushsim.FCM, e.key)
 	const delay = 1500 * time.Millisecond
@@ -69,6 +70,7 @@ func TestShutdownLetsInFlightSendsFinish(t *testing.T) {
 }
 
 func TestShutdownCancelsSendsWhenGraceEnds(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{fcmInFlight: 2})
 	sub := e.subscribe(pushsim.FCM, e.key)
 	setFault(t, e, pushsim.FCM, pushsim.Fault{Kind: pushsim.Slow, Delay: 8 * time.Second})
@@ -107,6 +109,7 @@ func TestShutdownCancelsSendsWhenGraceEnds(t *testing.T) {
 }
 
 func TestIdleShutdownWaitsAtMostOneBlock(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{shards: 2})
 	cfg := e.config(e.store)
 	cfg.Block = time.Second

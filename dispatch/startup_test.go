@@ -44,6 +44,7 @@ func clientStore(t *testing.T, o redis.Options) *stream.Store {
 // not allow what the worker needs cannot be cured by retrying: Run returns the error at once,
 // so the process exits non-zero.
 func TestRunFailsWhenRedisRefusesTheWorker(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	srv := redistest.Start(t)
 	admin := srv.Client(t)
@@ -128,6 +129,7 @@ func TestRunGivesUpWhenRedisStaysAway(t *testing.T) {
 // served by nothing; each replica says so at start, once per lane, with its length. An empty
 // one is reported too: the provider's retries still come due into it from the delayed set.
 func TestOrphanLanesAreReportedAtStart(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{shards: 2})
 	// A worker whose registry had "retired" set up its lanes on both shards, and read one of
 	// the three jobs of shard 1 before it went away.

@@ -389,6 +389,7 @@ func TestPauseShowsInStatusAndTheHeartbeat(t *testing.T) {
 // TestReadersReportAnUnreachableRedis: the commands that read Redis exit 3 when it cannot be
 // read, not 1 (which is an answer).
 func TestReadersReportAnUnreachableRedis(t *testing.T) {
+	t.Parallel() // it mostly waits for dials that fail
 	ids := t.TempDir() + "/ids.txt"
 	if err := os.WriteFile(ids, []byte("a\n"), 0o644); err != nil {
 		t.Fatal(err)

@@ -26,6 +26,7 @@ func readmeSnippet(t *testing.T, heading string) string {
 // as a user pastes it, twice in the same directory (the second paste finds the key file and an
 // older pushsim.out), with the binaries `make build` makes: each paste must deliver.
 func TestREADMESendSnippetRunsAsPasted(t *testing.T) {
+	t.Parallel() // it mostly waits on the build and the processes it starts
 	if testing.Short() {
 		t.Skip("builds gateway-worker and pushsim")
 	}

@@ -15,6 +15,7 @@ import (
 // pushsim, the worker, a stall injected halfway) and checks what a reader of the report needs:
 // a throughput series per provider, the fault window, and a PNG of the chart.
 func TestDemoWritesReportWithEveryProviderAndTheFault(t *testing.T) {
+	t.Parallel() // each demo has its own Redis (or prefix), pushsim and worker, and mostly waits
 	if testing.Short() {
 		t.Skip("runs the demo for several seconds")
 	}

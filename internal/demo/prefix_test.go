@@ -17,6 +17,7 @@ import (
 // TestDemoOnAGivenRedisPrintsItsPrefixAndTheCleanup: with --redis the demo says which prefix it
 // wrote under, and the command it prints removes every key of that prefix and no other.
 func TestDemoOnAGivenRedisPrintsItsPrefixAndTheCleanup(t *testing.T) {
+	t.Parallel() // each demo has its own Redis (or prefix), pushsim and worker, and mostly waits
 	if testing.Short() {
 		t.Skip("runs the demo for several seconds")
 	}

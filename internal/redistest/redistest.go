@@ -220,7 +220,7 @@ func (s *Server) start() error {
 	s.cmd, s.done = cmd, done
 	s.mu.Unlock()
 
-	if err := s.waitReady(done); err != nil {
+	if err := s.waitReady(done, cmd.Process.Pid); err != nil {
 		_ = cmd.Process.Kill()
 		<-done
 		s.mu.Lock()
@@ -232,7 +232,9 @@ func (s *Server) start() error {
 }
 
 // waitReady polls PING until it answers PONG (not LOADING), the process exits, or the deadline.
-func (s *Server) waitReady(done <-chan struct{}) error {
+// The server that answers must be process pid: a port found free can be taken by another
+// test's server before ours binds it, and ours then exits while the other one answers.
+func (s *Server) waitReady(done <-chan struct{}, pid int) error {
 	c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, DialTimeout: time.Second, PoolSize: 1})
 	defer c.Close()
 	deadline := time.Now().Add(startTimeout)
@@ -245,8 +247,15 @@ func (s *Server) waitReady(done <-chan struct{}) error {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		err = c.Ping(ctx).Err()
+		var info string
+		if err == nil {
+			info, err = c.Info(ctx, "server").Result()
+		}
 		cancel()
 		if err == nil {
+			if got := infoField(info, "process_id"); got != strconv.Itoa(pid) {
+				return fmt.Errorf("%s is answered by process %s, not by the redis-server started (%d)", s.Addr(), got, pid)
+			}
 			return nil
 		}
 		select {
@@ -256,6 +265,16 @@ func (s *Server) waitReady(done <-chan struct{}) error {
 		}
 	}
 	return fmt.Errorf("redis-server did not answer PING within %v: %v", startTimeout, err)
+}
+
+// infoField is the value of name in the text of an INFO section, "" when it is not there.
+func infoField(info, name string) string {
+	for _, line := range strings.Split(info, "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok && k == name {
+			return v
+		}
+	}
+	return ""
 }
 
 func (s *Server) logTail(n int) string {

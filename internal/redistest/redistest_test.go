@@ -12,6 +12,7 @@ import (
 )
 
 func TestStartKillRestart(t *testing.T) {
+	t.Parallel()
 	s := Start(t)
 	ctx := context.Background()
 	c := s.Client(t)
@@ -81,5 +82,22 @@ func TestWithConfig(t *testing.T) {
 	s := Start(t, WithConfig("maxmemory", "64mb"))
 	if got := s.Client(t).ConfigGet(context.Background(), "maxmemory").Val()["maxmemory"]; got != "67108864" {
 		t.Errorf("maxmemory = %q", got)
+	}
+}
+
+// TestStartTellsAnotherServerOnItsPort: a server that answers PING on the port but is not the
+// process started is not taken for it (another test's server can bind a port found free first).
+func TestStartTellsAnotherServerOnItsPort(t *testing.T) {
+	t.Parallel()
+	s := Start(t)
+	s.mu.Lock()
+	pid, done := s.cmd.Process.Pid, s.done
+	s.mu.Unlock()
+	if err := s.waitReady(done, pid); err != nil {
+		t.Fatalf("the server started: %v", err)
+	}
+	err := s.waitReady(done, pid+1)
+	if err == nil || !strings.Contains(err.Error(), "not by the redis-server started") {
+		t.Fatalf("another process's server on the port: %v, want it refused", err)
 	}
 }

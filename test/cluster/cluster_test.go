@@ -59,7 +59,8 @@ var providerIDs = []string{"fcm", "autopush", "apple", "wns", "fallback"}
 
 // TestCluster runs the whole pipeline on a Redis Cluster of 3 masters and 3 replicas with 6
 // shards and three worker processes, then, each on a prefix of its own on the same cluster,
-// checks the fleet-wide token rate and changes the shard count of a live system.
+// checks the fleet-wide token rate and changes the shard count of a live system. It does not
+// call t.Parallel, so the rate is measured before the failover tests start.
 func TestCluster(t *testing.T) {
 	c := redistest.StartCluster(t)
 	checkDefaultSplit(t, c)

@@ -82,6 +82,7 @@ type topology struct {
 // TestClusterFailover: a master of a 3-master cluster, the one that also holds the heartbeats
 // when it serves shards too, is SIGKILLed while jobs flow; its replica takes over its slots.
 func TestClusterFailover(t *testing.T) {
+	t.Parallel() // a Redis topology, pushsim and workers of its own; it measures no rate
 	c := redistest.StartCluster(t)
 	var killed string
 	failover(t, topology{
@@ -119,6 +120,7 @@ func TestClusterFailover(t *testing.T) {
 // TestSentinelFailover: the master of a Sentinel setup is SIGKILLed while jobs flow; the
 // Sentinels promote its replica and every client follows them there.
 func TestSentinelFailover(t *testing.T) {
+	t.Parallel() // a Redis topology, pushsim and workers of its own; it measures no rate
 	s := redistest.StartSentinel(t)
 	const shards = 2
 	var killed string

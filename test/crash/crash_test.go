@@ -17,6 +17,7 @@ const (
 )
 
 func TestWorkersKilledLoseNoJob(t *testing.T) {
+	t.Parallel() // each has its own Redis, pushsim and workers, and mostly waits
 	c := newCluster(t)
 	lines, ids := c.jobs(crashJobs)
 	c.startWorkers(crashWorkers)
@@ -45,6 +46,7 @@ func TestWorkersKilledLoseNoJob(t *testing.T) {
 }
 
 func TestRedisKilledLosesNoJob(t *testing.T) {
+	t.Parallel() // each has its own Redis, pushsim and workers, and mostly waits
 	c := newCluster(t)
 	const jobs = 1500
 	lines, ids := c.jobs(jobs)

@@ -40,6 +40,29 @@ defaults:
 
 const genericHost = "push.example.net"
 
+// workerBin is the gateway-worker binary every test runs, built once by TestMain.
+var workerBin string
+
+// TestMain builds the worker once; every test runs its processes from that binary.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "crash-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	workerBin = filepath.Join(dir, "gateway-worker")
+	build := exec.Command("go", "build", "-o", workerBin, "./cmd/gateway-worker")
+	build.Dir = "../.."
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build ./cmd/gateway-worker: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
 // cluster is a real Redis, pushsim, and worker processes of the real binary.
 type cluster struct {
 	t        *testing.T
@@ -84,12 +107,7 @@ func newCluster(t *testing.T, opts ...clusterOptions) *cluster {
 		o.visibility = 2 * time.Second
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "gateway-worker")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/gateway-worker")
-	build.Dir = "../.."
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := workerBin
 	r := redistest.Start(t, o.redis...)
 	sim := simtest.Start(t, pushsim.Config{Dir: dir, MaxDeliveries: 1_000_000})
 	key := simtest.VAPIDKey(t)

@@ -138,6 +138,7 @@ func eventually(t *testing.T, d time.Duration, cond func() string) {
 // drives jobs through pushsim to every kind of outcome, and checks the scrape against the
 // ledger; then kills Redis and sees readiness, and only readiness, fail and come back.
 func TestWorkerServesMetricsAndHealth(t *testing.T) {
+	t.Parallel() // each has its own Redis, pushsim and workers, and mostly waits
 	c := newCluster(t, clusterOptions{registry: observeRegistry, args: []string{
 		"--stats-every", "200ms", "--redis-check-fresh", "3s", "--retry-base", "10m",
 	}})
@@ -316,6 +317,7 @@ func TestWorkerServesMetricsAndHealth(t *testing.T) {
 // a changed rate, a broken file keeps the running table and sets the success gauge to 0, and
 // with the file watch off SIGHUP alone reloads.
 func TestRegistryReloads(t *testing.T) {
+	t.Parallel() // each has its own Redis, pushsim and workers, and mostly waits
 	for _, watch := range []bool{true, false} {
 		t.Run(map[bool]string{true: "file watch", false: "SIGHUP"}[watch], func(t *testing.T) {
 			every := "100ms"
@@ -399,6 +401,7 @@ func TestRegistryReloads(t *testing.T) {
 // after SIGTERM neither ends the process (its default action) nor cuts the sends: the worker
 // exits 0 with every job sent once and recorded once.
 func TestSIGHUPDuringDrainIsIgnored(t *testing.T) {
+	t.Parallel() // each has its own Redis, pushsim and workers, and mostly waits
 	c := newCluster(t, clusterOptions{args: []string{"--grace", "10s"}})
 	if err := c.sim.SetFault(pushsim.FCM, pushsim.Fault{Kind: pushsim.Slow, Delay: 2 * time.Second}); err != nil {
 		t.Fatal(err)
