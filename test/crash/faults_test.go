@@ -246,16 +246,25 @@ func TestRedisOutOfMemory(t *testing.T) {
 func TestOversizedEntriesKeepMemoryBounded(t *testing.T) {
 	t.Parallel() // each has its own Redis, pushsim and workers, and mostly waits
 	c := newCluster(t, clusterOptions{registry: faultRegistry})
-	rdb := c.redis.Client(t)
+	// No retries: go-redis sends a command again when its reply times out, and an 8 MB XADD to
+	// a Redis with appendfsync always can take seconds on a loaded machine; a second copy of an
+	// entry would be a second dead record this test did not ask for.
+	rdb := redis.NewClient(&redis.Options{Addr: c.redis.Addr(), MaxRetries: -1, ReadTimeout: time.Minute, WriteTimeout: time.Minute})
+	t.Cleanup(func() { _ = rdb.Close() })
 	ctx := context.Background()
+	hugeEntries := map[string]bool{} // the oversized entries' stream ids
 
 	run := func(name string, big int) (peakKB int64, ids []string) {
 		t.Helper()
 		lines, ids := c.fcmJobs(name, 60)
 		huge := `{"id":"` + name + `-huge","payload":"` + strings.Repeat("x", 8<<20) + `"}`
 		xadd := func(v string) {
-			if err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: "wp:{0}:in", Values: []any{"job", v}}).Err(); err != nil {
+			id, err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: "wp:{0}:in", Values: []any{"job", v}}).Result()
+			if err != nil {
 				t.Fatal(err)
+			}
+			if len(v) > 65536 {
+				hugeEntries[id] = true
 			}
 		}
 		// Half the entries wait before the worker starts (a backlog), half arrive while it runs.
@@ -291,6 +300,18 @@ func TestOversizedEntriesKeepMemoryBounded(t *testing.T) {
 	dead, err := rdb.XRange(ctx, "wp:{0}:dead", "-", "+").Result()
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(hugeEntries) != 60 {
+		t.Fatalf("added %d oversized entries, want 60", len(hugeEntries))
+	}
+	deadOf := map[string]int{}
+	for _, m := range dead {
+		deadOf[fmt.Sprint(m.Values["entry"])]++
+	}
+	for id := range hugeEntries {
+		if n := deadOf[id]; n != 1 {
+			t.Errorf("oversized entry %s has %d dead records, want 1", id, n)
+		}
 	}
 	if len(dead) != 60 {
 		t.Errorf("%d dead records, want the 60 oversized entries", len(dead))
