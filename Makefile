@@ -48,7 +48,7 @@ vet:
 UNIT_P        ?= 3
 UNIT_PARALLEL ?= 8
 UNIT_FIRST    := $(if $(filter ./...,$(PKGS)),./test/isolation/ ./dispatch/ ./stream/ \
-                 ./test/cluster/ ./internal/bench/ ./test/crash/ ./deploy/image/ ./internal/demoreport/)
+                 ./test/cluster/ ./internal/lab/bench/ ./test/crash/ ./deploy/image/ ./internal/lab/demoreport/)
 unit:
 	$(GO) test -race -count=1 -p $(UNIT_P) -parallel $(UNIT_PARALLEL) $(UNIT_FIRST) $(PKGS)
 

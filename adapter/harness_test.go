@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/adapter"
-	"github.com/webpush-gateway/webpush-gateway/internal/simtest"
-	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/simtest"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/timetest"
 	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/providers"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
@@ -29,7 +29,7 @@ type harness struct {
 	sender *adapter.Sender
 	signer *vapid.Signer
 	key    *vapid.Key
-	clock  *testkit.Clock // shared by the signer and the classifier
+	clock  *timetest.Clock // shared by the signer and the classifier
 }
 
 type harnessOptions struct {
@@ -55,7 +55,7 @@ func newHarness(t testing.TB, opt harnessOptions) *harness {
 	if opt.now.IsZero() {
 		opt.now = time.Now()
 	}
-	c := testkit.NewClock(opt.now)
+	c := timetest.NewClock(opt.now)
 	signer, err := vapid.NewSigner(vapid.SignerOptions{Subject: subject, Now: c.Now})
 	if err != nil {
 		t.Fatal(err)

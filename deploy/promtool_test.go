@@ -11,7 +11,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/webpush-gateway/webpush-gateway/internal/metricstest"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/metricstest"
 )
 
 // rulesTests is the promtool unit test file, relative to deploy/.

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/proctest"
 	"github.com/webpush-gateway/webpush-gateway/providers"
 	"github.com/webpush-gateway/webpush-gateway/telemetry"
 )
@@ -60,7 +60,7 @@ func TestHealthGate(t *testing.T) {
 // log nothing at info or above, unless the relapse lasts relapseWindow, which is then warned.
 func TestHealthLogsAnOutageOnce(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	var buf testkit.Buffer
+	var buf proctest.Buffer
 	h := newRedisHealth(1, slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo})), t0, nil)
 	at := func(d time.Duration) time.Time { return t0.Add(d) }
 	steps := []struct {

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/registrytest"
 	"github.com/webpush-gateway/webpush-gateway/limits"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/stream"
@@ -26,7 +26,7 @@ func TestBreakerOpensOnFailuresAndClosesAfterRecovery(t *testing.T) {
 	sub := e.subscribe(pushsim.Apple, e.key)
 	// 40 % of requests fail; the breaker opens at 30 % once 10 outcomes are in its window.
 	setFault(t, e, pushsim.Apple, pushsim.Fault{Kind: pushsim.Fail, Status: 503, Ratio: 0.4, RetryAfter: time.Second})
-	var bl testkit.BreakerLog
+	var bl registrytest.BreakerLog
 	cfg := e.config(e.store)
 	cfg.OnBreakerChange = bl.Hook
 	cfg.Backoff = Backoff{Base: 200 * time.Millisecond, Cap: time.Second, MaxRetries: 30}
@@ -72,7 +72,7 @@ func TestOpenBreakerLaneReadsNothing(t *testing.T) {
 		failed = append(failed, id)
 		e.enqueue(job(id, apple, "x"))
 	}
-	var bl testkit.BreakerLog
+	var bl registrytest.BreakerLog
 	cfg := e.config(e.store)
 	cfg.OnBreakerChange = bl.Hook
 	cfg.Backoff = Backoff{Base: 100 * time.Millisecond, Cap: 200 * time.Millisecond, MaxRetries: 30}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/registrytest"
 	jobfmt "github.com/webpush-gateway/webpush-gateway/job"
 )
 
@@ -29,7 +29,7 @@ defaults:
   connect_timeout: 1s
   tls_timeout: 1s
   response_header_timeout: 1500ms
-` + testkit.QuickBreaker + `heartbeat:
+` + registrytest.QuickBreaker + `heartbeat:
   every: 200ms
   stale_after: 1s
 host_breaker:

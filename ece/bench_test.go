@@ -7,7 +7,7 @@ import (
 	webpush "github.com/SherClockHolmes/webpush-go"
 
 	"github.com/webpush-gateway/webpush-gateway/ece"
-	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/vapidtest"
 )
 
 var benchSizes = []int{32, 256, 2048}
@@ -137,7 +137,7 @@ func BenchmarkEncryptPadded4096(b *testing.B) {
 // BenchmarkWebpushGoEncrypt that is not encryption: what webpush-go's
 // getVAPIDAuthorizationHeader does per message (decode the VAPID key,
 // recompute its public point with ScalarMult, sign an ES256 JWT with
-// golang-jwt), as testkit.WebpushGoVAPIDHeader replays it. Subtracting it
+// golang-jwt), as vapidtest.WebpushGoVAPIDHeader replays it. Subtracting it
 // from BenchmarkWebpushGoEncrypt estimates webpush-go's encryption cost alone.
 func BenchmarkWebpushGoVAPIDOnly(b *testing.B) {
 	priv, pub, err := webpush.GenerateVAPIDKeys()
@@ -146,7 +146,7 @@ func BenchmarkWebpushGoVAPIDOnly(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := testkit.WebpushGoVAPIDHeader("https://push.example.test/wpush/v2/token", "mailto:ops@example.com", priv, pub); err != nil {
+		if _, err := vapidtest.WebpushGoVAPIDHeader("https://push.example.test/wpush/v2/token", "mailto:ops@example.com", priv, pub); err != nil {
 			b.Fatal(err)
 		}
 	}

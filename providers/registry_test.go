@@ -10,7 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/doctest"
 	"github.com/webpush-gateway/webpush-gateway/providers"
 )
 
@@ -257,7 +257,7 @@ func TestParseValid(t *testing.T) {
 // registryDocYAML is the first yaml block of docs/registry.md after the line heading.
 func registryDocYAML(t *testing.T, heading string) string {
 	t.Helper()
-	return testkit.MarkdownBlock(t, "../docs/registry.md", heading, "yaml")
+	return doctest.MarkdownBlock(t, "../docs/registry.md", heading, "yaml")
 }
 
 // The self-hosted Autopush example in docs/registry.md must stay a valid entry.

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/timetest"
 )
 
 const (
@@ -164,7 +164,7 @@ func TestWatcherRunFollowsAConfigMapSwapAndKicks(t *testing.T) {
 	}()
 	next := func(what string) report {
 		t.Helper()
-		return testkit.Receive(t, reports, 10*time.Second, what)
+		return timetest.Receive(t, reports, 10*time.Second, what)
 	}
 
 	cm.update(watchFast)

@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/ece"
-	"github.com/webpush-gateway/webpush-gateway/internal/simtest"
-	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/simtest"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/vapidtest"
 	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 )
@@ -85,7 +85,7 @@ type appServer struct {
 
 func newAppServer(t testing.TB) appServer {
 	t.Helper()
-	k := testkit.NewKey(t)
+	k := vapidtest.NewKey(t)
 	return appServer{key: k.Private, pub: k.PublicKey()}
 }
 

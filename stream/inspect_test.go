@@ -10,7 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
-	"github.com/webpush-gateway/webpush-gateway/internal/redistest"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/redistest"
 )
 
 // TestToDelayedKeepsTheLastOutcome: a retry's delayed data holds the code and detail of the

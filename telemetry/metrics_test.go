@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/expfmt"
 
-	"github.com/webpush-gateway/webpush-gateway/internal/metricstest"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/metricstest"
 	"github.com/webpush-gateway/webpush-gateway/taxonomy"
 )
 

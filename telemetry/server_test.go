@@ -11,8 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/webpush-gateway/webpush-gateway/internal/metricstest"
-	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/metricstest"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/proctest"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/timetest"
 	"go.uber.org/goleak"
 )
 
@@ -139,7 +140,7 @@ func TestScrapeSurvivesABadSource(t *testing.T) {
 	m.SetProviderSource(func() []ProviderGauge {
 		return []ProviderGauge{{Provider: "fcm", InFlight: 1}, {Provider: "fcm", InFlight: 2}}
 	})
-	var logs testkit.Buffer
+	var logs proctest.Buffer
 	ts := startServer(t, ServerOptions{Gatherer: reg, Health: NewHealth(nil), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	code, _, text := ts.get(MetricsPath, "")
 	if code != http.StatusOK || !strings.Contains(text, "webpush_sends_total") {
@@ -161,7 +162,7 @@ func grep(s, sub string) string {
 }
 
 func TestLivez(t *testing.T) {
-	c := testkit.NewClock(t0)
+	c := timetest.NewClock(t0)
 	h := NewHealth(c.Now)
 	ts := startServer(t, ServerOptions{Gatherer: NewRegistry(), Health: h})
 	ts.expect(LivezPath, http.StatusOK, "ok")
@@ -194,7 +195,7 @@ func TestLivez(t *testing.T) {
 }
 
 func TestReadyz(t *testing.T) {
-	c := testkit.NewClock(t0)
+	c := timetest.NewClock(t0)
 	h := NewHealth(c.Now)
 	ts := startServer(t, ServerOptions{Gatherer: NewRegistry(), Health: h})
 
@@ -238,7 +239,7 @@ func TestReadyz(t *testing.T) {
 // TestRedisCheckBeforeFreshness: RedisChecked alone adds the check with the default bound; a
 // first failure is reported with its error.
 func TestRedisCheckBeforeFreshness(t *testing.T) {
-	c := testkit.NewClock(t0)
+	c := timetest.NewClock(t0)
 	h := NewHealth(c.Now)
 	if s := h.readiness(); len(s) != 0 {
 		t.Fatalf("checks before any was set: %v", s)

@@ -13,7 +13,7 @@ import (
 
 	webpush "github.com/SherClockHolmes/webpush-go"
 
-	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/vapidtest"
 	"github.com/webpush-gateway/webpush-gateway/vapid"
 )
 
@@ -92,7 +92,7 @@ func BenchmarkHeaderParallel(b *testing.B) {
 }
 
 // BenchmarkWebpushGoJWT is what webpush-go v1.4.0 does for the VAPID header
-// of every message (it has no cache), replayed by testkit.WebpushGoVAPIDHeader
+// of every message (it has no cache), replayed by vapidtest.WebpushGoVAPIDHeader
 // since getVAPIDAuthorizationHeader is unexported. See BenchmarkWebpushGoSend
 // for the same thing measured through SendNotification.
 func BenchmarkWebpushGoJWT(b *testing.B) {
@@ -102,7 +102,7 @@ func BenchmarkWebpushGoJWT(b *testing.B) {
 	}
 	endpoint := "https://push.example.net/wpush/v2/gAAAAABbZ7"
 	for b.Loop() {
-		if _, err := testkit.WebpushGoVAPIDHeader(endpoint, testSub, privB64, pubB64); err != nil {
+		if _, err := vapidtest.WebpushGoVAPIDHeader(endpoint, testSub, privB64, pubB64); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -22,7 +22,7 @@ import (
 	webpush "github.com/SherClockHolmes/webpush-go"
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/vapidtest"
 	"github.com/webpush-gateway/webpush-gateway/vapid"
 )
 
@@ -70,7 +70,7 @@ func assertNoLeak(t *testing.T, s string, input string, secrets []string) {
 }
 
 func TestParseKey(t *testing.T) {
-	k := testkit.NewKey(t)
+	k := vapidtest.NewKey(t)
 	p256, raw := k.Private, k.Scalar
 	p384, err := ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
 	if err != nil {
@@ -223,7 +223,7 @@ func TestLoadKeyFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw := testkit.NewKey(t)
+	raw := vapidtest.NewKey(t)
 	rawKey, rawPublic := raw.Raw(), raw.PublicKey()
 	dir := t.TempDir()
 	write := func(name string, data []byte, mode os.FileMode) string {
@@ -282,7 +282,7 @@ func TestLoadKeyFile(t *testing.T) {
 
 // TestKeyNeverPrintsPrivate formats a Key every way fmt can reach it.
 func TestKeyNeverPrintsPrivate(t *testing.T) {
-	key := testkit.NewKey(t)
+	key := vapidtest.NewKey(t)
 	raw := key.Scalar
 	k, err := vapid.ParseKey("main", []byte(key.Raw()))
 	if err != nil {

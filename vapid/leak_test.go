@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/vapidtest"
 	"github.com/webpush-gateway/webpush-gateway/vapid"
 )
 
@@ -19,7 +19,7 @@ import (
 // and the base64 of the scalar and of the DER.
 func brokenKeyForms(t *testing.T) (forms map[string]string, secrets []string) {
 	t.Helper()
-	k := testkit.NewKey(t)
+	k := vapidtest.NewKey(t)
 	scalar, sec1, pkcs8 := k.Scalar, k.SEC1, k.PKCS8
 	sec1PEM, pkcs8PEM := k.SEC1PEM(), k.PKCS8PEM()
 	body := func(p string) string { // the base64 lines between the dashes

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/timetest"
 )
 
 var it0 = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -27,7 +27,7 @@ func newInternalSigner(t *testing.T, now func() time.Time) (*Signer, *Key) {
 // a deadlock shows up as a clear failure, not a test-binary timeout.
 func failAfter[T any](t *testing.T, ch <-chan T, what string) T {
 	t.Helper()
-	return testkit.Receive(t, ch, 10*time.Second, what)
+	return timetest.Receive(t, ch, 10*time.Second, what)
 }
 
 // TestSigningRunsInParallel: while one audience's signature is held up, a

@@ -11,7 +11,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/timetest"
 	"github.com/webpush-gateway/webpush-gateway/vapid"
 )
 
@@ -214,7 +214,7 @@ func TestSignerErrors(t *testing.T) {
 // signature per lifetime, re-signed exactly when now reaches exp-15m.
 func TestCacheRefresh(t *testing.T) {
 	key := newTestKey(t, "main")
-	clock := testkit.NewClock(t0)
+	clock := timetest.NewClock(t0)
 	s := newTestSigner(t, vapid.SignerOptions{Now: clock.Now})
 	const L = vapid.DefaultLifetime
 	refresh1 := L - vapid.RefreshBefore            // 11h45m after t0
@@ -301,7 +301,7 @@ func TestCacheLifetimeRules(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			clock := testkit.NewClock(t0)
+			clock := timetest.NewClock(t0)
 			s := newTestSigner(t, vapid.SignerOptions{Now: clock.Now})
 			for i, c := range tc.calls {
 				clock.Set(t0.Add(c.at))

@@ -7,8 +7,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/webpush-gateway/webpush-gateway/internal/cli"
-	"github.com/webpush-gateway/webpush-gateway/internal/demo"
+	"github.com/webpush-gateway/webpush-gateway/internal/lab/demo"
+	"github.com/webpush-gateway/webpush-gateway/internal/product/cli"
 )
 
 func cmdDemo(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stderr io.Writer) int {

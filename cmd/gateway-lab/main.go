@@ -1,7 +1,7 @@
 // Command gateway-lab runs the gateway where it can be watched and measured, never in
 // production: `demo` (a minute of traffic to the simulated push services, a fault halfway, a
 // live table and a report) and `bench` (the gateway against the consumers users write without
-// it). Their logic lives in internal/demo and internal/bench; main turns signals into a context
+// it). Their logic lives in internal/lab/demo and internal/lab/bench; main turns signals into a context
 // and picks the subcommand.
 package main
 
@@ -10,7 +10,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/webpush-gateway/webpush-gateway/internal/cli"
+	"github.com/webpush-gateway/webpush-gateway/internal/product/cli"
 )
 
 func main() { os.Exit(cli.Process(runMain)) }

@@ -5,11 +5,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/proctest"
 )
 
 func TestUsageListsDemoAndBenchOnly(t *testing.T) {
-	code, _, stderr := testkit.Run(t, runMain, "help")
+	code, _, stderr := proctest.Run(t, runMain, "help")
 	if code != 0 || !strings.Contains(stderr, "usage: gateway-lab <command>") {
 		t.Fatalf("help: exit %d, %q", code, stderr)
 	}
@@ -21,7 +21,7 @@ func TestUsageListsDemoAndBenchOnly(t *testing.T) {
 	if strings.Contains(stderr, "bench-webpush-go") {
 		t.Errorf("usage lists the hidden contender command:\n%s", stderr)
 	}
-	if code, _, stderr := testkit.Run(t, runMain, "run"); code != 2 || !strings.Contains(stderr, `unknown command "run"`) {
+	if code, _, stderr := proctest.Run(t, runMain, "run"); code != 2 || !strings.Contains(stderr, `unknown command "run"`) {
 		t.Errorf("run is the worker's, not the lab's: exit %d, %q", code, stderr)
 	}
 }
@@ -51,7 +51,7 @@ func TestRefusesBadFlags(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			code, stdout, stderr := testkit.Run(t, runMain, tc.args...)
+			code, stdout, stderr := proctest.Run(t, runMain, tc.args...)
 			if code != 2 || !strings.Contains(stderr, tc.want) || stdout != "" {
 				t.Fatalf("exit %d, stdout %q, stderr %q; want 2 and %q", code, stdout, stderr, tc.want)
 			}
@@ -63,7 +63,7 @@ func TestRefusesBadFlags(t *testing.T) {
 }
 
 func TestBenchWebpushGoReportsABadConfig(t *testing.T) {
-	code, _, stderr := testkit.Run(t, runMain, "bench-webpush-go", filepath.Join(t.TempDir(), "none.json"))
+	code, _, stderr := proctest.Run(t, runMain, "bench-webpush-go", filepath.Join(t.TempDir(), "none.json"))
 	if code != 1 || !strings.Contains(stderr, "bench-webpush-go:") || !strings.Contains(stderr, "none.json") {
 		t.Fatalf("exit %d, %q; want 1 naming the missing file", code, stderr)
 	}
@@ -72,7 +72,7 @@ func TestBenchWebpushGoReportsABadConfig(t *testing.T) {
 // TestHelpFormat: demo and bench print the help every command prints.
 func TestHelpFormat(t *testing.T) {
 	for cmd, flag := range map[string]string{"demo": "--fault PROVIDER=stall|503:RATIO|429:SECONDS", "bench": "--mix WEIGHTS"} {
-		code, stdout, help := testkit.Run(t, runMain, cmd, "-h")
+		code, stdout, help := proctest.Run(t, runMain, cmd, "-h")
 		if code != 0 || stdout != "" {
 			t.Fatalf("%s -h: exit %d, stdout %q", cmd, code, stdout)
 		}

@@ -7,7 +7,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/webpush-gateway/webpush-gateway/internal/cli"
+	"github.com/webpush-gateway/webpush-gateway/internal/product/cli"
 )
 
 func cmdCheck(_ context.Context, fs *cli.FlagSet, args []string, stdout, stderr io.Writer) int {

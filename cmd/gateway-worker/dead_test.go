@@ -14,9 +14,9 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/webpush-gateway/webpush-gateway/internal/redistest"
-	"github.com/webpush-gateway/webpush-gateway/internal/simtest"
-	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/proctest"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/redistest"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/simtest"
 	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/stream"
@@ -275,7 +275,7 @@ func TestDeadReplayMovesEachRecordOnce(t *testing.T) {
 	t.Setenv("GATEWAY_CONNECT_TO", strings.Join(d.sim.ConnectTo(), ","))
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var wout, werr testkit.Buffer
+	var wout, werr proctest.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- runMain(wctx, []string{"run", "--http", "", "--redis", d.srv.URL(), "--shards", "2", "--vapid-key", d.key,

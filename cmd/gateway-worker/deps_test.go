@@ -17,11 +17,8 @@ var forbiddenDeps = []string{
 	"github.com/SherClockHolmes/webpush-go",
 	"golang.org/x/image",
 	"github.com/webpush-gateway/webpush-gateway/pushsim",
-	"github.com/webpush-gateway/webpush-gateway/internal/demo",
-	"github.com/webpush-gateway/webpush-gateway/internal/demoreport",
-	"github.com/webpush-gateway/webpush-gateway/internal/bench",
-	"github.com/webpush-gateway/webpush-gateway/internal/localredis",
-	"github.com/webpush-gateway/webpush-gateway/internal/redistest",
+	"github.com/webpush-gateway/webpush-gateway/internal/lab",
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport",
 }
 
 // TestLinksOnlyTheProduct lists what `go build ./cmd/gateway-worker` links (go list -deps, tests

@@ -11,7 +11,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/webpush-gateway/webpush-gateway/internal/cli"
+	"github.com/webpush-gateway/webpush-gateway/internal/product/cli"
 	"github.com/webpush-gateway/webpush-gateway/providers"
 )
 

@@ -9,7 +9,7 @@ import (
 	"io/fs"
 	"os"
 
-	"github.com/webpush-gateway/webpush-gateway/internal/cli"
+	"github.com/webpush-gateway/webpush-gateway/internal/product/cli"
 	"github.com/webpush-gateway/webpush-gateway/vapid"
 )
 

@@ -10,7 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	webpushgateway "github.com/webpush-gateway/webpush-gateway"
-	"github.com/webpush-gateway/webpush-gateway/internal/redistest"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/redistest"
 	"github.com/webpush-gateway/webpush-gateway/vapid"
 )
 

@@ -10,7 +10,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/webpush-gateway/webpush-gateway/internal/cli"
+	"github.com/webpush-gateway/webpush-gateway/internal/product/cli"
 )
 
 func main() { os.Exit(cli.Process(runMain)) }

@@ -12,16 +12,18 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/webpush-gateway/webpush-gateway/internal/redistest"
-	"github.com/webpush-gateway/webpush-gateway/internal/simtest"
-	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/proctest"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/redistest"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/simtest"
 	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/stream"
 )
 
 // run calls the command line in-process and returns its exit code and outputs.
-func run(t *testing.T, args ...string) (int, string, string) { return testkit.Run(t, runMain, args...) }
+func run(t *testing.T, args ...string) (int, string, string) {
+	return proctest.Run(t, runMain, args...)
+}
 
 func TestKeygen(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "vapid.pem")
@@ -256,7 +258,7 @@ func TestSendAndRunJudgeSubscriptionsAlike(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stdout, stderr testkit.Buffer
+	var stdout, stderr proctest.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- runMain(ctx, []string{"run", "--http", "", "--redis", srv.URL(), "--vapid-key", "testdata/vapid.pem",

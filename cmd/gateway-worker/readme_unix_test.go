@@ -13,13 +13,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/doctest"
 )
 
 // readmeSnippet is the first ```sh block after the line heading in README.md.
 func readmeSnippet(t *testing.T, heading string) string {
 	t.Helper()
-	return testkit.MarkdownBlock(t, "../../README.md", heading, "sh")
+	return doctest.MarkdownBlock(t, "../../README.md", heading, "sh")
 }
 
 // TestREADMESendSnippetRunsAsPasted runs the README's "try send against the simulator" snippet

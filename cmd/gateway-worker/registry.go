@@ -5,7 +5,7 @@ import (
 	"io"
 
 	webpushgateway "github.com/webpush-gateway/webpush-gateway"
-	"github.com/webpush-gateway/webpush-gateway/internal/cli"
+	"github.com/webpush-gateway/webpush-gateway/internal/product/cli"
 )
 
 func cmdRegistry(_ context.Context, fs *cli.FlagSet, args []string, stdout, stderr io.Writer) int {

@@ -10,8 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/webpush-gateway/webpush-gateway/internal/redistest"
-	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/proctest"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/redistest"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/vapidtest"
 )
 
 // brokenRawKeys are the ways a raw key given on the command line goes wrong. Each must fail to
@@ -63,7 +64,7 @@ func assertNoKey(t *testing.T, what, out string, material ...string) {
 // GATEWAY_VAPID_KEY, exit 2 naming the key and what they wanted, and print nothing of the key on
 // stdout or stderr (where run logs).
 func TestKeyNeverPrinted(t *testing.T) {
-	key := testkit.NewKey(t)
+	key := vapidtest.NewKey(t)
 	raw, pemText := key.Raw(), key.SEC1PEM()
 	pemBody := strings.Join(strings.Split(strings.TrimSpace(pemText), "\n")[1:4], "\n")
 	for name, value := range brokenRawKeys(raw, pemText) {
@@ -104,7 +105,7 @@ func TestKeyNeverPrinted(t *testing.T) {
 // TestKeyLostToASpaceIsNotPrinted: `--vapid-key= KEY` leaves the key as a stray word after the
 // flags; the refusal describes it without repeating it.
 func TestKeyLostToASpaceIsNotPrinted(t *testing.T) {
-	key := testkit.NewKey(t)
+	key := vapidtest.NewKey(t)
 	raw, pemText := key.Raw(), key.SEC1PEM()
 	pemBody := strings.Join(strings.Split(strings.TrimSpace(pemText), "\n")[1:4], "\n")
 	for _, cmd := range [][]string{
@@ -124,7 +125,7 @@ func TestKeyLostToASpaceIsNotPrinted(t *testing.T) {
 // logs at debug level and stops cleanly) and by send (which delivers with it), and no log line
 // or output holds any of it.
 func TestRawKeyWorksAndStaysOutOfLogs(t *testing.T) {
-	key := testkit.NewKey(t)
+	key := vapidtest.NewKey(t)
 	raw, pemText, public := key.Raw(), key.SEC1PEM(), key.PublicKey()
 	pemBody := strings.Join(strings.Split(strings.TrimSpace(pemText), "\n")[1:4], "\n")
 
@@ -132,7 +133,7 @@ func TestRawKeyWorksAndStaysOutOfLogs(t *testing.T) {
 		srv := redistest.Start(t)
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		var stdout, stderr testkit.Buffer // written by the worker's goroutines while the test reads
+		var stdout, stderr proctest.Buffer // written by the worker's goroutines while the test reads
 		done := make(chan int, 1)
 		go func() {
 			done <- runMain(ctx, []string{"run", "--http", "", "--redis", srv.URL(), "--subject", "mailto:ops@example.com",

@@ -14,7 +14,7 @@ import (
 
 	"github.com/webpush-gateway/webpush-gateway/adapter"
 	"github.com/webpush-gateway/webpush-gateway/dispatch"
-	"github.com/webpush-gateway/webpush-gateway/internal/buildinfo"
+	"github.com/webpush-gateway/webpush-gateway/internal/product/buildinfo"
 	"github.com/webpush-gateway/webpush-gateway/providers"
 	"github.com/webpush-gateway/webpush-gateway/telemetry"
 	"github.com/webpush-gateway/webpush-gateway/vapid"

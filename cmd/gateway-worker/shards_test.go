@@ -10,7 +10,7 @@ import (
 	"time"
 
 	webpushgateway "github.com/webpush-gateway/webpush-gateway"
-	"github.com/webpush-gateway/webpush-gateway/internal/redistest"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/redistest"
 )
 
 // TestShardCountMismatchIsRefused: once a prefix is used with one shard count, enqueue, run

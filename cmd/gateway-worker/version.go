@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/webpush-gateway/webpush-gateway/internal/buildinfo"
-	"github.com/webpush-gateway/webpush-gateway/internal/cli"
+	"github.com/webpush-gateway/webpush-gateway/internal/product/buildinfo"
+	"github.com/webpush-gateway/webpush-gateway/internal/product/cli"
 )
 
 func cmdVersion(_ context.Context, fs *cli.FlagSet, args []string, stdout, stderr io.Writer) int {

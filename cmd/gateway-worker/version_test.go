@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/webpush-gateway/webpush-gateway/internal/buildinfo"
-	"github.com/webpush-gateway/webpush-gateway/internal/redistest"
-	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
+	"github.com/webpush-gateway/webpush-gateway/internal/product/buildinfo"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/redistest"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/timetest"
 )
 
 func TestVersion(t *testing.T) {
@@ -59,7 +59,7 @@ func TestRunLogsItsVersionFirst(t *testing.T) {
 		logW.Close()
 		done <- code
 	}()
-	first := testkit.Receive(t, firstLine, 15*time.Second, "run's first log line")
+	first := timetest.Receive(t, firstLine, 15*time.Second, "run's first log line")
 	var rec map[string]any
 	if err := json.Unmarshal([]byte(first), &rec); err != nil {
 		t.Fatalf("first log line %q is not JSON: %v", first, err)

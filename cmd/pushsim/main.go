@@ -11,7 +11,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/webpush-gateway/webpush-gateway/internal/cli"
+	"github.com/webpush-gateway/webpush-gateway/internal/product/cli"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 )
 

@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/adapter"
-	"github.com/webpush-gateway/webpush-gateway/internal/cli"
-	"github.com/webpush-gateway/webpush-gateway/internal/simtest"
-	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
+	"github.com/webpush-gateway/webpush-gateway/internal/product/cli"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/simtest"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/timetest"
 	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/taxonomy"
@@ -48,7 +48,7 @@ func TestServesWhatItPrints(t *testing.T) {
 		outW.Close()
 		done <- code
 	}()
-	lines := testkit.Receive(t, printed, 10*time.Second, "pushsim's first lines")
+	lines := timetest.Receive(t, printed, 10*time.Second, "pushsim's first lines")
 	if len(lines) < 5 {
 		code := <-done
 		t.Fatalf("pushsim exited %d after printing %q: %s", code, lines, stderr.String())

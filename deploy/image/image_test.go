@@ -36,7 +36,7 @@ var (
 	// labModules are modules only the lab uses; the worker's build info must not list them.
 	labModules = []string{"pushsim", "miniredis", "gopher-lua", "webpush-go", "golang.org/x/image"}
 	// labPackages are the repository's lab packages; no function of theirs may be linked.
-	labPackages = []string{"pushsim", "internal/demo", "internal/bench", "internal/demoreport", "internal/localredis", "cmd/gateway-lab", "cmd/pushsim"}
+	labPackages = []string{"pushsim", "internal/lab/demo", "internal/lab/bench", "internal/lab/demoreport", "internal/lab/localredis", "cmd/gateway-lab", "cmd/pushsim"}
 )
 
 // versionLine is what `gateway-worker version` prints: name, version, the Go that built it.

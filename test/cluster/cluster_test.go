@@ -12,8 +12,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/webpush-gateway/webpush-gateway/internal/redistest"
-	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/redistest"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/registrytest"
 	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/stream"
@@ -39,7 +39,7 @@ const (
   every: 250ms
   stale_after: 2s
 `
-	everyProvider = testkit.EveryProvider
+	everyProvider = registrytest.EveryProvider
 )
 
 // pipelineRegistry: every provider, with room to send fast and a ratio breaker that a 30 %

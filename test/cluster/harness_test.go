@@ -1,5 +1,5 @@
 // Package cluster_test runs the real gateway-worker binary on the distributed Redis topologies
-// it supports, started by internal/redistest: Redis Cluster (3 masters with a replica each, more
+// it supports, started by internal/testsupport/redistest: Redis Cluster (3 masters with a replica each, more
 // shards than masters, so every master serves shards) and Redis Sentinel, with pushsim as every
 // push service over TLS and HTTP/2 on loopback. The tests drive the whole pipeline there
 // (enqueue, intake, lanes, retries, reclaim after a SIGKILL, ledger, gone, dead, heartbeats and
@@ -31,7 +31,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/proctest"
 	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/stream"
@@ -95,7 +95,7 @@ type fleet struct {
 	regFile  string
 	baseArgs []string // --redis, --prefix, --shards
 
-	logs *testkit.Logs // the output of every process started
+	logs *proctest.Logs // the output of every process started
 
 	mu      sync.Mutex
 	workers []*worker // guarded by mu
@@ -122,7 +122,7 @@ func newFleet(t testing.TB, o fleetOptions) *fleet {
 		t.Fatal(err)
 	}
 	pem, _ := key.MarshalPEM()
-	f := &fleet{t: t, o: o, dir: dir, sim: sim, key: key.PublicKey(), logs: testkit.NewLogs(t, 6000),
+	f := &fleet{t: t, o: o, dir: dir, sim: sim, key: key.PublicKey(), logs: proctest.NewLogs(t, 6000),
 		keyFile: filepath.Join(dir, "vapid.pem"), regFile: filepath.Join(dir, "registry.yaml")}
 	if err := os.WriteFile(f.keyFile, pem, 0o600); err != nil {
 		t.Fatal(err)

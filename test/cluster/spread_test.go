@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/webpush-gateway/webpush-gateway/internal/redistest"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/redistest"
 )
 
 // Where the shards of a prefix land on a Redis Cluster whose slots redis-cli split evenly: the

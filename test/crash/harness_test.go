@@ -14,9 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/webpush-gateway/webpush-gateway/internal/redistest"
-	"github.com/webpush-gateway/webpush-gateway/internal/simtest"
-	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/proctest"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/redistest"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/registrytest"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/simtest"
 	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/stream"
@@ -36,7 +37,7 @@ defaults:
   connect_timeout: 2s
   tls_timeout: 2s
   response_header_timeout: 4s
-` + testkit.EveryProvider
+` + registrytest.EveryProvider
 
 const genericHost = "push.example.net"
 
@@ -76,7 +77,7 @@ type cluster struct {
 	// subscribeKey is the application server key every subscription is bound to.
 	subscribeKey string
 
-	logs *testkit.Logs // the output of every worker started, in start order
+	logs *proctest.Logs // the output of every worker started, in start order
 
 	mu      sync.Mutex
 	workers []*exec.Cmd // guarded by mu
@@ -128,7 +129,7 @@ func newCluster(t *testing.T, opts ...clusterOptions) *cluster {
 	for _, ct := range append(sim.ConnectTo(), net.JoinHostPort(genericHost, "443")+"="+sim.Addr()) {
 		args = append(args, "--connect-to", ct)
 	}
-	c := &cluster{t: t, redis: r, sim: sim, bin: bin, args: args, regFile: regFile, logs: testkit.NewLogs(t, 4000)}
+	c := &cluster{t: t, redis: r, sim: sim, bin: bin, args: args, regFile: regFile, logs: proctest.NewLogs(t, 4000)}
 	c.producer = stream.NewProducer(r.Client(t), "", 1)
 	c.store = stream.New(r.Client(t), r.Client(t), stream.Options{Consumer: "audit"})
 	t.Cleanup(c.stopAll)

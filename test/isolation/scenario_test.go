@@ -27,9 +27,9 @@ import (
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/dispatch"
-	"github.com/webpush-gateway/webpush-gateway/internal/redistest"
-	"github.com/webpush-gateway/webpush-gateway/internal/simtest"
-	"github.com/webpush-gateway/webpush-gateway/internal/testkit"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/redistest"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/registrytest"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/simtest"
 	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/providers"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
@@ -97,7 +97,7 @@ type run struct {
 	store    *stream.Store
 	producer *stream.Producer
 	subs     map[string][]job.Subscription
-	breakers testkit.BreakerLog
+	breakers registrytest.BreakerLog
 
 	mu  sync.Mutex
 	ids []string // every job enqueued; guarded by mu
@@ -110,7 +110,7 @@ const testTimings = `  timeout: 1s
   connect_timeout: 500ms
   tls_timeout: 500ms
   response_header_timeout: 800ms
-` + testkit.QuickBreaker + `heartbeat:
+` + registrytest.QuickBreaker + `heartbeat:
   every: 500ms
   stale_after: 2s
 `

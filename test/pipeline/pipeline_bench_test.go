@@ -22,8 +22,8 @@ import (
 
 	webpushgateway "github.com/webpush-gateway/webpush-gateway"
 	"github.com/webpush-gateway/webpush-gateway/dispatch"
-	"github.com/webpush-gateway/webpush-gateway/internal/redistest"
-	"github.com/webpush-gateway/webpush-gateway/internal/simtest"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/redistest"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/simtest"
 	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/providers"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
