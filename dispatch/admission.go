@@ -53,13 +53,13 @@ func (a *admission) end(now time.Time, out *taxonomy.Outcome) {
 	}
 }
 
-// gate asks whether a delivery may go now. In a lane of listed providers the provider's ratio
-// breaker decides (a provider is one service). In the fallback lane every client-supplied host
-// has its own breaker and 429 throttle (limits.HostLimits), so one bad host neither pauses nor
-// slows the others; a delivery to a throttled host waits here for the host's own token only up
-// to hostWaitMax. When the delivery may not go, retryIn says when to try it again (0: the lane
-// is stopping, leave it where it is).
-func (l *lane) gate(stop context.Context, host string) (a admission, retryIn time.Duration, err error) {
+// passBreakers asks the breakers whether a delivery may go now. In a lane of listed providers
+// the provider's ratio breaker decides (a provider is one service). In the fallback lane every
+// client-supplied host has its own breaker and 429 throttle (limits.HostLimits), so one bad
+// host neither pauses nor slows the others; a delivery to a throttled host waits here for the
+// host's own token only up to hostWaitMax. When the delivery may not go, retryIn says when to
+// try it again (0: the lane is stopping, leave it where it is).
+func (l *lane) passBreakers(stop context.Context, host string) (a admission, retryIn time.Duration, err error) {
 	cfg := l.cfg
 	hl := l.lim.hostLimits()
 	if hl == nil {
@@ -86,4 +86,40 @@ func (l *lane) gate(stop context.Context, host string) (a admission, retryIn tim
 		}
 	}
 	return admission{permit: p}, 0, nil
+}
+
+// hostKey is the host breaker's key for an endpoint, or "" when the host breaker does not
+// guard it. It guards the hosts no registry entry lists (the fallback lane's self-hosted and
+// unknown services), which share one lane, so one dead host among them would otherwise hold
+// the lane's slots for a timeout each. A listed provider's hosts are guarded by its ratio
+// breaker, which pauses the lane without spending attempts; a host breaker there would turn a
+// stalled provider's jobs into CIRCUIT_OPEN retries and keep its half-open probes from
+// reaching it for the host cooldown.
+func (l *lane) hostKey(endpoint string) string {
+	route, err := l.cfg.registry().Resolve(endpoint)
+	if err != nil || !route.Unknown {
+		return "" // intake refused unroutable endpoints; a registry reload may differ, and the adapter says so
+	}
+	return route.Authority
+}
+
+// tokenWait counts a delivery as queued for its provider's token (see providerLimits.readable)
+// from join, when it takes its slot, until it has the token or leaves without needing one.
+// Owned by the delivery's goroutine.
+type tokenWait struct {
+	pl   *providerLimits
+	left bool
+}
+
+func (t *tokenWait) join(pl *providerLimits) {
+	t.pl = pl
+	pl.queued.Add(1)
+}
+
+// leave ends the count; once only, however often it is called.
+func (t *tokenWait) leave() {
+	if !t.left {
+		t.left = true
+		t.pl.queued.Add(-1)
+	}
 }

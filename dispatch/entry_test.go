@@ -227,8 +227,8 @@ func (u *unitLane) entry(id string, attempt int, age time.Duration, host string,
 func (u *unitLane) deliver(t *testing.T, e stream.Entry, reclaimed bool) {
 	t.Helper()
 	u.hold(e.ID)
-	if !u.dispatch(context.Background(), context.Background(), e, reclaimed) {
-		t.Fatal("dispatch refused the entry")
+	if !u.startDelivery(context.Background(), context.Background(), e, reclaimed) {
+		t.Fatal("startDelivery refused the entry")
 	}
 	u.inflight.Wait()
 }
@@ -239,30 +239,30 @@ func TestBeforeSendDecides(t *testing.T) {
 	cases := []struct {
 		name    string
 		entry   stream.Entry
-		facts   facts
-		want    writeKind // 0: go on to admission
+		marks   marks
+		want    nextKind // 0: go on to admission
 		code    string
 		detail  string
 		reasons string
 	}{
-		{"a first delivery goes on", u.entry("a", 0, time.Second, "web.push.apple.com"), facts{}, 0, "", "", ""},
-		{"a copy another attempt sent is acknowledged", u.entry("b", 1, time.Second, "web.push.apple.com"), facts{sent: true}, writeAckCopy, "", "", ""},
-		{"a retry to an endpoint gone meanwhile ends GONE", u.entry("c", 2, time.Second, "web.push.apple.com"), facts{gone: true}, writeFinish, "GONE", goneMeanwhile, ""},
-		{"a TTL that ran out in the queue ends EXPIRED", u.entry("d", 0, 2*time.Minute, "web.push.apple.com", "ttl", 60), facts{}, writeFinish, "EXPIRED",
+		{"a first delivery goes on", u.entry("a", 0, time.Second, "web.push.apple.com"), marks{}, 0, "", "", ""},
+		{"a copy another attempt sent is acknowledged", u.entry("b", 1, time.Second, "web.push.apple.com"), marks{sent: true}, ackCopy, "", "", ""},
+		{"a retry to an endpoint gone meanwhile ends GONE", u.entry("c", 2, time.Second, "web.push.apple.com"), marks{gone: true}, toLedger, "GONE", goneMeanwhile, ""},
+		{"a TTL that ran out in the queue ends EXPIRED", u.entry("d", 0, 2*time.Minute, "web.push.apple.com", "ttl", 60), marks{}, toLedger, "EXPIRED",
 			"ttl of 60s ran out in the queue before attempt 1; not sent", ""},
-		{"TTL 0 goes out on its first attempt however long it queued", u.entry("e", 0, time.Hour, "web.push.apple.com", "ttl", 0), facts{}, 0, "", "", ""},
-		{"TTL 0 is never retried", u.entry("f", 1, time.Second, "web.push.apple.com", "ttl", 0), facts{}, writeFinish, "EXPIRED",
+		{"TTL 0 goes out on its first attempt however long it queued", u.entry("e", 0, time.Hour, "web.push.apple.com", "ttl", 0), marks{}, 0, "", "", ""},
+		{"TTL 0 is never retried", u.entry("f", 1, time.Second, "web.push.apple.com", "ttl", 0), marks{}, toLedger, "EXPIRED",
 			"ttl of 0s ran out in the queue before attempt 2; not sent", ""},
-		{"a key this replica does not have is dead", u.entry("g", 0, time.Second, "web.push.apple.com", "vapid_key", "other"), facts{}, writeDead, "INVALID_JOB", "",
+		{"a key this replica does not have is dead", u.entry("g", 0, time.Second, "web.push.apple.com", "vapid_key", "other"), marks{}, toDead, "INVALID_JOB", "",
 			`vapid_key: no key named "other" is configured`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			lj, reason := parseLaneEntry(c.entry, now)
-			if reason != "" {
-				t.Fatal(reason)
+			lj, err := parseLaneEntry(c.entry, now)
+			if err != nil {
+				t.Fatal(err)
 			}
-			w := u.beforeSend(lj, reason, c.facts, now)
+			w := u.beforeSend(lj, err, c.marks, now)
 			switch {
 			case c.want == 0 && w != nil:
 				t.Fatalf("beforeSend = %+v; want the entry to go on", *w)
@@ -271,19 +271,19 @@ func TestBeforeSendDecides(t *testing.T) {
 			case w == nil || w.kind != c.want:
 				t.Fatalf("beforeSend = %+v; want kind %d", w, c.want)
 			}
-			if c.want == writeFinish && (w.result.Code != c.code || w.result.Detail != c.detail || !w.result.At.Equal(now)) {
+			if c.want == toLedger && (w.result.Code != c.code || w.result.Detail != c.detail || !w.result.At.Equal(now)) {
 				t.Errorf("result %+v; want code %s, detail %q at now", w.result, c.code, c.detail)
 			}
-			if c.want == writeDead && (w.dead.Code != c.code || w.dead.Reason != c.reasons) {
+			if c.want == toDead && (w.dead.Code != c.code || w.dead.Reason != c.reasons) {
 				t.Errorf("dead %+v; want %s %q", w.dead, c.code, c.reasons)
 			}
 		})
 	}
 	// An entry the gateway did not write is dead, with the id it may carry.
 	bad := stream.Entry{Stream: "wp:{0}:lane:apple", ID: "1-x", Fields: map[string]string{"job": `{"id":"odd","x":1}`, "attempt": "zero"}}
-	lj, reason := parseLaneEntry(bad, now)
-	if w := u.beforeSend(lj, reason, facts{}, now); w == nil || w.kind != writeDead || w.dead.ID != "odd" || w.dead.Reason != reason {
-		t.Errorf("beforeSend of a foreign entry = %+v; want dead with id odd and reason %q", w, reason)
+	lj, err := parseLaneEntry(bad, now)
+	if w := u.beforeSend(lj, err, marks{}, now); w == nil || w.kind != toDead || w.dead.ID != "odd" || w.dead.Reason != err.Error() {
+		t.Errorf("beforeSend of a foreign entry = %+v; want dead with id odd and reason %q", w, err)
 	}
 }
 
@@ -300,28 +300,28 @@ func TestAfterSendDecides(t *testing.T) {
 		name string
 		lj   *laneJob
 		out  taxonomy.Outcome
-		want write
+		want nextState
 	}{
 		{"accepted: the ledger and the sent mark", lj, out(taxonomy.Accepted, 201, 0),
-			write{kind: writeFinish, result: stream.Result{Code: "ACCEPTED", Status: 201, Sent: true}}},
+			nextState{kind: toLedger, result: stream.Result{Code: "ACCEPTED", Status: 201, Sent: true}}},
 		{"gone: the gone stream and the endpoint's mark", lj, out(taxonomy.Gone, 410, 0),
-			write{kind: writeFinish, result: stream.Result{Code: "GONE", Status: 410, Gone: true, MarkGone: true, Endpoint: unitSub("web.push.apple.com").Endpoint}}},
+			nextState{kind: toLedger, result: stream.Result{Code: "GONE", Status: 410, Gone: true, MarkGone: true, Endpoint: unitSub("web.push.apple.com").Endpoint}}},
 		{"key mismatch: the gone stream, no mark", lj, out(taxonomy.KeyMismatch, 403, 0),
-			write{kind: writeFinish, result: stream.Result{Code: "KEY_MISMATCH", Status: 403, Gone: true, Endpoint: unitSub("web.push.apple.com").Endpoint}}},
+			nextState{kind: toLedger, result: stream.Result{Code: "KEY_MISMATCH", Status: 403, Gone: true, Endpoint: unitSub("web.push.apple.com").Endpoint}}},
 		{"a terminal refusal: the ledger", lj, out(taxonomy.InvalidRequest, 400, 0),
-			write{kind: writeFinish, result: stream.Result{Code: "INVALID_REQUEST", Status: 400}}},
+			nextState{kind: toLedger, result: stream.Result{Code: "INVALID_REQUEST", Status: 400}}},
 		{"rate limited: a retry no sooner than Retry-After", lj, out(taxonomy.RateLimited, 429, 30*time.Second),
-			write{kind: writeRetry, retry: stream.RetryRecord{Provider: "apple", Recipient: "r1", Due: now.Add(30 * time.Second), Attempt: 1,
+			nextState{kind: toDelayed, retry: stream.RetryRecord{Provider: "apple", Recipient: "r1", Due: now.Add(30 * time.Second), Attempt: 1,
 				MaxDelayed: 1_000_000, MaxPerRecipient: 1_000, Code: "RATE_LIMITED", Detail: "said so", At: now}}},
 		{"provider down: a retry after half the first backoff ceiling (Rand 0.5)", lj, out(taxonomy.ProviderDown, 503, 0),
-			write{kind: writeRetry, retry: stream.RetryRecord{Provider: "apple", Recipient: "r1", Due: now.Add(2500 * time.Millisecond), Attempt: 1,
+			nextState{kind: toDelayed, retry: stream.RetryRecord{Provider: "apple", Recipient: "r1", Due: now.Add(2500 * time.Millisecond), Attempt: 1,
 				MaxDelayed: 1_000_000, MaxPerRecipient: 1_000, Code: "PROVIDER_DOWN", Detail: "said so", At: now}}},
 		{"the last retry used: dead", last, out(taxonomy.ProviderDown, 503, 0),
-			write{kind: writeDead, result: stream.Result{Code: "PROVIDER_DOWN", Status: 503, Detail: "said so"},
+			nextState{kind: toDead, result: stream.Result{Code: "PROVIDER_DOWN", Status: 503, Detail: "said so"},
 				dead: stream.DeadRecord{Code: "PROVIDER_DOWN", Reason: "gave up after 9 attempts: PROVIDER_DOWN 503: said so",
 					Attempt: 8, Provider: "apple", At: now}}},
 		{"a retry due after the TTL: EXPIRED now", short, out(taxonomy.RateLimited, 429, 10*time.Second),
-			write{kind: writeFinish, result: stream.Result{Code: "EXPIRED", Status: 429,
+			nextState{kind: toLedger, result: stream.Result{Code: "EXPIRED", Status: 429,
 				Detail: "ttl ends before attempt 2 could be made; last attempt: RATE_LIMITED 429: said so"}}},
 	}
 	ignore := cmpopts.IgnoreFields(stream.Result{}, "ID", "Provider", "Attempt", "At", "Latency")
@@ -330,11 +330,11 @@ func TestAfterSendDecides(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r := stream.Result{ID: "j", Provider: "apple", Attempt: c.lj.attempt, Code: string(c.out.Code), Status: c.out.Status, Detail: c.out.Detail, At: now}
-			if c.want.kind == writeFinish && c.want.result.Detail == "" {
+			if c.want.kind == toLedger && c.want.result.Detail == "" {
 				c.want.result.Detail = c.out.Detail
 			}
 			got := u.afterSend(c.lj, c.out, r)
-			if d := cmp.Diff(c.want, got, cmp.AllowUnexported(write{}), ignore, ignoreRetry, ignoreDead); d != "" {
+			if d := cmp.Diff(c.want, got, cmp.AllowUnexported(nextState{}), ignore, ignoreRetry, ignoreDead); d != "" {
 				t.Errorf("afterSend (-want +got):\n%s", d)
 			}
 		})
@@ -455,8 +455,8 @@ func TestEntryStepsOnAFakeStore(t *testing.T) {
 		}
 		e := u.entry("cut", 0, time.Second, "web.push.apple.com")
 		u.hold(e.ID)
-		if !u.dispatch(context.Background(), ctx, e, false) {
-			t.Fatal("dispatch refused the entry")
+		if !u.startDelivery(context.Background(), ctx, e, false) {
+			t.Fatal("startDelivery refused the entry")
 		}
 		u.inflight.Wait()
 		if writes, _ := u.store.state(); len(writes) != 0 {

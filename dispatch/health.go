@@ -193,7 +193,7 @@ func (h *redisHealth) upFor(now time.Time) time.Duration {
 // the write goes through: the worker takes no new work while it cannot record what it did.
 // Errors from stream never carry an endpoint or key material, so they are logged as they are.
 func (h *redisHealth) retry(ctx context.Context, stop <-chan struct{}, shard int, kind telemetry.RedisOp, what string, outcome bool, now func() time.Time, op func(context.Context) error) error {
-	var p pause
+	var backoff redisBackoff
 	counted := false
 	defer func() {
 		if counted {
@@ -216,8 +216,8 @@ func (h *redisHealth) retry(ctx context.Context, stop <-chan struct{}, shard int
 			h.unwritten(shard, +1)
 		}
 		h.log.Warn("dispatch: redis call failed; retrying", "op", what, "shard", shard, "err", err,
-			"retry_in", max(p.next, redisRetryMin).String())
-		if !p.wait(ctx, stop) {
+			"retry_in", max(backoff.next, redisRetryMin).String())
+		if !backoff.wait(ctx, stop) {
 			return err
 		}
 	}

@@ -46,7 +46,7 @@ func (in *intake) run() {
 	pool := newWorkers(in.done)
 	defer pool.wait()
 	cfg, log := in.cfg, in.cfg.Logger
-	var p pause
+	var backoff redisBackoff
 	for ctx.Err() == nil {
 		// No new work while the shard cannot record what happens to it (see redisHealth).
 		if !in.health.waitOpen(ctx, in.shard, cfg.Block) {
@@ -63,10 +63,10 @@ func (in *intake) run() {
 				return
 			}
 			log.Warn("dispatch: intake read failed; retrying", "shard", in.shard, "err", err)
-			p.wait(ctx, nil)
+			backoff.wait(ctx, nil)
 			continue
 		}
-		p.reset()
+		backoff.reset()
 		for _, r := range refused {
 			log.Info("dispatch: invalid job dead-lettered", "shard", in.shard, "id", logID(r.ID), "reason", r.Reason)
 			cfg.Metrics.DeadLetter(telemetry.DeadInvalidJob)

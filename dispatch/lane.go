@@ -2,14 +2,11 @@ package dispatch
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"sync"
 	"time"
 
-	jobfmt "github.com/webpush-gateway/webpush-gateway/job" // "job" names one job in this package
 	"github.com/webpush-gateway/webpush-gateway/limits"
 	"github.com/webpush-gateway/webpush-gateway/stream"
 	"github.com/webpush-gateway/webpush-gateway/telemetry"
@@ -83,11 +80,11 @@ type lane struct {
 	// does not look at the owner, so an entry of ours that idles past the visibility timeout
 	// (waiting for a slot, or for Redis) is claimed again by our own reclaimer; held keeps it
 	// from being sent twice in this process. An entry claimed just as the goroutine that held
-	// it finished it is offered once that goroutine lets go: handle checks that a reclaimed
-	// entry is still ours before it sends it (stillOurs). Guarded by mu.
+	// it finished it is offered once that goroutine lets go: its delivery checks that a
+	// reclaimed entry is still ours before it sends it (delivery.stillOurs). Guarded by mu.
 	held map[string]struct{}
 	// recheckAfter is how long an entry may wait in this process (for a slot, for a token)
-	// before handle asks Redis whether it is still ours: half the visibility timeout, after
+	// before its delivery asks Redis whether it is still ours: half the visibility timeout, after
 	// which another replica may reclaim it. Immutable after newLane.
 	recheckAfter time.Duration
 }
@@ -102,7 +99,7 @@ func newLane(p laneParams) *lane {
 // start runs the reader in a goroutine counted in wg. That goroutine returns only after every
 // send it started has returned, so wg also covers the sends.
 func (l *lane) start(wg *sync.WaitGroup) {
-	goCounted(wg, l.run)
+	goCounted(wg, l.readLoop)
 }
 
 // offer hands a reclaimed entry to the reader; false when there is no room, in which case
@@ -138,23 +135,23 @@ func (l *lane) release(id string) {
 	delete(l.held, id)
 }
 
-// run is the reader. Each round it decides how much to read from the provider's limits:
+// readLoop is the reader. Each round it decides how much to read from the provider's limits:
 //
 //   - breaker open: nothing. It sleeps until the cooldown ends (at most Block, so a stop is
 //     seen), and the jobs wait in Redis with no attempt spent;
 //   - breaker half-open: one entry per halfOpenPace, since only the probes may go;
 //   - otherwise: the free slots, but no more than readAhead's worth of tokens.
-func (l *lane) run() {
+func (l *lane) readLoop() {
 	ctx, cancel := untilClosed(l.done)
 	defer cancel()
 	sendCtx, cancelSends := untilClosed(l.abort)
 	defer func() {
 		l.inflight.Wait()
 		cancelSends()
-		l.workers.wait() // done is closed: run returns only once the lane is told to stop
+		l.workers.wait() // done is closed: readLoop returns only once the lane is told to stop
 	}()
 	cfg, log := l.cfg, l.cfg.Logger
-	var p pause
+	var backoff redisBackoff
 	last := limits.Closed
 	gathered := false // this round already waited gatherWait
 	for ctx.Err() == nil {
@@ -236,13 +233,13 @@ func (l *lane) run() {
 				return
 			}
 			log.Warn("dispatch: lane read failed; retrying", "shard", l.shard, "provider", l.provider, "err", err)
-			p.wait(ctx, nil)
+			backoff.wait(ctx, nil)
 			continue
 		}
-		p.reset()
+		backoff.reset()
 		for _, e := range entries {
 			l.hold(e.ID) // a fresh read: no one else in this process has it
-			if !l.dispatch(ctx, sendCtx, e, false) {
+			if !l.startDelivery(ctx, sendCtx, e, false) {
 				return // stopping: the rest were never started and stay pending
 			}
 		}
@@ -252,68 +249,19 @@ func (l *lane) run() {
 	}
 }
 
+// startOffered starts the delivery of every entry the reclaimer offered so far; false when the
+// lane is told to stop meanwhile.
 func (l *lane) startOffered(ctx, sendCtx context.Context) bool {
 	for {
 		select {
 		case e := <-l.offered:
-			if !l.dispatch(ctx, sendCtx, e, true) {
+			if !l.startDelivery(ctx, sendCtx, e, true) {
 				return false
 			}
 		default:
 			return true
 		}
 	}
-}
-
-// dispatch takes a slot for e and sends it in a new goroutine. The slot is counted by the kind
-// of delivery (a retry, attempt > 0, may use only the retries' share) and by recipient. When
-// the retries' share or the recipient's cap is full, e goes back to the delayed set with the
-// same attempt for a moment: that is neither an attempt nor a failure, and the first
-// deliveries and other recipients behind it in the lane go on. When no slot at all is free
-// (the lanes of other shards share them) it waits for one, and gives up (leaving e pending)
-// when the lane is told to stop. reclaimed says e came from the reclaimer rather than a read.
-func (l *lane) dispatch(readCtx, sendCtx context.Context, e stream.Entry, reclaimed bool) bool {
-	cfg := l.cfg
-	// Real time, like the idle time Redis keeps for the entry: handle looks again at who owns
-	// an entry that waited here long enough to be reclaimed by another replica.
-	readAt := time.Now()
-	lj, reason := parseLaneEntry(e, cfg.Now())
-	retry, recipient := false, ""
-	if reason == "" {
-		retry, recipient = lj.attempt > 0, lj.job.Recipient
-	}
-	for {
-		err := l.lim.slots.TryAcquire(retry, recipient)
-		switch {
-		case err == nil:
-			l.lim.queued.Add(1)
-			l.inflight.Add(1)
-			l.workers.run(func() {
-				defer l.inflight.Done()
-				defer l.lim.slots.Release(retry, recipient)
-				defer l.release(e.ID)
-				l.handle(sendCtx, readCtx, e, lj, reason, reclaimed, readAt)
-			})
-			return true
-		case errors.Is(err, limits.ErrNoCapacity):
-			if l.lim.slots.Wait(readCtx) != nil {
-				return false
-			}
-		default: // limits.ErrRetryShare, limits.ErrRecipientBusy
-			// A round trip in the reader: it paces the reader, which has nothing better to do
-			// than move entries it may not start, and bounds how many are moved at once.
-			now := cfg.Now()
-			l.apply(readCtx, e, lj, l.putBack(lj, now.Add(putBackDelay(cfg.Rand())), now))
-			l.release(e.ID)
-			return readCtx.Err() == nil
-		}
-	}
-}
-
-// putBackDelay is how long an entry that may not start now waits in the delayed set: about a
-// second, jittered over [0.5 s, 1.5 s) so entries put back together come back spread out.
-func putBackDelay(rnd float64) time.Duration {
-	return 500*time.Millisecond + time.Duration(clamp01(rnd)*float64(time.Second))
 }
 
 // sleep waits d or until ctx ends. It paces a reader; it never waits for an outcome.
@@ -327,39 +275,4 @@ func sleep(ctx context.Context, d time.Duration) {
 	case <-t.C:
 	case <-ctx.Done():
 	}
-}
-
-// laneJob is a lane entry decoded.
-type laneJob struct {
-	raw      string
-	job      *jobfmt.Job
-	attempt  int
-	enqueued time.Time // fixed at intake: every attempt's TTL is counted from it
-}
-
-// parseLaneEntry reads the fields intake (or the promoter) wrote. A failure means the entry
-// was written by something else than this gateway; the reason says what is wrong.
-func parseLaneEntry(e stream.Entry, now time.Time) (*laneJob, string) {
-	lj := &laneJob{raw: e.Fields["job"]}
-	if lj.raw == "" {
-		return lj, `lane entry has no "job" field`
-	}
-	var err error
-	if lj.attempt, err = strconv.Atoi(e.Fields["attempt"]); err != nil || lj.attempt < 0 {
-		return lj, `lane entry: "attempt" is not a whole number`
-	}
-	ms, err := strconv.ParseInt(e.Fields["enqueued_at"], 10, 64)
-	if err != nil {
-		return lj, `lane entry: "enqueued_at" is not unix milliseconds`
-	}
-	lj.enqueued = time.UnixMilli(ms)
-	lj.job, err = jobfmt.DecodeString(lj.raw, now)
-	if err != nil {
-		var ie *jobfmt.InvalidError
-		if errors.As(err, &ie) {
-			return lj, ie.Reason
-		}
-		return lj, err.Error()
-	}
-	return lj, ""
 }

@@ -28,16 +28,16 @@ func laneEntry(raw string, attempt int, enqueued time.Time, replace ...string) s
 
 // TestParseLaneEntryChecksWhatItReads: a lane entry need not come from this worker's intake (a
 // replay of the dead-letter stream, a retry, an older gateway): the lane decodes and checks the
-// whole job again, and an entry it cannot use gets a reason, which beforeSend dead-letters.
+// whole job again, and an entry it cannot use gets an error, whose reason beforeSend dead-letters.
 func TestParseLaneEntryChecksWhatItReads(t *testing.T) {
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	enq := now.Add(-time.Minute)
 	sub := unitSub("fcm.googleapis.com")
 	good := string(job("a", sub, "hello", "ttl", 60, "recipient", "r1"))
 
-	lj, reason := parseLaneEntry(laneEntry(good, 2, enq), now)
-	if reason != "" {
-		t.Fatalf("a lane entry the intake wrote: %s", reason)
+	lj, err := parseLaneEntry(laneEntry(good, 2, enq), now)
+	if err != nil {
+		t.Fatalf("a lane entry the intake wrote: %v", err)
 	}
 	if j := lj.job; j.ID != "a" || j.Subscription != sub || string(j.Payload) != "hello" || j.TTL != 60 || j.Recipient != "r1" ||
 		lj.attempt != 2 || !lj.enqueued.Equal(enq) || lj.raw != good {
@@ -65,17 +65,17 @@ func TestParseLaneEntryChecksWhatItReads(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if _, reason := parseLaneEntry(c.entry, now); reason != c.reason {
-				t.Fatalf("reason %q, want %q", reason, c.reason)
+			if _, err := parseLaneEntry(c.entry, now); err == nil || err.Error() != c.reason {
+				t.Fatalf("reason %v, want %q", err, c.reason)
 			}
 		})
 	}
 
 	// Escapes and white space, which another writer may use, decode to the same job.
 	spaced := strings.Replace(strings.Replace(good, `"id":"a"`, "\"id\" : \"\\u0061\"", 1), `"payload":"hello"`, `"payload":"hel\u006co"`, 1)
-	lj2, reason := parseLaneEntry(laneEntry(spaced, 2, enq), now)
-	if reason != "" {
-		t.Fatalf("%s: %s", spaced, reason)
+	lj2, err := parseLaneEntry(laneEntry(spaced, 2, enq), now)
+	if err != nil {
+		t.Fatalf("%s: %v", spaced, err)
 	}
 	if lj2.job.ID != "a" || string(lj2.job.Payload) != "hello" || lj2.job.Subscription != sub {
 		t.Fatalf("escaped entry decoded to %+v", lj2.job)
@@ -89,8 +89,8 @@ func BenchmarkParseLaneEntry(b *testing.B) {
 	e := laneEntry(raw, 0, now.Add(-time.Second))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, reason := parseLaneEntry(e, now); reason != "" {
-			b.Fatal(reason)
+		if _, err := parseLaneEntry(e, now); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

@@ -46,16 +46,17 @@ func untilClosed(done <-chan struct{}) (context.Context, context.CancelFunc) {
 	}
 }
 
-// pause is the Redis error backoff of one loop. The zero value is ready.
-type pause struct{ next time.Duration }
+// redisBackoff is how long one loop waits after a failed Redis call, doubling from redisRetryMin
+// to redisRetryMax. The zero value is ready.
+type redisBackoff struct{ next time.Duration }
 
 // wait sleeps the current backoff and doubles it; false when ctx ended or stop (nil: never)
 // was closed first.
-func (p *pause) wait(ctx context.Context, stop <-chan struct{}) bool {
-	p.next = max(p.next, redisRetryMin)
-	t := time.NewTimer(p.next)
+func (b *redisBackoff) wait(ctx context.Context, stop <-chan struct{}) bool {
+	b.next = max(b.next, redisRetryMin)
+	t := time.NewTimer(b.next)
 	defer t.Stop()
-	p.next = min(2*p.next, redisRetryMax)
+	b.next = min(2*b.next, redisRetryMax)
 	select {
 	case <-t.C:
 		return true
@@ -67,7 +68,7 @@ func (p *pause) wait(ctx context.Context, stop <-chan struct{}) bool {
 }
 
 // reset starts the next failure's backoff from the minimum again.
-func (p *pause) reset() { p.next = 0 }
+func (b *redisBackoff) reset() { b.next = 0 }
 
 // closed reports whether ch is closed; a nil ch never is.
 func closed(ch <-chan struct{}) bool {
@@ -106,7 +107,7 @@ func ticking(done <-chan struct{}, period time.Duration, atOnce bool, cfg *Confi
 	defer beat.Done()
 	t := time.NewTicker(period)
 	defer t.Stop()
-	var p pause
+	var backoff redisBackoff
 	wait := !atOnce
 	for {
 		if wait {
@@ -126,13 +127,13 @@ func ticking(done <-chan struct{}, period time.Duration, atOnce bool, cfg *Confi
 				return
 			}
 			cfg.Logger.Warn("dispatch: "+what+" failed; retrying", "err", err)
-			if !p.wait(ctx, nil) {
+			if !backoff.wait(ctx, nil) {
 				return
 			}
 			wait = false
 			continue
 		}
-		p.reset()
+		backoff.reset()
 	}
 }
 

@@ -362,8 +362,8 @@ func TestLongHeldEntryIsSentOnlyWhileStillOurs(t *testing.T) {
 			}
 			l := ls.byShard[0]["fcm"]
 			l.recheckAfter = 0 // every entry counts as held long enough to re-check
-			if !l.dispatch(context.Background(), context.Background(), read[0], false) {
-				t.Fatal("dispatch refused the entry")
+			if !l.startDelivery(context.Background(), context.Background(), read[0], false) {
+				t.Fatal("startDelivery refused the entry")
 			}
 			l.inflight.Wait()
 			if n := len(e.deliveriesOf("held")); n != c.deliveries {

@@ -17,7 +17,7 @@ import (
 // deadline StartupTimeout (limit, named in the error) for all its steps together, so that a
 // worker that cannot start exits and its restarts show instead of it waiting for ever.
 func startup(ctx context.Context, limit time.Duration, log *slog.Logger, what string, op func(context.Context) error) error {
-	var p pause
+	var backoff redisBackoff
 	for {
 		err := op(ctx)
 		switch {
@@ -30,8 +30,8 @@ func startup(ctx context.Context, limit time.Duration, log *slog.Logger, what st
 		case ctx.Err() != nil:
 			return fmt.Errorf("dispatch: %s: redis not ready within the startup timeout of %v: %w", what, limit, err)
 		}
-		log.Warn("dispatch: redis call failed; retrying", "op", what, "err", err, "retry_in", max(p.next, redisRetryMin))
-		if !p.wait(ctx, nil) {
+		log.Warn("dispatch: redis call failed; retrying", "op", what, "err", err, "retry_in", max(backoff.next, redisRetryMin))
+		if !backoff.wait(ctx, nil) {
 			return fmt.Errorf("dispatch: %s: redis not ready within the startup timeout of %v: %w", what, limit, err)
 		}
 	}
