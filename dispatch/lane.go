@@ -166,21 +166,9 @@ func (l *lane) readLoop() {
 		}
 		state := l.lim.breaker().State()
 		if state != last {
-			// Logged here rather than in the breaker's hook, which runs under its lock. Every
-			// lane of the provider sees the change; the first shard's lane tells it.
+			// Every lane of the provider sees the change; the first shard's lane logs it.
 			if l.shard == 0 {
-				level, attrs := slog.LevelInfo, []any{"provider", l.provider, "was", last.String()}
-				if state == limits.Open {
-					// Why: the failures (5xx, 429, transport errors) of at least min_samples
-					// outcomes in the window reached the failure ratio.
-					b := l.lim.provider().Breaker
-					failures, outcomes := l.lim.breaker().Tripped()
-					level = slog.LevelWarn
-					attrs = append(attrs, "why", fmt.Sprintf("%d failures in %d outcomes within %s reached the failure ratio %g (at least %d outcomes)",
-						failures, outcomes, b.Window, b.FailureRatio, b.MinSamples),
-						"failures", failures, "outcomes", outcomes, "cooldown", b.Cooldown.String())
-				}
-				log.Log(ctx, level, "dispatch: provider breaker "+state.String(), attrs...)
+				l.logBreakerChange(ctx, last, state)
 			}
 			last = state
 		}
@@ -247,6 +235,23 @@ func (l *lane) readLoop() {
 			sleep(ctx, min(halfOpenPace, cfg.Block))
 		}
 	}
+}
+
+// logBreakerChange logs the provider's breaker going from was to now, with why when it opened.
+// It is logged by a lane rather than in the breaker's hook, which runs under its lock.
+func (l *lane) logBreakerChange(ctx context.Context, was, now limits.State) {
+	level, attrs := slog.LevelInfo, []any{"provider", l.provider, "was", was.String()}
+	if now == limits.Open {
+		// Why: the failures (5xx, 429, transport errors) of at least min_samples outcomes in
+		// the window reached the failure ratio.
+		b := l.lim.provider().Breaker
+		failures, outcomes := l.lim.breaker().Tripped()
+		level = slog.LevelWarn
+		attrs = append(attrs, "why", fmt.Sprintf("%d failures in %d outcomes within %s reached the failure ratio %g (at least %d outcomes)",
+			failures, outcomes, b.Window, b.FailureRatio, b.MinSamples),
+			"failures", failures, "outcomes", outcomes, "cooldown", b.Cooldown.String())
+	}
+	l.cfg.Logger.Log(ctx, level, "dispatch: provider breaker "+now.String(), attrs...)
 }
 
 // startOffered starts the delivery of every entry the reclaimer offered so far; false when the
