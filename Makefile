@@ -2,7 +2,11 @@
 GO      ?= go
 export PATH := $(PATH):/usr/local/go/bin
 BINS    := gateway-worker gateway-lab pushsim
+# PKGS are the product module's packages; DEPLOY_PKGS the deploy module's (deploy/go.mod, the
+# deploy checks and the image builder, with dependencies of their own), relative to deploy/. With
+# PKGS set to something else, DEPLOY_PKGS is empty unless it is set too.
 PKGS    := ./...
+DEPLOY_PKGS ?= $(if $(filter ./...,$(PKGS)),./...)
 FUZZTIME ?= 20s
 
 .PHONY: demo test deps build image vet fmt-check unit bench fuzz clean
@@ -12,7 +16,8 @@ FUZZTIME ?= 20s
 demo: deps build
 	bin/gateway-lab demo
 
-## test: everything CI runs: what the tests need, formatting, vet, the race-enabled tests
+## test: everything CI runs: what the tests need, formatting, vet, the race-enabled tests (of
+## the product module and of the deploy module)
 test: deps fmt-check vet unit
 
 ## deps: redis-server and promtool (bin/promtool) from Debian's packages when they are missing
@@ -26,16 +31,18 @@ build:
 
 ## image: the worker's container image as an OCI tarball, built without a daemon or registry
 ## (load it with docker load -i, podman load -i or kind load image-archive; deploy/Dockerfile is
-## the same image for builders with a daemon)
+## the same image for builders with a daemon). The builder is in the deploy module; it compiles
+## ./cmd/gateway-worker of the repository root.
 image:
-	$(GO) run ./deploy/image/cmd/gateway-worker-image -out bin/gateway-worker-image.tar
+	cd deploy && $(GO) run ./image/cmd/gateway-worker-image -repo .. -out ../bin/gateway-worker-image.tar
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
 vet:
-	$(GO) vet $(PKGS)
+	$(if $(strip $(PKGS)),$(GO) vet $(PKGS))
+	$(if $(strip $(DEPLOY_PKGS)),cd deploy && $(GO) vet $(DEPLOY_PKGS))
 
 # unit: most of the tests' time is spent waiting (on redis-server, child processes, timeouts and
 # rate windows), so more packages run at once than there are cores (-p) and, within a package,
@@ -43,14 +50,17 @@ vet:
 # so they start first and side by side: test/isolation and dispatch measure throughput and rates
 # on the wall clock, and they share the cores only with each other and stream, which all mostly
 # wait; -p 3 keeps a fourth package, which would compute, from running beside them. The rest
-# follow, the longest first. go test runs each package once. (With PKGS set to something else,
-# just those run.)
+# follow, the longest first. go test runs each package once. The deploy module's tests run
+# after the product's, in a go test of their own (a module is one go test), the image builder's
+# (which compiles the worker) first. (With PKGS set to something else, just those run.)
 UNIT_P        ?= 3
 UNIT_PARALLEL ?= 8
 UNIT_FIRST    := $(if $(filter ./...,$(PKGS)),./test/isolation/ ./dispatch/ ./stream/ \
-                 ./test/cluster/ ./internal/lab/bench/ ./test/crash/ ./deploy/image/ ./internal/lab/demoreport/)
+                 ./test/cluster/ ./internal/lab/bench/ ./test/crash/ ./internal/lab/demoreport/)
+DEPLOY_FIRST  := $(if $(filter ./...,$(DEPLOY_PKGS)),./image/)
 unit:
-	$(GO) test -race -count=1 -p $(UNIT_P) -parallel $(UNIT_PARALLEL) $(UNIT_FIRST) $(PKGS)
+	$(if $(strip $(PKGS)),$(GO) test -race -count=1 -p $(UNIT_P) -parallel $(UNIT_PARALLEL) $(UNIT_FIRST) $(PKGS))
+	$(if $(strip $(DEPLOY_PKGS)),cd deploy && $(GO) test -race -count=1 -p $(UNIT_P) -parallel $(UNIT_PARALLEL) $(DEPLOY_FIRST) $(DEPLOY_PKGS))
 
 ## bench: the side-by-side run (gateway, webpush-go consumer, Node web-push, encryption floor)
 ## and the micro-benchmarks recorded in BENCHMARKS.md

@@ -55,7 +55,10 @@ var wantFiles = []string{
 // Dockerfile-equivalent facts drift (a root user, a shell-form entrypoint, a missing bundle, a
 // writable path, a lab package linked into the worker).
 func TestImage(t *testing.T) {
-	root := moduleRoot(t)
+	root, err := image.RepoRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "gateway-worker")
 	if err := image.Compile(context.Background(), root, bin, ""); err != nil {
@@ -368,21 +371,24 @@ func linkedPackages(t *testing.T, name string) []string {
 	})
 }
 
-// moduleRoot is the repository root: the nearest directory above with a go.mod.
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
+// TestRepoRoot finds the product's module from inside the deploy module, whose own go.mod is
+// nearer, and finds nothing outside the repository.
+func TestRepoRoot(t *testing.T) {
+	root, err := image.RepoRoot(".")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test's directory")
-		}
-		dir = parent
+	if _, err := os.Stat(filepath.Join(root, filepath.FromSlash(image.WorkerPackage), "main.go")); err != nil {
+		t.Fatalf("RepoRoot = %s, which has no %s: %v", root, image.WorkerPackage, err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "deploy", "go.mod")); err != nil {
+		t.Fatalf("RepoRoot = %s, which has no deploy/go.mod: %v", root, err)
+	}
+	outside := t.TempDir()
+	if err := os.WriteFile(filepath.Join(outside, "go.mod"), []byte("module example.com/other\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := image.RepoRoot(outside); err == nil && got == outside {
+		t.Fatalf("RepoRoot(%s) = %s, a module that is not the product's", outside, got)
 	}
 }

@@ -25,7 +25,7 @@ func TestBenchShort(t *testing.T) {
 		t.Skip("builds the binaries and runs three contenders")
 	}
 	dir := t.TempDir()
-	build := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "../../cmd/gateway-worker", "../../cmd/gateway-lab")
+	build := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "../../../cmd/gateway-worker", "../../../cmd/gateway-lab")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}

@@ -185,7 +185,7 @@ func (rep Report) row(name string) (Row, bool) {
 	return Row{}, false
 }
 
-// targets are the goals of the gateway's cost (issue 14): cheap at its rate limits as well as
+// targets are the goals of the gateway's cost: as cheap at the registry's rates as
 // unthrottled, in CPU, Redis commands and Redis CPU per job, and one VAPID signature per
 // (key, audience).
 func (rep Report) targets() []Target {

@@ -28,7 +28,7 @@ func Promtool(t testing.TB) string {
 	if !ok {
 		t.Fatal("metricstest: cannot find the repository root")
 	}
-	local := filepath.Join(filepath.Dir(file), "..", "..", "bin", "promtool")
+	local := filepath.Join(filepath.Dir(file), "..", "..", "..", "bin", "promtool")
 	if fi, err := os.Stat(local); err == nil && fi.Mode()&0o111 != 0 {
 		return local
 	}

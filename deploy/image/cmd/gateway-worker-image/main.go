@@ -27,7 +27,8 @@ func main() {
 func run() error {
 	out := flag.String("out", "bin/gateway-worker-image.tar", "tarball to write")
 	ref := flag.String("tag", image.DefaultRef, "name:tag the tarball gives the image")
-	binary := flag.String("binary", "", "a static linux gateway-worker to put in the image (default: build ./cmd/gateway-worker)")
+	binary := flag.String("binary", "", "a static linux gateway-worker to put in the image (default: build ./cmd/gateway-worker of -repo)")
+	repo := flag.String("repo", "", "the repository root, whose ./cmd/gateway-worker is built (default: the nearest directory above the working directory with the product's go.mod)")
 	arch := flag.String("arch", "", "GOARCH to build for when -binary is not given (default: this machine's)")
 	bundle := flag.String("ca-bundle", image.DefaultCABundle, "PEM bundle of CA certificates to put in the image")
 	version := flag.String("version", "", "org.opencontainers.image.version label")
@@ -54,7 +55,13 @@ func run() error {
 		}
 		defer os.RemoveAll(dir)
 		bin = filepath.Join(dir, "gateway-worker")
-		if err := image.Compile(ctx, ".", bin, *arch); err != nil {
+		root := *repo
+		if root == "" {
+			if root, err = image.RepoRoot("."); err != nil {
+				return err
+			}
+		}
+		if err := image.Compile(ctx, root, bin, *arch); err != nil {
 			return err
 		}
 	}
