@@ -80,6 +80,13 @@ func (s *Server) push(r *http.Request, provider string, now time.Time, d *Delive
 		if err != nil {
 			return refusal(provider, reasonDecrypt)
 		}
+		if provider == Apple {
+			meant, ok := checkDeclarative(plaintext)
+			if meant && !ok {
+				return badDeclarative
+			}
+			d.Declarative = meant
+		}
 		if !s.lean {
 			d.Plaintext = plaintext
 		}
