@@ -187,7 +187,7 @@ func checkNavigate(s string) error {
 	switch {
 	case err != nil || s == "":
 		return invalid("notification.navigate: not a valid URL")
-	case !u.IsAbs() || u.Host == "" || u.Opaque != "":
+	case !u.IsAbs() || u.Hostname() == "" || u.Opaque != "":
 		return invalid("notification.navigate: not an absolute URL with a host")
 	case u.Scheme != "https":
 		return invalid("notification.navigate: must be an https URL")

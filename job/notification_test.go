@@ -85,6 +85,7 @@ func TestDecodeNotificationInvalid(t *testing.T) {
 		{"http navigate", n(`"title":"Hi","navigate":"http://shop.example/o"`), "notification.navigate: must be an https URL"},
 		{"javascript navigate", n(`"title":"Hi","navigate":"javascript:alert(1)"`), "notification.navigate: not an absolute URL with a host"},
 		{"relative navigate", n(`"title":"Hi","navigate":"/orders/1234"`), "notification.navigate: not an absolute URL with a host"},
+		{"navigate with a port but no host", n(`"title":"Hi","navigate":"https://:443/o"`), "notification.navigate: not an absolute URL with a host"},
 		{"navigate not a URL", n(`"title":"Hi","navigate":"https://shop.example/%zz"`), "notification.navigate: not a valid URL"},
 		{"navigate with user info", n(`"title":"Hi","navigate":"https://u:p@shop.example/o"`), "notification.navigate: must not carry user info"},
 		{"bad dir", n(`"title":"Hi",` + nav + `,"dir":"up"`), "notification.dir: must be one of auto, ltr, rtl"},

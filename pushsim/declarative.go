@@ -52,7 +52,7 @@ func checkDeclarative(plaintext []byte) (meant, ok bool) {
 	if note.Title == nil || *note.Title == "" || note.Navigate == nil {
 		return true, false
 	}
-	if u, err := url.Parse(*note.Navigate); err != nil || u.Scheme != "https" || u.Host == "" {
+	if u, err := url.Parse(*note.Navigate); err != nil || u.Scheme != "https" || u.Hostname() == "" {
 		return true, false
 	}
 	if raw, has := doc["app_badge"]; has {
