@@ -203,6 +203,8 @@ func TestDecodeJobRefusesInvalidUTF8(t *testing.T) {
 		{"notification.title", j(`,"notification":{"title":"Hi ` + mark + `","navigate":"https://shop.example/"}`), "\xff", "notification.title"},
 		{"notification.body: a lone surrogate", j(`,"notification":{"title":"Hi","body":"` + mark + `","navigate":"https://shop.example/"}`), `\ud83d`, "notification.body"},
 		{"notification.data", j(`,"notification":{"title":"Hi","navigate":"https://shop.example/","data":{"k":"` + mark + `"}}`), "\xfe", "notification.data"},
+		{"notification.data: a member name", j(`,"notification":{"title":"Hi","navigate":"https://shop.example/","data":[1,{"a":"\"","` + mark + `":2}]}`), "\xc3", "notification.data"},
+		{"notification.data: a lone surrogate", j(`,"notification":{"title":"Hi","navigate":"https://shop.example/","data":["ok","x` + mark + `"]}`), `\udc00`, "notification.data"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

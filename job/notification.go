@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/url"
-	"unicode/utf8"
 )
 
 // Declarative Web Push: a push message whose payload is a JSON document the browser reads
@@ -167,8 +166,8 @@ func decodeNotification(m member) (*Notification, error) {
 	}
 	if v, ok := f.get("data"); ok {
 		// A member of an object that was split is valid JSON already, but JSON's grammar
-		// says nothing of UTF-8, which the document must be (RFC 8259 section 8.1).
-		if at := firstInvalidUTF8(v.raw); at >= 0 {
+		// says nothing of UTF-8: its strings are held to the rule of every string of a job.
+		if at := dataNotUTF8(v.raw); at >= 0 {
 			return nil, invalid("notification.data: not valid UTF-8 at byte %d", v.at+at)
 		}
 		var buf bytes.Buffer
@@ -197,15 +196,23 @@ func checkNavigate(s string) error {
 	return nil
 }
 
-// firstInvalidUTF8 is the offset of the first byte of s that starts no valid UTF-8 sequence,
-// or -1.
-func firstInvalidUTF8(s string) int {
-	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && n == 1 {
-			return i
+// dataNotUTF8 is the offset in raw, a valid JSON value, of the first byte of one of its strings
+// (member names included) that is not valid UTF-8, or of the escape of a lone surrogate, as
+// firstNotUTF8 finds them; -1 when there is none. Outside its strings valid JSON is ASCII, and
+// a quote there always opens a string.
+func dataNotUTF8(raw string) int {
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '"' {
+			continue
 		}
-		i += n
+		end := scanString(raw, i)
+		if end < 0 {
+			return i // not reached: raw is valid JSON
+		}
+		if at := firstNotUTF8(raw[i:end]); at >= 0 {
+			return i + at
+		}
+		i = end - 1
 	}
 	return -1
 }
