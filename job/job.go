@@ -32,7 +32,7 @@ const (
 
 // jobFields are the top-level fields of format v1, in the order they are validated.
 var jobFields = []string{
-	"id", "subscription", "payload", "payload_encoding", "ciphertext", "ttl",
+	"id", "subscription", "payload", "payload_encoding", "ciphertext", "notification", "ttl",
 	"urgency", "topic", "vapid_key", "recipient", "enqueued_at",
 }
 
@@ -49,10 +49,14 @@ type Job struct {
 	ID           string
 	Subscription Subscription
 	// Payload is the plaintext to encrypt (already base64-decoded when payload_encoding was
-	// "base64"); Ciphertext is an aes128gcm body sent as is. At most one is set; neither is an
-	// empty push, which RFC 8030 allows.
+	// "base64", the rendered declarative JSON when the job gave a notification); Ciphertext is
+	// an aes128gcm body sent as is. At most one is set; neither is an empty push, which RFC
+	// 8030 allows.
 	Payload    []byte
 	Ciphertext []byte
+	// Notification is the job's declarative notification, when it gave one: Payload is what
+	// it renders to.
+	Notification *Notification
 	// TTL is the time to live in seconds the upstream asked for, counted from EnqueuedAt.
 	TTL       int
 	Urgency   string
@@ -310,7 +314,7 @@ func checkEndpoint(ep string) error {
 	return nil
 }
 
-// decodeBody reads payload, payload_encoding and ciphertext.
+// decodeBody reads payload, payload_encoding, ciphertext and notification.
 func decodeBody(fields *members, j *Job) error {
 	payload, hasPayload, err := optionalString(fields, "payload")
 	if err != nil {
@@ -326,6 +330,13 @@ func decodeBody(fields *members, j *Job) error {
 	}
 	if hasPayload && hasCT {
 		return invalid("payload and ciphertext: give one, not both")
+	}
+	note, hasNote := fields.get("notification")
+	switch {
+	case hasNote && hasPayload:
+		return invalid("payload and notification: give one, not both")
+	case hasNote && hasCT:
+		return invalid("ciphertext and notification: give one, not both")
 	}
 	if hasEnc {
 		if enc != "text" && enc != "base64" {
@@ -356,6 +367,16 @@ func decodeBody(fields *members, j *Job) error {
 			return err
 		}
 		j.Ciphertext = b
+	case hasNote:
+		n, err := decodeNotification(note)
+		if err != nil {
+			return err
+		}
+		j.Notification, j.Payload = n, n.Render()
+		if len(j.Payload) > MaxPayload {
+			return invalid("notification: renders to %d bytes of JSON, %d over the %d a payload may have (one %d-byte aes128gcm body)",
+				len(j.Payload), len(j.Payload)-MaxPayload, MaxPayload, MaxBody)
+		}
 	}
 	if err := CheckPayload(len(j.Payload)); err != nil {
 		return invalid("payload: %v", err)

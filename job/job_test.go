@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -199,6 +200,11 @@ func TestDecodeJobRefusesInvalidUTF8(t *testing.T) {
 		{"vapid_key", j(`,"vapid_key":"k` + mark + `"`), "\xff", "vapid_key"},
 		{"recipient", j(`,"recipient":"user-` + mark + `"`), "\xff", "recipient"},
 		{"enqueued_at", j(`,"enqueued_at":"2025-06-01T00:00:00Z` + mark + `"`), "\xff", "enqueued_at"},
+		{"notification.title", j(`,"notification":{"title":"Hi ` + mark + `","navigate":"https://shop.example/"}`), "\xff", "notification.title"},
+		{"notification.body: a lone surrogate", j(`,"notification":{"title":"Hi","body":"` + mark + `","navigate":"https://shop.example/"}`), `\ud83d`, "notification.body"},
+		{"notification.data", j(`,"notification":{"title":"Hi","navigate":"https://shop.example/","data":{"k":"` + mark + `"}}`), "\xfe", "notification.data"},
+		{"notification.data: a member name", j(`,"notification":{"title":"Hi","navigate":"https://shop.example/","data":[1,{"a":"\"","` + mark + `":2}]}`), "\xc3", "notification.data"},
+		{"notification.data: a lone surrogate", j(`,"notification":{"title":"Hi","navigate":"https://shop.example/","data":["ok","x` + mark + `"]}`), `\udc00`, "notification.data"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -246,6 +252,14 @@ func FuzzDecodeJob(f *testing.F) {
 	f.Add([]byte(strings.Replace(validJob("g"), `"payload":"hello"`, "\"\\u0070ayload\":\"\xc3(\"", 1)))
 	f.Add([]byte(strings.Replace(validJob("h"), "SECRET-PATH", "SECRET\xed\xa0\x80PATH", 1)))
 	f.Add([]byte(strings.Replace(validJob("i"), `"payload":"hello"`, "\"recipient\":\"\xf0\x9f\x98\"", 1)))
+	// Declarative notifications: every member, the slow path, a broken one, one over the limit.
+	f.Add([]byte(jobWith("n1", map[string]any{"payload": nil, "notification": map[string]any{
+		"title": "Hi <b>", "body": "b", "navigate": "https://shop.example/o?a=1&b=2", "lang": "en-US", "dir": "rtl",
+		"silent": true, "tag": "t", "app_badge": 7, "mutable": false, "data": map[string]any{"k": []any{1, "two", nil}}}})))
+	f.Add([]byte(strings.Replace(validJob("n2"), `"payload":"hello"`, `"notification":{"\u0074itle":"Hi","navigate":"https://shop.example/"}`, 1)))
+	f.Add([]byte(strings.Replace(validJob("n3"), `"payload":"hello"`, `"notification":{"title":"","navigate":"http://shop.example/","app_badge":-1}`, 1)))
+	f.Add([]byte(strings.Replace(validJob("n4"), `"payload":"hello"`, `"notification":{"title":"`+strings.Repeat(`\u0001`, 700)+`","navigate":"https://shop.example/"}`, 1)))
+	f.Add([]byte(strings.Replace(validJob("n5"), `"payload":"hello"`, "\"notification\":{\"title\":\"Hi\",\"navigate\":\"https://shop.example/\",\"data\":\"\xff\"}", 1)))
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		j, err := Decode(raw, t0)
 		if err != nil {
@@ -301,6 +315,9 @@ func FuzzDecodeJob(f *testing.F) {
 		default:
 			t.Fatalf("accepted urgency %q", j.Urgency)
 		}
+		if j.Notification != nil {
+			checkDeclarative(t, j)
+		}
 		// No U+FFFD was put in for what was not UTF-8: an accepted string holds one only where
 		// the entry wrote one.
 		if !bytes.Contains(raw, []byte("\uFFFD")) && !bytes.Contains(bytes.ToLower(raw), []byte(`\ufffd`)) {
@@ -314,4 +331,36 @@ func FuzzDecodeJob(f *testing.F) {
 			}
 		}
 	})
+}
+
+// checkDeclarative: the payload of a job with a notification is its rendering, a declarative
+// push message a browser takes: UTF-8 JSON with web_push 8030, a title and an https navigate.
+func checkDeclarative(t *testing.T, j *Job) {
+	t.Helper()
+	n := j.Notification
+	if j.Ciphertext != nil || !bytes.Equal(j.Payload, n.Render()) {
+		t.Fatalf("payload %q is not the notification's rendering", j.Payload)
+	}
+	if !utf8.Valid(j.Payload) {
+		t.Fatalf("rendered payload %q is not UTF-8", j.Payload)
+	}
+	var doc struct {
+		WebPush      *int `json:"web_push"`
+		Notification struct {
+			Title    string `json:"title"`
+			Navigate string `json:"navigate"`
+		} `json:"notification"`
+	}
+	if err := json.Unmarshal(j.Payload, &doc); err != nil {
+		t.Fatalf("rendered payload %q is not JSON: %v", j.Payload, err)
+	}
+	nav, err := url.Parse(doc.Notification.Navigate)
+	switch {
+	case doc.WebPush == nil || *doc.WebPush != DeclarativeMagic:
+		t.Fatalf("rendered payload %q has no web_push 8030", j.Payload)
+	case doc.Notification.Title == "" || doc.Notification.Title != n.Title:
+		t.Fatalf("rendered title %q, notification's %q", doc.Notification.Title, n.Title)
+	case err != nil || nav.Scheme != "https" || nav.Host == "" || doc.Notification.Navigate != n.Navigate:
+		t.Fatalf("rendered navigate %q is not the notification's https URL", doc.Notification.Navigate)
+	}
 }

@@ -80,6 +80,15 @@ func TestSchemaMatchesDecoder(t *testing.T) {
 		t.Errorf("keys required (-decoder +schema):\n%s", d)
 	}
 
+	note := schema.Properties["notification"]
+	closed("notification", note)
+	if d := cmp.Diff(sorted(notificationFields), names(note)); d != "" {
+		t.Errorf("notification properties (-decoder +schema):\n%s", d)
+	}
+	if d := cmp.Diff([]string{"navigate", "title"}, sorted(note.Required)); d != "" {
+		t.Errorf("notification required (-decoder +schema):\n%s", d)
+	}
+
 	if len(schema.Examples) == 0 {
 		t.Error("schema has no examples")
 	}

@@ -29,17 +29,20 @@ type Delivery struct {
 	// no fixture holds, or "" when none was sent.
 	Answer string `json:"answer"`
 	// Fault is the injected fault that decided this answer ("fail", "stall", ...), if any.
-	Fault     string      `json:"fault,omitempty"`
-	Body      []byte      `json:"body,omitempty"`      // request body as received (up to the size limit + 1)
-	Plaintext []byte      `json:"plaintext,omitempty"` // decrypted payload of an accepted push
-	Header    http.Header `json:"header"`              // request headers as received
-	Claims    Claims      `json:"claims"`              // VAPID claims, once the signature verified
-	TTL       int         `json:"ttl"`                 // TTL applied, after the provider's clamp
-	Urgency   string      `json:"urgency"`             // effective: "normal" when none was sent
-	Topic     string      `json:"topic"`
-	JobID     string      `json:"job_id,omitempty"` // the X-Job-Id request header
-	At        time.Time   `json:"at"`               // Config.Now when the request arrived
-	Proto     string      `json:"proto"`            // "HTTP/2.0" or "HTTP/1.1"
+	Fault     string `json:"fault,omitempty"`
+	Body      []byte `json:"body,omitempty"`      // request body as received (up to the size limit + 1)
+	Plaintext []byte `json:"plaintext,omitempty"` // decrypted payload of an accepted push
+	// Declarative is set when Apple's service took a push whose payload is a valid
+	// declarative push message (a broken one is refused: see checkDeclarative).
+	Declarative bool        `json:"declarative,omitempty"`
+	Header      http.Header `json:"header"`  // request headers as received
+	Claims      Claims      `json:"claims"`  // VAPID claims, once the signature verified
+	TTL         int         `json:"ttl"`     // TTL applied, after the provider's clamp
+	Urgency     string      `json:"urgency"` // effective: "normal" when none was sent
+	Topic       string      `json:"topic"`
+	JobID       string      `json:"job_id,omitempty"` // the X-Job-Id request header
+	At          time.Time   `json:"at"`               // Config.Now when the request arrived
+	Proto       string      `json:"proto"`            // "HTTP/2.0" or "HTTP/1.1"
 }
 
 // Stats counts what pushsim answered since Start or the last Reset.

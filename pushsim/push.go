@@ -72,10 +72,20 @@ func (s *Server) push(r *http.Request, provider string, now time.Time, d *Delive
 	if len(body) > limit {
 		return refusal(provider, reasonTooLarge)
 	}
+	if a, refused := bridgeRefusal(sub, body); refused {
+		return a
+	}
 	if len(body) > 0 && full { // RFC 8030 allows a push without payload: a tickle
 		plaintext, err := ece.Decrypt(body, sub.uaKey, sub.auth)
 		if err != nil {
 			return refusal(provider, reasonDecrypt)
+		}
+		if provider == Apple {
+			meant, ok := checkDeclarative(plaintext)
+			if meant && !ok {
+				return badDeclarative
+			}
+			d.Declarative = meant
 		}
 		if !s.lean {
 			d.Plaintext = plaintext

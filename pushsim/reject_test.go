@@ -148,6 +148,11 @@ var badCases = []badCase{
 	{"sub with a space", withClaims(func(c *claims) { c.Sub = "mailto: ops@example.com" }), all("accept").with("apple", "bad-jwt-token")},
 	{"sub mailto:mailto:", withClaims(func(c *claims) { c.Sub = "mailto:mailto:ops@example.com" }), all("accept").with("apple", "bad-jwt-token")},
 	{"no sub", withClaims(func(c *claims) { c.Sub = "" }), all("accept").with("apple", "bad-jwt-token")},
+	{"sub null", func(t *testing.T, e *badEnv, r *http.Request) *http.Request {
+		c := map[string]any{"aud": originOf(t, e.sub.Endpoint), "exp": testNow.Add(time.Hour).Unix(), "sub": nil}
+		r.Header.Set("Authorization", "vapid t="+e.app.jwt(t, c)+", k="+e.app.pub)
+		return r
+	}, all("accept").with("apple", "bad-jwt-token")},
 	{"https sub", withClaims(func(c *claims) { c.Sub = "https://gateway.example.com/contact" }), all("accept")},
 	{"no TTL", delHeader("TTL"),
 		perProvider{"fcm": "plain:400", "autopush": "errno-111", "apple": "bad-ttl", "wns": "bad-ttl", "generic": "bad-request"}},

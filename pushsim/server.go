@@ -8,8 +8,11 @@
 // Each push is checked the way the real service checks it (VAPID JWT signature, key, audience
 // and expiry, TTL, Urgency, Topic, Content-Encoding, size), decrypted with the subscription's
 // keys, recorded as a Delivery, and answered with the provider's recorded shape from
-// test/fixtures: the same answers the classifier is tested on. Faults (stall, fail, throttle,
-// reset, slow, echo) are injected per provider, through the Go API or the admin HTTP API.
+// test/fixtures: the same answers the classifier is tested on. Apple's service also reads a
+// decrypted payload the way Safari does and refuses a broken declarative push message; an
+// Autopush subscription can be routed through a simulated FCM bridge (Bridge), with the
+// bridge's own answers. Faults (stall, fail, throttle, reset, slow, echo) are injected per
+// provider, through the Go API or the admin HTTP API.
 //
 // pushsim verifies JWTs with its own code and never imports vapid or adapter: a simulator that
 // shares the sender's code proves nothing.

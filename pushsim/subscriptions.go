@@ -33,6 +33,9 @@ type subscription struct {
 	auth     []byte
 	appKey   []byte // 65-byte uncompressed point
 	expired  atomic.Bool
+	// bridgeApp is the app id Autopush's FCM bridge routes this subscription under, nil for
+	// one Autopush delivers itself (see Bridge).
+	bridgeApp atomic.Pointer[string]
 }
 
 // subscriptionStore finds a subscription by the URL a push arrives on. The key is the

@@ -20,12 +20,18 @@ const (
 	errnoInvalidToken = 102
 	// 410: no such user: the browser has not connected for 60 days and its record expired.
 	errnoExpiredUser = 103
-	// 413: the body is over the limit (4096 bytes; "limited to 3070 bytes" for constrained
-	// devices [issue: webpush-go#23]).
+	// 413: the body is over the limit: 4096 bytes, or for a subscription bridged to a mobile
+	// push service the bridge's data limit after base64 ("Converted buffer is too long by N
+	// bytes", autopush-rs RouterError::TooMuchData; "limited to 3070 bytes" in older releases
+	// [issue: webpush-go#23]).
 	errnoPayloadTooLarge = 104
 	// 410: the endpoint became unavailable during the request (the user unsubscribed).
 	errnoUnsubscribed = 105
-	// 410: no such subscription (channel) for this user.
+	// 410: no such subscription (channel) for this user, or a bridged user with no bridge
+	// token or app id left. The same errno comes with 400 when the bridge has no credentials for
+	// the app id the subscription names (autopush-rs FcmError::InvalidAppId): a fault of the
+	// bridge's configuration, which autopush-rs reports to its own error tracker, not a dead
+	// subscription; see autopushOutcome.
 	errnoNoSubscription = 106
 	// 400: the router type in the URL is invalid (URL corruption or an unsupported bridge).
 	errnoInvalidRouter = 108
@@ -118,9 +124,12 @@ func parseAutopush(body []byte) (e autopushError, ok bool) {
 	return e, e.Errno != nil || e.Message != ""
 }
 
-// autopushOutcome returns the code an Autopush error body names and its detail,
-// "errno N: message".
-func autopushOutcome(e autopushError) (Code, string) {
+// autopushOutcome returns the code an Autopush error body names, answered with status, and its
+// detail, "errno N: message". An errno names GONE only on a 404 or 410: autopush-rs sends
+// errno 106 with 400 for a bridge that has no credentials for the subscription's app id, and
+// a subscription is pruned only on an answer that says it is dead. Such an errno names nothing,
+// so the status decides (400: INVALID_REQUEST), and the detail keeps the errno and message.
+func autopushOutcome(status int, e autopushError) (Code, string) {
 	msg := e.Message
 	if msg == "" {
 		msg = e.Error
@@ -131,6 +140,9 @@ func autopushOutcome(e autopushError) (Code, string) {
 	var code Code
 	if e.Errno != nil {
 		code = autopushErrnos[*e.Errno]
+	}
+	if code == Gone && status != http.StatusNotFound && status != http.StatusGone {
+		code = ""
 	}
 	return code, autopushDetail(e.Errno, msg)
 }
@@ -146,9 +158,9 @@ func autopushDetail(errno *int, msg string) string {
 	return d
 }
 
-func readAutopush(_ int, _ http.Header, body []byte) (Code, string) {
+func readAutopush(status int, _ http.Header, body []byte) (Code, string) {
 	if e, ok := parseAutopush(body); ok {
-		return autopushOutcome(e)
+		return autopushOutcome(status, e)
 	}
 	// A proxy or load balancer in front of Autopush answers in its own words.
 	return "", firstLine(body)

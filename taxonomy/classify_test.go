@@ -231,6 +231,26 @@ func TestClassifyEdges(t *testing.T) {
 			want: taxonomy.InvalidRequest, detail: "errno 999: An unexpected server error occurred.",
 		},
 		{
+			name: "autopush errno 106 on a 400 is the bridge's fault, not a dead subscription", provider: "autopush", status: 400,
+			body: `{"code":400,"errno":106,"error":"Bad Request","message":"User has invalid app ID fenix-x"}`,
+			want: taxonomy.InvalidRequest, detail: "errno 106: User has invalid app ID fenix-x",
+		},
+		{
+			name: "self-hosted autopush errno 106 on a 400 is not GONE either", provider: "fallback", status: 400,
+			body: `{"code":400,"errno":106,"error":"Bad Request","message":"User has invalid app ID fenix-x"}`,
+			want: taxonomy.InvalidRequest, detail: "errno 106: User has invalid app ID fenix-x",
+		},
+		{
+			name: "an errno meaning gone prunes only with a 404 or 410: else the status decides", provider: "autopush", status: 401,
+			body: `{"code":401,"errno":105,"message":"odd"}`,
+			want: taxonomy.Unauthorized, detail: "errno 105: odd",
+		},
+		{
+			name: "autopush errno 106 on a 410 is GONE", provider: "autopush", status: 410,
+			body: `{"code":410,"errno":106,"error":"Gone","message":"No such subscription"}`,
+			want: taxonomy.Gone, detail: "errno 106: No such subscription",
+		},
+		{
 			name: "autopush key mismatch message without errno", provider: "autopush", status: 401,
 			body: `{"code":401,"errno":null,"error":"Unauthorized","message":"VAPID public key mismatch"}`,
 			want: taxonomy.KeyMismatch, detail: "VAPID public key mismatch",

@@ -9,7 +9,9 @@ const (
 	Accepted Code = "ACCEPTED"
 
 	// InvalidRequest: the service refused the request as malformed (a 4xx nobody documents, an
-	// Autopush errno 101/108/110/113, an Apple Bad* reason, an unexpected 1xx or 3xx). Sending
+	// Autopush errno 101/108/110/113, an Apple Bad* reason, an unexpected 1xx or 3xx), or
+	// refused it for a fault of its own configuration that leaves the subscription alive (an
+	// Autopush errno 106 with a 400: its bridge knows no credentials for the app id). Sending
 	// it again unchanged gets the same answer.
 	InvalidRequest Code = "INVALID_REQUEST"
 
@@ -23,8 +25,8 @@ const (
 	// must neither trip a breaker nor page anyone, unlike Unauthorized.
 	KeyMismatch Code = "KEY_MISMATCH"
 
-	// Gone: the subscription is dead (404 or 410: unsubscribed, expired, invalid token). The
-	// upstream should delete it.
+	// Gone: the subscription is dead (404 or 410: unsubscribed, expired, invalid token), as the
+	// service documents the answer. The upstream should delete it.
 	Gone Code = "GONE"
 
 	// PayloadTooLarge: the encrypted body is over the service's limit (413).

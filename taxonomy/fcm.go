@@ -28,8 +28,11 @@ var fcmPhrases = []struct {
 	// ahead, or our clock runs ahead of Google's.
 	{[]byte("exp claim"), Unauthorized},
 	// 404 "A valid push subscription endpoint should be specified in the URL as such:
-	// https://fcm.googleapis.com/wp/...": a bad token, or one unused for 270 days
-	// [issue: pushpad/web-push#14].
+	// https://fcm.googleapis.com/wp/...": a bad token, or one unused for 270 days, which
+	// Google says will not be valid again [issue: pushpad/web-push#14]. Since 2025 the same
+	// answer also comes for /fcm/send/ subscriptions of live browsers, Opera's above all
+	// [issue: web-push#940]; nothing in it tells the two apart, and it stays GONE for the
+	// reasons docs/providers.md gives.
 	{[]byte("valid push subscription endpoint should be specified"), Gone},
 	// 410 "push subscription has unsubscribed or expired.": the user unsubscribed.
 	{[]byte("push subscription has unsubscribed or expired"), Gone},

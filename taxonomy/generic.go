@@ -28,9 +28,9 @@ var genericTable = table{
 	read: readGeneric,
 }
 
-func readGeneric(_ int, _ http.Header, body []byte) (Code, string) {
+func readGeneric(status int, _ http.Header, body []byte) (Code, string) {
 	if e, ok := parseAutopush(body); ok && e.Errno != nil {
-		return autopushOutcome(e)
+		return autopushOutcome(status, e)
 	}
 	// The whole body, not its first line: an unknown service's words are all we have.
 	if len(body) > maxRawDetail {
