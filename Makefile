@@ -27,9 +27,11 @@ demo: deps build
 ## test: everything CI runs: what the tests need, formatting, vet, the race-enabled tests
 test: deps fmt-check vet unit
 
-## deps: redis-server and promtool (bin/promtool) from Debian's packages when they are missing
+## deps: redis-server and promtool (bin/promtool) from Debian's packages when they are missing;
+## for the examples' tests, redis-py (python3-redis), node and examples/node's packages
 deps:
 	@scripts/install-deps.sh
+	@scripts/install-example-deps.sh
 
 ## build: the worker (bin/gateway-worker, the product), the lab's demo and bench
 ## (bin/gateway-lab) and the simulator (bin/pushsim)
