@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/crc32"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,7 +34,9 @@ func ids(prefix string, n int) []string {
 // every outcome, and reads them back with both consumers, one restart (after a crash between
 // reading and acknowledging) each.
 func TestProducersAndConsumers(t *testing.T) {
+	py, nd := python(t), node(t)
 	e := newEnv(t)
+	e.python, e.node = py, nd
 	subs := e.subscriptions(12)
 	// Two subscriptions the user dropped: their jobs end GONE, in the ledger and the gone stream.
 	var goneEndpoints []string
@@ -140,6 +144,40 @@ func TestProducersAndConsumers(t *testing.T) {
 			e.checkConsumer(t, c.interp, c.script, c.name, subs, goneEndpoints, results, gone)
 		})
 	}
+}
+
+// TestStampedVersionShows: the version a build is stamped with is what the worker's build-info
+// metric and the replicas table of `status` show.
+func TestStampedVersionShows(t *testing.T) {
+	e := newEnv(t)
+	resp, err := http.Get("http://" + e.httpAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info string
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, "webpush_build_info{") {
+			info = line
+		}
+	}
+	if !strings.Contains(info, `version="`+workerVersion+`"`) || !strings.HasSuffix(info, " 1") {
+		t.Errorf("webpush_build_info is %q; want version=%q and the value 1", info, workerVersion)
+	}
+	waitFor(t, 20*time.Second, "status to list the worker with its version", func() string {
+		out, err := exec.Command(workerBin, "status", "--redis", e.master.URL()).CombinedOutput()
+		if err != nil {
+			return fmt.Sprintf("gateway-worker status: %v\n%s", err, out)
+		}
+		if !strings.Contains(string(out), workerVersion) {
+			return fmt.Sprintf("its output does not name %s:\n%s", workerVersion, out)
+		}
+		return ""
+	})
 }
 
 // waitLedger waits until every id has a ledger record and returns each id's records.

@@ -44,8 +44,11 @@ defaults:
   response_header_timeout: 4s
 ` + registrytest.EveryProvider
 
-// workerBin is the gateway-worker binary, built once by TestMain.
+// workerBin is the gateway-worker binary, built once by TestMain and stamped with
+// workerVersion as `make build` stamps the Makefile's VERSION.
 var workerBin string
+
+const workerVersion = "v0.1.0-examplestest"
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "examples-test-")
@@ -54,7 +57,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	workerBin = filepath.Join(dir, "gateway-worker")
-	build := exec.Command("go", "build", "-o", workerBin, "./cmd/gateway-worker")
+	build := exec.Command("go", "build", "-ldflags",
+		"-X github.com/webpush-gateway/webpush-gateway/internal/product/buildinfo.stamp="+workerVersion,
+		"-o", workerBin, "./cmd/gateway-worker")
 	build.Dir = ".."
 	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "go build ./cmd/gateway-worker: %v\n%s", err, out)
@@ -105,7 +110,8 @@ func lastLine(s string) string {
 	return lines[len(lines)-1]
 }
 
-// env is a Redis master with one replica, pushsim, and one worker of the real binary.
+// env is a Redis master with one replica, pushsim, and one worker of the real binary; python
+// and node are the interpreters of the tests that run the examples.
 type env struct {
 	t      *testing.T
 	master *redistest.Server
@@ -115,11 +121,13 @@ type env struct {
 	dir    string
 	python string
 	node   string
+	// httpAddr is where the worker's listener (metrics, health) took its port.
+	httpAddr string
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	e := &env{t: t, python: python(t), node: node(t), dir: t.TempDir()}
+	e := &env{t: t, dir: t.TempDir()}
 	e.master = redistest.Start(t)
 	host, port, _ := net.SplitHostPort(e.master.Addr())
 	replica := redistest.Start(t, redistest.WithConfig("replicaof", host, port))
@@ -166,6 +174,20 @@ func newEnv(t *testing.T) *env {
 		if err := cmd.Wait(); err != nil {
 			t.Errorf("worker exit after SIGTERM: %v", err)
 		}
+	})
+	waitFor(t, 30*time.Second, "the worker's listener address in its log", func() string {
+		data, err := os.ReadFile(logs.Files()[0])
+		if err != nil {
+			return err.Error()
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			var rec struct{ Msg, Addr string }
+			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "http listener" {
+				e.httpAddr = rec.Addr
+				return ""
+			}
+		}
+		return "no \"http listener\" line yet"
 	})
 	return e
 }
