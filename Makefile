@@ -9,6 +9,18 @@ PKGS    := ./...
 DEPLOY_PKGS ?= $(if $(filter ./...,$(PKGS)),./...)
 FUZZTIME ?= 20s
 
+# VERSION is what every build is stamped with (`gateway-worker version`, the webpush_build_info
+# metric, the image's version label): the tag that describes HEAD (`git describe --tags
+# --dirty`: v0.1.0 on the tagged commit, v0.1.0-3-gabc1234 past it, -dirty with uncommitted
+# changes), else the VERSION file, the release this tree is of (a clone without tags, or a tree
+# without git). The VERSION file, CHANGELOG.md's newest release and the production overlay's
+# image tag name the same release; a test checks that they agree.
+ifeq ($(origin VERSION),undefined)
+VERSION := $(shell git describe --tags --dirty 2>/dev/null || cat VERSION)
+endif
+BUILDINFO := github.com/webpush-gateway/webpush-gateway/internal/product/buildinfo
+LDFLAGS   := -X $(BUILDINFO).stamp=$(VERSION)
+
 .PHONY: demo test deps build image vet fmt-check unit bench fuzz clean
 
 ## demo: a minute of steady traffic across the simulated push services, Autopush stalled halfway;
@@ -20,21 +32,57 @@ demo: deps build
 ## the product module and of the deploy module)
 test: deps fmt-check vet unit
 
-## deps: redis-server and promtool (bin/promtool) from Debian's packages when they are missing
+## deps: redis-server and promtool (bin/promtool) from Debian's packages when they are missing;
+## for the examples' tests, redis-py (python3-redis), node and examples/node's packages
 deps:
 	@scripts/install-deps.sh
+	@scripts/install-example-deps.sh
 
 ## build: the worker (bin/gateway-worker, the product), the lab's demo and bench
 ## (bin/gateway-lab) and the simulator (bin/pushsim)
 build:
-	$(GO) build -o bin/ $(addprefix ./cmd/,$(BINS))
+	$(GO) build -ldflags '$(LDFLAGS)' -o bin/ $(addprefix ./cmd/,$(BINS))
 
 ## image: the worker's container image as an OCI tarball, built without a daemon or registry
 ## (load it with docker load -i, podman load -i or kind load image-archive; deploy/Dockerfile is
 ## the same image for builders with a daemon). The builder is in the deploy module; it compiles
 ## ./cmd/gateway-worker of the repository root.
 image:
-	cd deploy && $(GO) run ./image/cmd/gateway-worker-image -repo .. -out ../bin/gateway-worker-image.tar
+	cd deploy && $(GO) run ./image/cmd/gateway-worker-image -repo .. -out ../bin/gateway-worker-image.tar $(IMAGE_FLAGS)
+
+# The image holds the worker built by image-binary, stamped with VERSION; IMAGE_FLAGS are more
+# flags for the image builder (the later of two same flags wins).
+IMAGE_ARCH   ?= $(shell $(GO) env GOARCH)
+IMAGE_BINARY ?= $(CURDIR)/bin/linux-$(IMAGE_ARCH)/gateway-worker
+IMAGE_FLAGS  ?= -binary $(IMAGE_BINARY) -version $(VERSION)
+image: image-binary
+
+.PHONY: image-binary release version
+
+## image-binary: the worker as the image and the release carry it: static (CGO_ENABLED=0),
+## linux/IMAGE_ARCH, without build paths or symbol table, stamped with VERSION
+image-binary:
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -ldflags '-s -w $(LDFLAGS)' -o $(IMAGE_BINARY) ./cmd/gateway-worker
+
+## version: the version builds are stamped with
+version:
+	@echo $(VERSION)
+
+## release: dist/ ready to publish: the worker for linux/amd64 and linux/arm64, the linux/amd64
+## image tarball (tagged ghcr.io/webpush-gateway/gateway-worker:VERSION, the name the production
+## overlay pulls), an SPDX SBOM of each binary, and SHA256SUMS of them all
+RELEASE_IMAGE ?= ghcr.io/webpush-gateway/gateway-worker
+release:
+	rm -rf dist && mkdir -p dist
+	$(MAKE) --no-print-directory image-binary IMAGE_ARCH=amd64 IMAGE_BINARY=$(CURDIR)/dist/gateway-worker-$(VERSION)-linux-amd64 VERSION=$(VERSION)
+	$(MAKE) --no-print-directory image-binary IMAGE_ARCH=arm64 IMAGE_BINARY=$(CURDIR)/dist/gateway-worker-$(VERSION)-linux-arm64 VERSION=$(VERSION)
+	$(MAKE) --no-print-directory image IMAGE_ARCH=amd64 IMAGE_BINARY=$(CURDIR)/dist/gateway-worker-$(VERSION)-linux-amd64 VERSION=$(VERSION) \
+		IMAGE_FLAGS='-binary $(CURDIR)/dist/gateway-worker-$(VERSION)-linux-amd64 -version $(VERSION) -tag $(RELEASE_IMAGE):$(VERSION) -out $(CURDIR)/dist/gateway-worker-$(VERSION)-image-linux-amd64.tar'
+	for arch in amd64 arm64; do \
+		$(GO) run ./internal/product/sbom -version $(VERSION) -out dist/gateway-worker-$(VERSION)-linux-$$arch.spdx.json dist/gateway-worker-$(VERSION)-linux-$$arch || exit 1; \
+	done
+	cd dist && sha256sum gateway-worker-* > SHA256SUMS
+	@echo "release $(VERSION) in dist/:"; ls -l dist
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -77,4 +125,4 @@ fuzz:
 	done
 
 clean:
-	rm -rf bin demo-report.html demo-report.png bench-report.json bench-report.md bench-gateway*.pprof
+	rm -rf bin dist demo-report.html demo-report.png bench-report.json bench-report.md bench-gateway*.pprof

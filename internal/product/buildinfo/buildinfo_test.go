@@ -48,3 +48,16 @@ func TestString(t *testing.T) {
 		t.Errorf("GoVersion = %q, want %q", GoVersion(), runtime.Version())
 	}
 }
+
+// A version stamped at link time wins over whatever the build information says.
+func TestStampWins(t *testing.T) {
+	old := stamp
+	t.Cleanup(func() { stamp = old })
+	stamp = "v1.2.3-stamped"
+	if got := Version(); got != "v1.2.3-stamped" {
+		t.Errorf("Version = %q, want the stamp", got)
+	}
+	if got, want := String("gateway-worker"), "gateway-worker v1.2.3-stamped ("+runtime.Version()+")"; got != want {
+		t.Errorf("String = %q, want %q", got, want)
+	}
+}
