@@ -3,13 +3,15 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/internal/product/cli"
+	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/stream"
 )
 
@@ -134,13 +136,11 @@ func enqueueLines(ctx context.Context, p *stream.Producer, in io.Reader, prog *p
 // jobID is the string id of a JSON-lines job, or why the line has none to choose its shard by
 // (then enqueue refuses it, and audit skips it).
 func jobID(line []byte) (id, problem string) {
-	var head struct {
-		ID json.RawMessage `json:"id"`
-	}
-	if err := json.Unmarshal(line, &head); err != nil {
-		return "", "not a JSON object: " + err.Error()
-	}
-	if len(head.ID) == 0 || json.Unmarshal(head.ID, &id) != nil || id == "" {
+	id, err := job.PeekID(line)
+	switch {
+	case errors.Is(err, job.ErrNotObject):
+		return "", strings.TrimPrefix(err.Error(), "job: ")
+	case err != nil:
 		return "", `no "id" string (the shard is chosen from it)`
 	}
 	return id, ""
