@@ -11,7 +11,6 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
-	"strings"
 	"syscall"
 	"time"
 
@@ -24,55 +23,6 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/telemetry"
 	"github.com/webpush-gateway/webpush-gateway/vapid"
 )
-
-// loadVAPIDKeys loads --vapid-key [NAME=]FILE values (FILE may be the key itself); a bare
-// FILE is the key named "default".
-func loadVAPIDKeys(specs []string) (map[string]*vapid.Key, error) {
-	keys := make(map[string]*vapid.Key, len(specs))
-	for _, spec := range specs {
-		name, file, ok := strings.Cut(spec, "=")
-		if !ok || !keyName(name) || file == "" || file[0] == '=' || isFile(spec) {
-			// No NAME= in front: the whole value is the file (whose path may hold a '=') or the
-			// key, whose base64 may end in '=' and whose PEM has spaces. Errors print the name,
-			// so it must not be a key.
-			name, file = "default", spec
-		}
-		if _, dup := keys[name]; dup {
-			return nil, fmt.Errorf("two keys named %q", name)
-		}
-		k, err := vapid.LoadKeyFile(name, file)
-		if err != nil {
-			return nil, err
-		}
-		keys[name] = k
-	}
-	return keys, nil
-}
-
-// isFile reports whether path names a regular file.
-func isFile(path string) bool {
-	fi, err := os.Stat(path)
-	return err == nil && fi.Mode().IsRegular()
-}
-
-// maxKeyName bounds the NAME of --vapid-key NAME=FILE. A raw key is 43 characters or more, so
-// one written KEY=... (or KEY= with base64 padding) is never taken for a name, which errors
-// print.
-const maxKeyName = 32
-
-// keyName reports whether s may be the NAME of --vapid-key NAME=FILE: up to maxKeyName of the
-// printable ASCII a job's vapid_key may hold, spaces left out.
-func keyName(s string) bool {
-	if s == "" || len(s) > maxKeyName {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] <= ' ' || s[i] > '~' {
-			return false
-		}
-	}
-	return true
-}
 
 // maxBlockingReaders bounds the readers of one worker (shards x (1 + providers)), each of which
 // holds a Redis connection while it blocks: more would exhaust Redis's connections with a few
@@ -198,7 +148,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(fmt.Errorf("--log-format: %w", err))
 	}
-	keys, err := loadVAPIDKeys(keySpecs)
+	keys, err := vapid.LoadKeySpecs(keySpecs)
 	if err != nil {
 		return fail(fmt.Errorf("--vapid-key: %w", err))
 	}
@@ -256,7 +206,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(fmt.Errorf("--http: %w", err))
 	}
-	hashKey, err := endpointHashKey(keys)
+	hashKey, err := vapid.EndpointHashKey(keys)
 	if err != nil {
 		return fail(fmt.Errorf("--vapid-key: %w", err))
 	}
@@ -273,17 +223,17 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	stopHTTP := obs.serve(logger)
 	defer stopHTTP()
 
-	rl := &reloader{watcher: watcher, worker: worker, build: tf.NextSender, metrics: obs.metrics, health: obs.health,
-		log: logger, sender: sender, reg: reg}
+	rl := &dispatch.Reloader{Watcher: watcher, Worker: worker, Build: tf.NextSender, Metrics: obs.metrics, Health: obs.health,
+		Logger: logger, Sender: sender, Registry: reg}
 	stopped, reloads := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(reloads)
-		rl.run(ctx, stopped, hup, *registryEvery)
+		rl.Run(ctx, stopped, hup, *registryEvery)
 	}()
 	err = worker.Run(ctx)
 	close(stopped)
 	<-reloads
-	sender = rl.sender
+	sender = rl.Sender
 	if err != nil {
 		logger.Error("worker stopped", "err", err)
 		return 1
