@@ -117,29 +117,10 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		debug.SetGCPercent(*gcPercent)
 	}
-	if err := checkRunValues(&cfg, &so, *registryEvery, *redisFresh); err != nil {
+	if err := dispatch.CheckFlags(&cfg, &so, *registryEvery, *redisFresh); err != nil {
 		return fail(err)
 	}
-	// On the command line 0 means "none"; in dispatch.Config 0 means "the default", and none
-	// is said explicitly.
-	for _, v := range []*int64{&cfg.MaxDelayed, &cfg.MaxPerRecipient} {
-		if *v == 0 {
-			*v = dispatch.NoLimit
-		}
-	}
-	for _, v := range []*int64{&so.ResultsMaxLen, &so.GoneMaxLen, &so.DeadMaxLen} {
-		if *v == 0 {
-			*v = stream.NoLimit
-		}
-	}
-	if cfg.Backoff.MaxRetries == 0 {
-		cfg.Backoff.MaxRetries = dispatch.NoRetries
-	}
-	for _, v := range []*time.Duration{&cfg.CommitLinger, &cfg.LaneGather} {
-		if *v == 0 {
-			*v = dispatch.NoLinger
-		}
-	}
+	dispatch.FlagNones(&cfg, &so)
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		return fail(fmt.Errorf("--log-level: %w", err))
@@ -266,72 +247,4 @@ func startCPUProfile(path string) (stop func(), err error) {
 		pprof.StopCPUProfile()
 		f.Close()
 	}, nil
-}
-
-// Bounds of run's values that no zero or negative convention covers.
-const (
-	minRegistryCheck = 100 * time.Millisecond // a file read more often only burns CPU
-	// maxLinger bounds --commit-linger and --lane-gather: each adds up to its value to the
-	// enqueue-to-answer latency of a paced provider's jobs, and a wait that long already shares
-	// its round trip with every job the provider's rate lets through meanwhile.
-	maxLinger = time.Second
-	// minRedisFresh is three of the prober's checks: a shorter bound flaps /readyz between
-	// two checks, and 0 would never be ready.
-	minRedisFresh = 3 * dispatch.DefaultProbeEvery
-)
-
-// checkRunValues refuses values of run's flags that the worker would otherwise take for "the
-// default" (a zero or negative duration, in dispatch.Config's convention) or run badly with, so
-// that what an operator wrote is what runs or is refused with the flag named.
-func checkRunValues(cfg *dispatch.Config, so *stream.Options, registryEvery, redisFresh time.Duration) error {
-	for _, d := range []struct {
-		flag string
-		v    time.Duration
-	}{
-		{"--retry-base", cfg.Backoff.Base}, {"--retry-cap", cfg.Backoff.Cap}, {"--visibility-timeout", cfg.VisibilityTimeout},
-		{"--sent-ttl", so.SentTTL}, {"--gone-ttl", so.GoneTTL}, {"--grace", cfg.Grace}, {"--record-grace", cfg.RecordGrace},
-		{"--block", cfg.Block}, {"--reclaim-every", cfg.ReclaimEvery}, {"--promote-every", cfg.PromoteEvery},
-		{"--startup-timeout", cfg.StartupTimeout}, {"--stats-every", cfg.StatsEvery},
-	} {
-		if d.v <= 0 {
-			return fmt.Errorf("%s must be more than 0, got %s", d.flag, d.v)
-		}
-	}
-	for _, n := range []struct {
-		flag string
-		v    int64
-	}{
-		{"--max-retries", int64(cfg.Backoff.MaxRetries)}, {"--max-delayed", cfg.MaxDelayed},
-		{"--max-per-recipient", cfg.MaxPerRecipient}, {"--results-maxlen", so.ResultsMaxLen},
-		{"--gone-maxlen", so.GoneMaxLen}, {"--dead-maxlen", so.DeadMaxLen},
-	} {
-		if n.v < 0 {
-			return fmt.Errorf("%s must not be negative (0: none), got %d", n.flag, n.v)
-		}
-	}
-	for _, d := range []struct {
-		flag string
-		v    time.Duration
-	}{{"--commit-linger", cfg.CommitLinger}, {"--lane-gather", cfg.LaneGather}} {
-		if d.v < 0 || d.v > maxLinger {
-			return fmt.Errorf("%s must be 0 (none) to %s, got %s", d.flag, maxLinger, d.v)
-		}
-	}
-	switch {
-	case cfg.MaxDeliveries < 1:
-		return fmt.Errorf("--max-deliveries must be at least 1, got %d", cfg.MaxDeliveries)
-	case cfg.Backoff.Cap < cfg.Backoff.Base:
-		return fmt.Errorf("--retry-cap %s is shorter than --retry-base %s", cfg.Backoff.Cap, cfg.Backoff.Base)
-	case cfg.Block >= cfg.Grace:
-		return fmt.Errorf("--block %s must be shorter than --grace %s: shutdown waits up to --block for each reader", cfg.Block, cfg.Grace)
-	case so.SentTTL < time.Second:
-		return fmt.Errorf("--sent-ttl must be at least 1s (the window counts whole seconds), got %s", so.SentTTL)
-	case cfg.RecordGrace <= cfg.CommitLinger:
-		return fmt.Errorf("--record-grace %s must be longer than --commit-linger %s: a record may wait that long before it is written", cfg.RecordGrace, cfg.CommitLinger)
-	case registryEvery < 0 || registryEvery > 0 && registryEvery < minRegistryCheck:
-		return fmt.Errorf("--registry-check-every must be 0 (only SIGHUP) or at least %s, got %s", minRegistryCheck, registryEvery)
-	case redisFresh < minRedisFresh:
-		return fmt.Errorf("--redis-check-fresh must be at least %s (three background checks), got %s", minRedisFresh, redisFresh)
-	}
-	return nil
 }
