@@ -19,9 +19,11 @@ const (
 	minRedisFresh = 3 * DefaultProbeEvery
 )
 
-// checkRunValues refuses values of run's flags that the worker would otherwise take for "the
-// default" (a zero or negative duration, in Config's convention) or run badly with, so
-// that what an operator wrote is what runs or is refused with the flag named.
+// CheckFlags refuses values of the worker command's flags (gateway-worker run), given in cfg and
+// so as the command line has them, that the worker would otherwise take for "the default" (a
+// zero or negative duration, in Config's convention) or run badly with, so that what an
+// operator wrote is what runs or is refused with the flag named. registryEvery and redisFresh
+// are --registry-check-every and --redis-check-fresh.
 func CheckFlags(cfg *Config, so *stream.Options, registryEvery, redisFresh time.Duration) error {
 	for _, d := range []struct {
 		flag string
