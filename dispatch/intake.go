@@ -2,10 +2,8 @@ package dispatch
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 
 	jobfmt "github.com/webpush-gateway/webpush-gateway/job" // "job" names one job in this package
@@ -176,35 +174,13 @@ func (in *intake) notOwner(e stream.Entry) {
 	in.cfg.Logger.Debug("dispatch: entry reclaimed by another consumer; left to it", "stream", e.Stream, "entry", e.ID)
 }
 
-// bestEffortID finds the "id" of a job that failed validation, so its dead record can be
-// matched by the upstream and by audit. It reads tokens only as far as the id, so it works on
-// a job whose JSON breaks after the id. The id is kept as given, even when it is itself what
-// is invalid (too long, not printable ASCII): that is the string the upstream enqueued and
-// will look for. It is "" when the entry is not a JSON object with a string id, or when the id
-// is longer than an entry may be (MaxEntryBytes: only an entry refused for its size can carry
-// one, and a dead record must not grow past the cut its job gets).
+// bestEffortID is the "id" of a job that failed validation (jobfmt.PeekID), so its dead
+// record can be matched by the upstream and by audit; "" when the entry has none, or when the
+// id is longer than an entry may be (MaxEntryBytes: only an entry refused for its size can
+// carry one, and a dead record must not grow past the cut its job gets).
 func bestEffortID(raw string) string {
-	dec := json.NewDecoder(strings.NewReader(raw))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return ""
-	}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return ""
-		}
-		if tok == "id" {
-			v, err := dec.Token()
-			id, ok := v.(string)
-			if err != nil || !ok || len(id) > jobfmt.MaxEntryBytes {
-				return ""
-			}
-			return id
-		}
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return ""
-		}
+	if id, _ := jobfmt.PeekID([]byte(raw)); len(id) <= jobfmt.MaxEntryBytes {
+		return id
 	}
 	return ""
 }

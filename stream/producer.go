@@ -2,7 +2,6 @@ package stream
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -10,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/webpush-gateway/webpush-gateway/job"
 )
 
 // Producer enqueues jobs for upstreams written in Go: one pipelined XADD per job, each to the
@@ -94,16 +95,14 @@ func (p *Producer) Enqueue(ctx context.Context, jobs ...[]byte) (int, error) {
 	}
 	shards := make([]int, len(jobs))
 	for i, j := range jobs {
-		var v struct {
-			ID *string `json:"id"`
-		}
-		if err := json.Unmarshal(j, &v); err != nil {
+		id, err := job.PeekID(j)
+		switch {
+		case errors.Is(err, job.ErrNoID):
+			return 0, fmt.Errorf("stream: enqueue: job %d: no id", i)
+		case err != nil:
 			return 0, fmt.Errorf("stream: enqueue: job %d: not a JSON object with a string id", i)
 		}
-		if v.ID == nil || *v.ID == "" {
-			return 0, fmt.Errorf("stream: enqueue: job %d: no id", i)
-		}
-		shards[i] = ShardOf(*v.ID, p.shards)
+		shards[i] = ShardOf(id, p.shards)
 	}
 	if !p.checked.Load() {
 		if err := checkShards(ctx, p.c, p.prefix, p.shards, true); err != nil {

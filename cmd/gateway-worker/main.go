@@ -2,7 +2,8 @@
 // subcommands are what an operator runs beside it. It links only the product; the simulator
 // (cmd/pushsim), the demo and the bench (cmd/gateway-lab) are commands of their own. main
 // turns signals into a context and picks the subcommand from the table of commands and their
-// help; each subcommand's work lives in its own file.
+// help; each subcommand's file parses its flags, calls the packages that do the work, and
+// prints what they return.
 package main
 
 import (

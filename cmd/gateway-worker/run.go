@@ -11,7 +11,6 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
-	"strings"
 	"syscall"
 	"time"
 
@@ -24,55 +23,6 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/telemetry"
 	"github.com/webpush-gateway/webpush-gateway/vapid"
 )
-
-// loadVAPIDKeys loads --vapid-key [NAME=]FILE values (FILE may be the key itself); a bare
-// FILE is the key named "default".
-func loadVAPIDKeys(specs []string) (map[string]*vapid.Key, error) {
-	keys := make(map[string]*vapid.Key, len(specs))
-	for _, spec := range specs {
-		name, file, ok := strings.Cut(spec, "=")
-		if !ok || !keyName(name) || file == "" || file[0] == '=' || isFile(spec) {
-			// No NAME= in front: the whole value is the file (whose path may hold a '=') or the
-			// key, whose base64 may end in '=' and whose PEM has spaces. Errors print the name,
-			// so it must not be a key.
-			name, file = "default", spec
-		}
-		if _, dup := keys[name]; dup {
-			return nil, fmt.Errorf("two keys named %q", name)
-		}
-		k, err := vapid.LoadKeyFile(name, file)
-		if err != nil {
-			return nil, err
-		}
-		keys[name] = k
-	}
-	return keys, nil
-}
-
-// isFile reports whether path names a regular file.
-func isFile(path string) bool {
-	fi, err := os.Stat(path)
-	return err == nil && fi.Mode().IsRegular()
-}
-
-// maxKeyName bounds the NAME of --vapid-key NAME=FILE. A raw key is 43 characters or more, so
-// one written KEY=... (or KEY= with base64 padding) is never taken for a name, which errors
-// print.
-const maxKeyName = 32
-
-// keyName reports whether s may be the NAME of --vapid-key NAME=FILE: up to maxKeyName of the
-// printable ASCII a job's vapid_key may hold, spaces left out.
-func keyName(s string) bool {
-	if s == "" || len(s) > maxKeyName {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] <= ' ' || s[i] > '~' {
-			return false
-		}
-	}
-	return true
-}
 
 // maxBlockingReaders bounds the readers of one worker (shards x (1 + providers)), each of which
 // holds a Redis connection while it blocks: more would exhaust Redis's connections with a few
@@ -167,29 +117,10 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		debug.SetGCPercent(*gcPercent)
 	}
-	if err := checkRunValues(&cfg, &so, *registryEvery, *redisFresh); err != nil {
+	if err := dispatch.CheckFlags(&cfg, &so, *registryEvery, *redisFresh); err != nil {
 		return fail(err)
 	}
-	// On the command line 0 means "none"; in dispatch.Config 0 means "the default", and none
-	// is said explicitly.
-	for _, v := range []*int64{&cfg.MaxDelayed, &cfg.MaxPerRecipient} {
-		if *v == 0 {
-			*v = dispatch.NoLimit
-		}
-	}
-	for _, v := range []*int64{&so.ResultsMaxLen, &so.GoneMaxLen, &so.DeadMaxLen} {
-		if *v == 0 {
-			*v = stream.NoLimit
-		}
-	}
-	if cfg.Backoff.MaxRetries == 0 {
-		cfg.Backoff.MaxRetries = dispatch.NoRetries
-	}
-	for _, v := range []*time.Duration{&cfg.CommitLinger, &cfg.LaneGather} {
-		if *v == 0 {
-			*v = dispatch.NoLinger
-		}
-	}
+	dispatch.FlagNones(&cfg, &so)
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		return fail(fmt.Errorf("--log-level: %w", err))
@@ -198,7 +129,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(fmt.Errorf("--log-format: %w", err))
 	}
-	keys, err := loadVAPIDKeys(keySpecs)
+	keys, err := vapid.LoadKeySpecs(keySpecs)
 	if err != nil {
 		return fail(fmt.Errorf("--vapid-key: %w", err))
 	}
@@ -256,7 +187,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(fmt.Errorf("--http: %w", err))
 	}
-	hashKey, err := endpointHashKey(keys)
+	hashKey, err := vapid.EndpointHashKey(keys)
 	if err != nil {
 		return fail(fmt.Errorf("--vapid-key: %w", err))
 	}
@@ -273,17 +204,17 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	stopHTTP := obs.serve(logger)
 	defer stopHTTP()
 
-	rl := &reloader{watcher: watcher, worker: worker, build: tf.NextSender, metrics: obs.metrics, health: obs.health,
-		log: logger, sender: sender, reg: reg}
+	rl := &dispatch.Reloader{Watcher: watcher, Worker: worker, Build: tf.NextSender, Metrics: obs.metrics, Health: obs.health,
+		Logger: logger, Sender: sender, Registry: reg}
 	stopped, reloads := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(reloads)
-		rl.run(ctx, stopped, hup, *registryEvery)
+		rl.Run(ctx, stopped, hup, *registryEvery)
 	}()
 	err = worker.Run(ctx)
 	close(stopped)
 	<-reloads
-	sender = rl.sender
+	sender = rl.Sender
 	if err != nil {
 		logger.Error("worker stopped", "err", err)
 		return 1
@@ -316,72 +247,4 @@ func startCPUProfile(path string) (stop func(), err error) {
 		pprof.StopCPUProfile()
 		f.Close()
 	}, nil
-}
-
-// Bounds of run's values that no zero or negative convention covers.
-const (
-	minRegistryCheck = 100 * time.Millisecond // a file read more often only burns CPU
-	// maxLinger bounds --commit-linger and --lane-gather: each adds up to its value to the
-	// enqueue-to-answer latency of a paced provider's jobs, and a wait that long already shares
-	// its round trip with every job the provider's rate lets through meanwhile.
-	maxLinger = time.Second
-	// minRedisFresh is three of the prober's checks: a shorter bound flaps /readyz between
-	// two checks, and 0 would never be ready.
-	minRedisFresh = 3 * dispatch.DefaultProbeEvery
-)
-
-// checkRunValues refuses values of run's flags that the worker would otherwise take for "the
-// default" (a zero or negative duration, in dispatch.Config's convention) or run badly with, so
-// that what an operator wrote is what runs or is refused with the flag named.
-func checkRunValues(cfg *dispatch.Config, so *stream.Options, registryEvery, redisFresh time.Duration) error {
-	for _, d := range []struct {
-		flag string
-		v    time.Duration
-	}{
-		{"--retry-base", cfg.Backoff.Base}, {"--retry-cap", cfg.Backoff.Cap}, {"--visibility-timeout", cfg.VisibilityTimeout},
-		{"--sent-ttl", so.SentTTL}, {"--gone-ttl", so.GoneTTL}, {"--grace", cfg.Grace}, {"--record-grace", cfg.RecordGrace},
-		{"--block", cfg.Block}, {"--reclaim-every", cfg.ReclaimEvery}, {"--promote-every", cfg.PromoteEvery},
-		{"--startup-timeout", cfg.StartupTimeout}, {"--stats-every", cfg.StatsEvery},
-	} {
-		if d.v <= 0 {
-			return fmt.Errorf("%s must be more than 0, got %s", d.flag, d.v)
-		}
-	}
-	for _, n := range []struct {
-		flag string
-		v    int64
-	}{
-		{"--max-retries", int64(cfg.Backoff.MaxRetries)}, {"--max-delayed", cfg.MaxDelayed},
-		{"--max-per-recipient", cfg.MaxPerRecipient}, {"--results-maxlen", so.ResultsMaxLen},
-		{"--gone-maxlen", so.GoneMaxLen}, {"--dead-maxlen", so.DeadMaxLen},
-	} {
-		if n.v < 0 {
-			return fmt.Errorf("%s must not be negative (0: none), got %d", n.flag, n.v)
-		}
-	}
-	for _, d := range []struct {
-		flag string
-		v    time.Duration
-	}{{"--commit-linger", cfg.CommitLinger}, {"--lane-gather", cfg.LaneGather}} {
-		if d.v < 0 || d.v > maxLinger {
-			return fmt.Errorf("%s must be 0 (none) to %s, got %s", d.flag, maxLinger, d.v)
-		}
-	}
-	switch {
-	case cfg.MaxDeliveries < 1:
-		return fmt.Errorf("--max-deliveries must be at least 1, got %d", cfg.MaxDeliveries)
-	case cfg.Backoff.Cap < cfg.Backoff.Base:
-		return fmt.Errorf("--retry-cap %s is shorter than --retry-base %s", cfg.Backoff.Cap, cfg.Backoff.Base)
-	case cfg.Block >= cfg.Grace:
-		return fmt.Errorf("--block %s must be shorter than --grace %s: shutdown waits up to --block for each reader", cfg.Block, cfg.Grace)
-	case so.SentTTL < time.Second:
-		return fmt.Errorf("--sent-ttl must be at least 1s (the window counts whole seconds), got %s", so.SentTTL)
-	case cfg.RecordGrace <= cfg.CommitLinger:
-		return fmt.Errorf("--record-grace %s must be longer than --commit-linger %s: a record may wait that long before it is written", cfg.RecordGrace, cfg.CommitLinger)
-	case registryEvery < 0 || registryEvery > 0 && registryEvery < minRegistryCheck:
-		return fmt.Errorf("--registry-check-every must be 0 (only SIGHUP) or at least %s, got %s", minRegistryCheck, registryEvery)
-	case redisFresh < minRedisFresh:
-		return fmt.Errorf("--redis-check-fresh must be at least %s (three background checks), got %s", minRedisFresh, redisFresh)
-	}
-	return nil
 }
