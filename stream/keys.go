@@ -88,7 +88,7 @@ func pausedKey(prefix string) string {
 
 // ShardsKey is the key that records the shard count of prefix (DefaultPrefix when empty): the
 // first worker or producer to use the prefix writes it, and every later one must agree
-// (Store.CheckShards).
+// (Store.Setup).
 func ShardsKey(prefix string) string {
 	return orDefaultPrefix(prefix) + ":shards"
 }

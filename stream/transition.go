@@ -273,19 +273,25 @@ func boolArg(b bool) string {
 	return "0"
 }
 
-// WasSent reports whether job id was accepted on shard: within the sent-mark TTL (the
-// window), or while a reclaimed entry of it is still pending (the jobs index marks it).
+// WasSent reports whether job id was accepted on shard: within the sent TTL (the window), or
+// while a reclaimed entry of it is still pending (the jobs index marks it).
 func (s *Store) WasSent(ctx context.Context, shard int, id string) (bool, error) {
-	k := s.Keys(shard)
-	n, err := s.eval(ctx, wasSentScript, []string{k.Jobs, k.Window, k.Sent(id)}, id, windowField(id), s.windowSince())
+	keys, args := s.wasSentCall(shard, id)
+	n, err := s.eval(ctx, wasSentScript, keys, args...)
 	if err != nil {
 		return false, fmt.Errorf("stream: sent mark: %w", err)
 	}
 	return n == 1, nil
 }
 
+// wasSentCall is the keys and arguments of was_sent.lua for job id on shard.
+func (s *keyspace) wasSentCall(shard int, id string) ([]string, []any) {
+	k := KeysFor(s.o.Prefix, shard)
+	return []string{k.Jobs, k.Window, k.Sent(id)}, []any{id, windowField(id), s.windowSince()}
+}
+
 // windowSince is the oldest acceptance (unix s) the window still counts now.
-func (s *Store) windowSince() int64 {
+func (s *keyspace) windowSince() int64 {
 	return s.o.Now().Unix() - int64(s.o.SentTTL/time.Second)
 }
 

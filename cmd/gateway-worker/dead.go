@@ -162,7 +162,7 @@ func parseEntryRef(ref string, shards int) (shard int, id string, ok bool, err e
 
 // findEntry finds the record ref names (ENTRY_ID or SHARD/ENTRY_ID): none, one, or, for an
 // entry id without a shard, one per shard that has it.
-func findEntry(ctx context.Context, st *stream.Store, ref string) ([]stream.DeadEntry, error) {
+func findEntry(ctx context.Context, st *stream.Inspector, ref string) ([]stream.DeadEntry, error) {
 	shard, id, ok, err := parseEntryRef(ref, st.Shards())
 	if err != nil {
 		return nil, err
@@ -347,7 +347,7 @@ func (e *badRef) Error() string { return e.msg }
 // the newest that the filters (or --all) choose; the caller walks every record the filters
 // choose itself, as they are read (selection.each). An argument that names no record is in
 // missing (acting twice on a record is not a failure); one on several shards is a problem.
-func (d *deadFlags) choose(ctx context.Context, st *stream.Store, args []string) (chosen []stream.DeadEntry, missing, problems []string, err error) {
+func (d *deadFlags) choose(ctx context.Context, st *stream.Inspector, args []string) (chosen []stream.DeadEntry, missing, problems []string, err error) {
 	if len(args) == 0 {
 		chosen, err = st.DeadList(ctx, d.filter, d.limit)
 		return chosen, nil, nil, err
@@ -406,7 +406,7 @@ func (d *deadFlags) checkSelection(fs *cli.FlagSet) (int, bool) {
 
 // selection of replay or purge: the records chosen, on the open Store (the caller closes it).
 type selection struct {
-	st *stream.Store
+	st *stream.Inspector
 	// chosen are the records the arguments named, or the newest --limit the filters chose;
 	// unless walk, in which case every record the filters choose is read as each goes.
 	chosen   []stream.DeadEntry

@@ -40,9 +40,10 @@ func testJob(t *testing.T, id string) string {
 //
 // and one live replica, worker-a, whose heartbeat publishes its breakers.
 type backlog struct {
-	srv *redistest.Server
-	st  *stream.Store
-	due time.Time
+	srv  *redistest.Server
+	st   *stream.Store
+	insp *stream.Inspector // the operators' view of the same Redis
+	due  time.Time
 }
 
 func newBacklog(t *testing.T) *backlog {
@@ -104,7 +105,7 @@ func newBacklog(t *testing.T) *backlog {
 		}
 	}
 	lane := readLane("fcm", 3) // retry, done, flying
-	b := &backlog{srv: srv, st: st, due: time.Now().Add(time.Hour).Truncate(time.Millisecond)}
+	b := &backlog{srv: srv, st: st, insp: stream.NewInspector(c, stream.Options{}), due: time.Now().Add(time.Hour).Truncate(time.Millisecond)}
 	if v, err := st.ToDelayed(ctx, lane[0], stream.RetryRecord{ID: "retry", Provider: "fcm", Due: b.due, Attempt: 1,
 		Job: lane[0].Fields["job"], EnqueuedAtMs: time.Now().UnixMilli(), Code: "PROVIDER_DOWN", Detail: "503 Service Unavailable"}); err != nil || v != stream.Queued {
 		t.Fatalf("ToDelayed: %v, %v", v, err)
@@ -374,11 +375,11 @@ func TestPauseShowsInStatusAndTheHeartbeat(t *testing.T) {
 			t.Errorf("pause --reason %q: exit %d, %q; want 2 naming --reason", reason, code, stderr)
 		}
 	}
-	if ps, err := b.st.Pauses(context.Background()); err != nil || len(ps) != 0 {
+	if ps, err := b.insp.Pauses(context.Background()); err != nil || len(ps) != 0 {
 		t.Errorf("paused after refused reasons: %v, %v; want none", ps, err)
 	}
 	// A pause written by something else with a newline in its reason prints quoted on its row.
-	if err := b.st.PauseProvider(context.Background(), stream.Pause{Provider: "wns", Reason: "a\nb", At: time.Now()}); err != nil {
+	if err := b.insp.PauseProvider(context.Background(), stream.Pause{Provider: "wns", Reason: "a\nb", At: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	if _, stdout, _ = run(t, "status", "--redis", b.srv.URL()); !strings.Contains(stdout, `"a\nb"`) {

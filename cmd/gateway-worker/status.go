@@ -98,7 +98,7 @@ func cmdStatus(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stde
 }
 
 // readStatus reads everything status shows, at now.
-func readStatus(ctx context.Context, st *stream.Store, prefix string, staleAfter time.Duration, now time.Time) (statusReport, error) {
+func readStatus(ctx context.Context, st *stream.Inspector, prefix string, staleAfter time.Duration, now time.Time) (statusReport, error) {
 	rep := statusReport{Prefix: prefix, Shards: st.Shards(), At: now.UTC(), StaleAfterSeconds: staleAfter.Seconds(),
 		Queues: []queueStatus{}, Replicas: []replicaState{}, Paused: []pauseStatus{}, Memory: []nodeMemory{}}
 	lanes, err := st.AllLanes(ctx)
