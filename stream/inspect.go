@@ -21,7 +21,7 @@ type JobReport struct {
 	// waiting to retry. "" when it is not held (not routed yet, or ended).
 	Held string
 	// Sent is true while the job is in the duplicate-suppression window (it was accepted within
-	// the sent TTL) or an older gateway's sent mark of it lives.
+	// the sent TTL).
 	Sent bool
 	// Intake holds the intake entries of the job (not routed yet); Lane its lane entry, when
 	// found.

@@ -43,7 +43,7 @@ type Options struct {
 	// Consumer is this process's consumer name in the group: unique per process (pod name and
 	// a random suffix), never reused by a restarted process.
 	Consumer string
-	// SentTTL is how long the sent mark of an accepted job lives (DefaultSentTTL): longer than
+	// SentTTL is how long the window remembers an accepted job (DefaultSentTTL): longer than
 	// any plausible redelivery of the same entry.
 	SentTTL time.Duration
 	// GoneTTL is how long an endpoint reported gone is remembered (DefaultGoneTTL), so queued
