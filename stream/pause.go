@@ -63,6 +63,24 @@ type ReplicaState struct {
 	State json.RawMessage
 }
 
+// WorkerState is what a worker replica publishes with its heartbeat (ReplicaState.State), for
+// the operators' status: one type for the worker that writes it and the status that reads it.
+type WorkerState struct {
+	Version  string            `json:"version,omitempty"`
+	Breakers map[string]string `json:"breakers"` // provider id -> closed, half_open, open
+}
+
+// Worker is the state r published, as a worker publishes it; a replica that published none (or
+// another kind of state) shows none.
+func (r ReplicaState) Worker() WorkerState {
+	var w WorkerState
+	_ = json.Unmarshal(r.State, &w)
+	if w.Breakers == nil {
+		w.Breakers = map[string]string{}
+	}
+	return w
+}
+
 // Replicas lists the replicas whose heartbeat is at most staleAfter older than now, with the
 // state each published, by consumer name.
 func (s *Inspector) Replicas(ctx context.Context, now time.Time, staleAfter time.Duration) ([]ReplicaState, error) {

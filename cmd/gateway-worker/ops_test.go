@@ -132,7 +132,7 @@ func TestStatusShowsTheBacklog(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("status --json: exit %d: %s", code, stderr)
 	}
-	var rep statusReport
+	var rep stream.StatusReport
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 		t.Fatalf("status --json printed %q: %v", stdout, err)
 	}
@@ -218,7 +218,7 @@ func TestStatusTakesTheRecordedShardCount(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	var rep statusReport
+	var rep stream.StatusReport
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || rep.Shards != 3 || len(rep.Queues) != 3*6 {
 		t.Fatalf("status without --shards: %d shards, %d queues (%v); want the recorded 3 and 6 queues each", rep.Shards, len(rep.Queues), err)
 	}
@@ -237,7 +237,7 @@ func TestStatusTakesTheRecordedShardCount(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, stdout, _ = run(t, "status", "--redis", srv.URL(), "--json")
-	rep = statusReport{}
+	rep = stream.StatusReport{}
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || !cmp.Equal(rep.LeftShards, []int{4}) {
 		t.Fatalf("status --json with a job in shard 4 of 3: left shards %v (%v); want [4]", rep.LeftShards, err)
 	}
@@ -258,7 +258,7 @@ func TestStatusTakesTheRecordedShardCount(t *testing.T) {
 	c.XTrimMaxLen(context.Background(), stream.KeysFor("wp", 4).Intake, 0)
 	c.XAdd(context.Background(), &redis.XAddArgs{Stream: stream.KeysFor("wp", 4).Results, Values: []any{"id", "x", "code", "ACCEPTED"}})
 	_, stdout, _ = run(t, "status", "--redis", srv.URL(), "--json")
-	rep = statusReport{}
+	rep = stream.StatusReport{}
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || len(rep.LeftShards) != 0 || len(rep.Queues) != 3*6 {
 		t.Errorf("status --json with shard 4 drained: left shards %v, %d queues (%v); want none and the 3 shards' 18", rep.LeftShards, len(rep.Queues), err)
 	}
@@ -334,7 +334,7 @@ func TestPauseShowsInStatusAndTheHeartbeat(t *testing.T) {
 		t.Fatalf("a worker's heartbeat after the pause: %+v, %v; want apple paused", beat, err)
 	}
 	_, stdout, _ = run(t, "status", "--redis", b.srv.URL(), "--json")
-	var rep statusReport
+	var rep stream.StatusReport
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || len(rep.Paused) != 1 || rep.Paused[0].Provider != "apple" ||
 		rep.Paused[0].Reason != "incident 42" || rep.Paused[0].By == "" || time.Since(rep.Paused[0].At) > time.Minute {
 		t.Fatalf("status after the pause: %+v (%v)", rep.Paused, err)
