@@ -102,7 +102,7 @@ func cmdDeadLs(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stde
 	if d.asJSON {
 		out := struct {
 			Records []stream.DeadView `json:"records"`
-			More    bool             `json:"more"`
+			More    bool              `json:"more"`
 		}{Records: []stream.DeadView{}, More: more}
 		for _, r := range recs {
 			out.Records = append(out.Records, r.View(false))
