@@ -70,7 +70,7 @@ func TestCluster(t *testing.T) {
 	for s := range clusterShards {
 		m := c.MasterFor(stream.KeysFor("", s).Intake)
 		on[m] = append(on[m], s)
-		for _, k := range []string{stream.KeysFor("x", s).Lane("fcm"), stream.KeysFor("x", s).Sent("any{id}")} {
+		for _, k := range []string{stream.KeysFor("x", s).Lane("fcm"), stream.KeysFor("x", s).Base + "any{id}"} {
 			if got := c.MasterFor(k); got != m {
 				t.Fatalf("MasterFor(%s) = %s, want %s like the shard's intake", k, got, m)
 			}
