@@ -70,15 +70,15 @@ type MemoryStatus struct {
 // Status reads the state of the prefix at now: every queue of the shards read (and of those a
 // larger shard count left that still hold jobs), the replicas whose heartbeat is at most
 // staleAfter old, the pauses and Redis's memory.
-func (st *Inspector) Status(ctx context.Context, staleAfter time.Duration, now time.Time) (StatusReport, error) {
-	rep := StatusReport{Prefix: orDefaultPrefix(st.o.Prefix), Shards: st.Shards(), At: now.UTC(), StaleAfterSeconds: staleAfter.Seconds(),
+func (s *Inspector) Status(ctx context.Context, staleAfter time.Duration, now time.Time) (StatusReport, error) {
+	rep := StatusReport{Prefix: orDefaultPrefix(s.o.Prefix), Shards: s.Shards(), At: now.UTC(), StaleAfterSeconds: staleAfter.Seconds(),
 		Queues: []QueueStatus{}, Replicas: []ReplicaStatus{}, Paused: []PauseStatus{}, Memory: []MemoryStatus{}}
-	lanes, err := st.AllLanes(ctx)
+	lanes, err := s.AllLanes(ctx)
 	if err != nil {
 		return rep, err
 	}
-	for shard := range st.Shards() {
-		stats, err := st.QueueStats(ctx, shard, lanes[shard], now)
+	for shard := range s.Shards() {
+		stats, err := s.QueueStats(ctx, shard, lanes[shard], now)
 		if err != nil {
 			return rep, err
 		}
@@ -90,18 +90,18 @@ func (st *Inspector) Status(ctx context.Context, staleAfter time.Duration, now t
 	// until the workers with --reshard-from drain it. Their records stay by design, and an
 	// emptied stream stays a key, so a key alone does not make a shard left.
 	rep.LeftShards = []int{}
-	beyond, err := st.LeftShards(ctx)
+	beyond, err := s.LeftShards(ctx)
 	if err != nil {
 		return rep, err
 	}
 	for shard := range lanes {
-		if shard >= st.Shards() && !slices.Contains(beyond, shard) {
+		if shard >= s.Shards() && !slices.Contains(beyond, shard) {
 			beyond = append(beyond, shard)
 		}
 	}
 	slices.Sort(beyond)
 	for _, shard := range beyond {
-		stats, err := st.QueueStats(ctx, shard, lanes[shard], now)
+		stats, err := s.QueueStats(ctx, shard, lanes[shard], now)
 		if err != nil {
 			return rep, err
 		}
@@ -119,7 +119,7 @@ func (st *Inspector) Status(ctx context.Context, staleAfter time.Duration, now t
 			rep.Queues = append(rep.Queues, queueOf(q, now))
 		}
 	}
-	replicas, err := st.Replicas(ctx, now, staleAfter)
+	replicas, err := s.Replicas(ctx, now, staleAfter)
 	if err != nil {
 		return rep, err
 	}
@@ -130,14 +130,14 @@ func (st *Inspector) Status(ctx context.Context, staleAfter time.Duration, now t
 			Version: state.Version, Breakers: state.Breakers,
 		})
 	}
-	pauses, err := st.Pauses(ctx)
+	pauses, err := s.Pauses(ctx)
 	if err != nil {
 		return rep, err
 	}
 	for _, p := range pauses {
 		rep.Paused = append(rep.Paused, PauseStatus{Provider: p.Provider, Reason: p.Reason, By: p.By, At: p.At.UTC()})
 	}
-	mem, err := st.Memory(ctx)
+	mem, err := s.Memory(ctx)
 	if err != nil {
 		return rep, err
 	}
