@@ -125,7 +125,7 @@ func (s *Inspector) LeftShards(ctx context.Context) ([]int, error) {
 	return s.leftoverShards(ctx, s.Shards())
 }
 
-// auditShards are the shards whose records and queues Audit reads: every shard the Store
+// auditShards are the shards whose records and queues Audit reads: every shard the Inspector
 // reads, and any beyond them that a larger shard count left (their records are still the
 // jobs' records).
 func (s *Inspector) auditShards(ctx context.Context) ([]int, error) {
