@@ -11,7 +11,6 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/adapter"
 	"github.com/webpush-gateway/webpush-gateway/limits"
 	"github.com/webpush-gateway/webpush-gateway/providers"
-	"github.com/webpush-gateway/webpush-gateway/stream"
 	"github.com/webpush-gateway/webpush-gateway/taxonomy"
 	"github.com/webpush-gateway/webpush-gateway/telemetry"
 	"github.com/webpush-gateway/webpush-gateway/vapid"
@@ -59,7 +58,7 @@ const NoLimit = limits.NoLimit
 // default (the Default* constants above, or the one its comment names) and a cap is switched
 // off with NoLimit; a negative duration or count is taken as zero.
 type Config struct {
-	Store    *stream.Store       // required; its Options name this process's consumer
+	Store    Store               // required (a *stream.Store); its Options name this process's consumer
 	Sender   Sender              // required
 	Registry *providers.Registry // required: lanes are its providers, routing is its Resolve
 	// Keys are the VAPID keys by the name jobs give in vapid_key ("default" when a job gives

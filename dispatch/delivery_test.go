@@ -294,7 +294,7 @@ func TestInvalidIDIsKeptInTheDeadRecord(t *testing.T) {
 			}
 		})
 	}
-	rep, err := e.store.Audit(context.Background(), ids)
+	rep, _, err := e.inspector().Audit(context.Background(), ids)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/providers"
+	"github.com/webpush-gateway/webpush-gateway/stream"
 	"github.com/webpush-gateway/webpush-gateway/telemetry"
 )
 
@@ -99,14 +100,8 @@ func (h *heartbeat) beat(ctx context.Context) error {
 	return nil
 }
 
-// replicaState is what a replica publishes with its heartbeat, for `gateway-worker status`.
-type replicaState struct {
-	Version  string            `json:"version,omitempty"`
-	Breakers map[string]string `json:"breakers"` // provider id -> closed, half_open, open
-}
-
 func (h *heartbeat) state() string {
-	st := replicaState{Version: h.cfg.Version, Breakers: map[string]string{}}
+	st := stream.WorkerState{Version: h.cfg.Version, Breakers: map[string]string{}}
 	for _, pl := range h.limits.all() {
 		st.Breakers[pl.id] = breakerState(pl.breaker().State()).String() // as the metrics' labels spell it
 	}

@@ -394,7 +394,7 @@ func TestPausedProviderWaitsInRedis(t *testing.T) {
 	e := newEnv(t, envOptions{registry: testRegistry(nil)})
 	apple := e.subscribe(pushsim.Apple, e.key)
 	fcm := e.subscribe(pushsim.FCM, e.key)
-	if err := e.store.PauseProvider(context.Background(), stream.Pause{Provider: "apple", Reason: "test", At: e.clock.Now()}); err != nil {
+	if err := e.inspector().PauseProvider(context.Background(), stream.Pause{Provider: "apple", Reason: "test", At: e.clock.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	e.start(e.config(e.store))
@@ -405,7 +405,7 @@ func TestPausedProviderWaitsInRedis(t *testing.T) {
 	holds(t, time.Second, "a paused provider's lane reading nothing", func() bool {
 		return e.xlen(lane) == 1 && e.pending(lane) == 0 && len(e.deliveriesOf("held")) == 0
 	})
-	if _, err := e.store.ResumeProvider(context.Background(), "apple"); err != nil {
+	if _, err := e.inspector().ResumeProvider(context.Background(), "apple"); err != nil {
 		t.Fatal(err)
 	}
 	if r := e.waitRecord("results", "held"); r["code"] != "ACCEPTED" || r["attempt"] != "0" {

@@ -1,6 +1,6 @@
 #!lua flags=allow-oom
 -- ack.lua: acknowledge and delete a lane entry without writing anything else (a redelivered job
--- whose sent mark exists: its first attempt already wrote the ledger record). It runs when Redis
+-- that was accepted already: its first attempt already wrote the ledger record). It runs when Redis
 -- is out of memory: it only frees memory.
 --
 -- KEYS[1] source stream (a lane)

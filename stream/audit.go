@@ -27,18 +27,13 @@ type AuditReport struct {
 }
 
 // Audit reads the ledger and the dead stream of every shard and reports how many terminal
-// records each of ids has (a ledger or a dead record, INVALID_JOB included). Every shard means
-// those the Store reads and any a larger shard count left (auditShards). It reads whole
-// streams: an operator's tool, not a hot path. Records trimmed past the streams' bounds
-// (Options.ResultsMaxLen, DeadMaxLen: TrimRecords) are gone and their ids report as missing.
-func (s *Store) Audit(ctx context.Context, ids []string) (AuditReport, error) {
-	rep, _, err := s.AuditByCode(ctx, ids)
-	return rep, err
-}
-
-// AuditByCode is Audit that also counts the terminal records of ids by outcome code (the
-// ledger's and the dead stream's codes), in the same reads.
-func (s *Store) AuditByCode(ctx context.Context, ids []string) (AuditReport, map[string]int, error) {
+// records each of ids has (a ledger or a dead record, INVALID_JOB included), and counts those
+// records by outcome code (the ledger's and the dead stream's codes), in the same reads. Every
+// shard means those the Inspector reads and any a larger shard count left (auditShards). It
+// reads whole streams: an operator's tool, not a hot path. Records trimmed past the streams'
+// bounds (Options.ResultsMaxLen, DeadMaxLen: TrimRecords) are gone and their ids report as
+// missing.
+func (s *Inspector) Audit(ctx context.Context, ids []string) (AuditReport, map[string]int, error) {
 	rep := AuditReport{Total: len(ids), NoneWhere: map[string]int{}}
 	byCode := map[string]int{}
 	if err := checkShards(ctx, s.c, s.o.Prefix, s.o.Shards, false); err != nil {
@@ -101,7 +96,7 @@ func (s *Store) AuditByCode(ctx context.Context, ids []string) (AuditReport, map
 }
 
 // locate finds where each of ids is waiting on shards: delayed, a lane, the intake, or pending.
-func (s *Store) locate(ctx context.Context, shards []int, ids []string) (map[string]string, error) {
+func (s *Inspector) locate(ctx context.Context, shards []int, ids []string) (map[string]string, error) {
 	look := make(map[string]bool, len(ids))
 	for _, id := range ids {
 		look[id] = true
@@ -118,7 +113,7 @@ func (s *Store) locate(ctx context.Context, shards []int, ids []string) (map[str
 				where[m] = "delayed"
 			}
 		}
-		lanes, err := s.lanes(ctx, shard)
+		lanes, err := s.lanes(ctx, shard, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -161,7 +156,7 @@ func jobID(raw string) string {
 }
 
 // scanStream calls fn for every entry of stream, reading 1000 entries a round trip.
-func (s *Store) scanStream(ctx context.Context, stream string, fn func(id string, f map[string]any)) error {
+func (s *keyspace) scanStream(ctx context.Context, stream string, fn func(id string, f map[string]any)) error {
 	start := "-"
 	for {
 		msgs, err := s.c.XRangeN(ctx, stream, start, "+", 1000).Result()
@@ -179,7 +174,7 @@ func (s *Store) scanStream(ctx context.Context, stream string, fn func(id string
 }
 
 // pendingIDs are the entry ids of stream pending in our group.
-func (s *Store) pendingIDs(ctx context.Context, stream string) (map[string]bool, error) {
+func (s *keyspace) pendingIDs(ctx context.Context, stream string) (map[string]bool, error) {
 	out := map[string]bool{}
 	start := "-"
 	for {
@@ -200,14 +195,14 @@ func (s *Store) pendingIDs(ctx context.Context, stream string) (map[string]bool,
 	}
 }
 
-// lanes lists the providers with a lane on shard: those given to Setup and those found by
-// SCAN (a lane created by another replica's configuration).
-func (s *Store) lanes(ctx context.Context, shard int) ([]string, error) {
+// lanes lists the providers with a lane on shard: known (those given to Setup) and those found
+// by SCAN (a lane created by another replica's configuration).
+func (s *keyspace) lanes(ctx context.Context, shard int, known []string) ([]string, error) {
 	set := map[string]bool{}
-	for _, p := range s.knownProviders() {
+	for _, p := range known {
 		set[p] = true
 	}
-	prefix := s.Keys(shard).LanePrefix
+	prefix := KeysFor(s.o.Prefix, shard).LanePrefix
 	keys, err := s.scanKeys(ctx, globEscape(prefix)+"*")
 	if err != nil {
 		return nil, err
@@ -224,7 +219,7 @@ func (s *Store) lanes(ctx context.Context, shard int) ([]string, error) {
 }
 
 // scanKeys runs SCAN MATCH on every master (one node unless the client is a cluster client).
-func (s *Store) scanKeys(ctx context.Context, pattern string) ([]string, error) {
+func (s *keyspace) scanKeys(ctx context.Context, pattern string) ([]string, error) {
 	scan := func(ctx context.Context, c redis.Cmdable) ([]string, error) {
 		var out []string
 		var cursor uint64

@@ -36,7 +36,7 @@ func TestAuditWhere(t *testing.T) {
 	env.enqueue(t, s, validJob("intake-unread"))
 
 	ids := []string{"done", "twice", "invalid", "intake-pending", "lane-unread", "lane-pending", "delayed", "intake-unread", "lost"}
-	got, err := s.Audit(env.ctx, ids)
+	got, _, err := inspectorOf(s).Audit(env.ctx, ids)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func TestAuditWhere(t *testing.T) {
 	}
 
 	// Everything accounted for: no scan of the waiting places is needed.
-	got, err = s.Audit(env.ctx, []string{"done", "invalid"})
+	got, _, err = inspectorOf(s).Audit(env.ctx, []string{"done", "invalid"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestAuditWhere(t *testing.T) {
 		t.Errorf("Audit all done (-want +got):\n%s", d)
 	}
 
-	counts, err := s.Counts(env.ctx)
+	counts, err := inspectorOf(s).Counts(env.ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestAuditFindsLanesBySCAN(t *testing.T) {
 	in := env.readIntake(t, w, 1)[0]
 	mustOK(t)(w.moveToLane(env.ctx, in, "wns", in.Fields["job"], 1))
 	auditor := New(env.c, env.c, Options{Consumer: "audit"})
-	got, err := auditor.Audit(env.ctx, []string{"x"})
+	got, _, err := inspectorOf(auditor).Audit(env.ctx, []string{"x"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,9 +13,8 @@ import (
 // TestCommandsPerJob pins what the happy path costs Redis, commands run inside scripts
 // included (INFO commandstats counts them): a later benchmark divides these by jobs. Per job:
 // one upstream XADD, one EVALSHA to move it to its lane (which checks the jobs index, the
-// duplicate-suppression window and an older gateway's sent mark), one EVALSHA to finish it
-// (which puts the job in the window); reads are batched. A first delivery needs no sent-mark
-// check of its own: ToLane let in no copy of a job that is held or was sent. This is the cost
+// duplicate-suppression window), one EVALSHA to finish it (which puts the job in the window);
+// reads are batched. A first delivery needs no check of its own that it was sent: ToLane let in no copy of a job that is held or was sent. This is the cost
 // of jobs that each come alone; TestCommandsPerJobTogether is that of jobs that come together.
 func TestCommandsPerJob(t *testing.T) {
 	env, s := newStore(t, "fcm")
@@ -42,7 +41,6 @@ func TestCommandsPerJob(t *testing.T) {
 		"xreadgroup": 2,       // one batch from the intake (inside read_intake), one from the lane
 		"evalsha":    2*n + 1, // to_lane, finish; read_intake once
 		"hmget":      5 * n,   // the jobs index and the window's state, in to_lane and in finish; to_lane's look in the window
-		"mget":       2 * n,   // an older gateway's sent mark, in to_lane and in finish
 		"hset":       3 * n,   // the job enters the index; the window: the job, and its state
 		"pexpire":    n,       // the window: the expiry of the bucket the job went in, renewed
 		"hdel":       n,       // the job leaves the index when finished

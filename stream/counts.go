@@ -9,11 +9,11 @@ import (
 
 // Counts sums over the shards the length of every stream and set: "intake", "lane:<provider>",
 // "pending" (read, not finished, all streams), "delayed", "results", "gone", "dead".
-func (s *Store) Counts(ctx context.Context) (map[string]int64, error) {
+func (s *Inspector) Counts(ctx context.Context) (map[string]int64, error) {
 	out := map[string]int64{}
 	for shard := 0; shard < s.o.Shards; shard++ {
 		k := s.Keys(shard)
-		lanes, err := s.lanes(ctx, shard)
+		lanes, err := s.lanes(ctx, shard, nil)
 		if err != nil {
 			return nil, err
 		}

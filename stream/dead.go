@@ -75,7 +75,7 @@ func (f DeadFilter) idRange() (lo, hi string) {
 // limit of them (limit <= 0: all). Each shard's stream is read newest first, a thousand
 // records a round trip, until limit records matched or its start (or f.Since) is reached:
 // with a filter that matches little, that is the whole stream.
-func (s *Store) DeadList(ctx context.Context, f DeadFilter, limit int) ([]DeadEntry, error) {
+func (s *Inspector) DeadList(ctx context.Context, f DeadFilter, limit int) ([]DeadEntry, error) {
 	var out []DeadEntry
 	lo, hi := f.idRange()
 	for shard := range s.o.Shards {
@@ -105,7 +105,7 @@ func (s *Store) DeadList(ctx context.Context, f DeadFilter, limit int) ([]DeadEn
 // within a shard, reading a thousand records a round trip, so that acting on every record of a
 // long dead stream holds one page of them in memory at a time. It stops at fn's first error and
 // returns it. fn may delete the records it was given.
-func (s *Store) DeadEach(ctx context.Context, f DeadFilter, fn func(DeadEntry) error) error {
+func (s *Inspector) DeadEach(ctx context.Context, f DeadFilter, fn func(DeadEntry) error) error {
 	lo, hi := f.idRange()
 	for shard := range s.o.Shards {
 		var ferr error
@@ -127,7 +127,7 @@ func (s *Store) DeadEach(ctx context.Context, f DeadFilter, fn func(DeadEntry) e
 
 // DeadEntries returns the record entryID of the dead stream of every shard that has one: an
 // entry id is unique within a stream, not across shards.
-func (s *Store) DeadEntries(ctx context.Context, entryID string) ([]DeadEntry, error) {
+func (s *Inspector) DeadEntries(ctx context.Context, entryID string) ([]DeadEntry, error) {
 	var out []DeadEntry
 	for shard := range s.o.Shards {
 		d, ok, err := s.DeadEntry(ctx, shard, entryID)
@@ -142,7 +142,7 @@ func (s *Store) DeadEntries(ctx context.Context, entryID string) ([]DeadEntry, e
 }
 
 // DeadEntry returns the record entryID of shard's dead stream; false when there is none.
-func (s *Store) DeadEntry(ctx context.Context, shard int, entryID string) (DeadEntry, bool, error) {
+func (s *Inspector) DeadEntry(ctx context.Context, shard int, entryID string) (DeadEntry, bool, error) {
 	key := s.Keys(shard).Dead
 	msgs, err := s.c.XRange(ctx, key, entryID, entryID).Result()
 	if err != nil {
@@ -156,7 +156,7 @@ func (s *Store) DeadEntry(ctx context.Context, shard int, entryID string) (DeadE
 
 // DeadOfJob returns the dead records of job id, newest first, from its shard's dead stream,
 // reading at most scanLimit records (0: all); cut says the scan stopped there.
-func (s *Store) DeadOfJob(ctx context.Context, id string, scanLimit int) (found []DeadEntry, cut bool, err error) {
+func (s *Inspector) DeadOfJob(ctx context.Context, id string, scanLimit int) (found []DeadEntry, cut bool, err error) {
 	shard := ShardOf(id, s.o.Shards)
 	cut, err = s.scanRange(ctx, s.Keys(shard).Dead, "-", "+", true, scanLimit, func(m redis.XMessage) bool {
 		if str(m.Values["id"]) == id {
@@ -199,7 +199,7 @@ func (v ReplayVerdict) String() string {
 // job (attempt 0: the intake validates and routes it again) and deletes the record, in one
 // script: a record is replayed once however often it is asked. intakeID is the new intake
 // entry's id. The job's TTL counts from its own enqueued_at when it has one.
-func (s *Store) ReplayDead(ctx context.Context, shard int, entryID string) (v ReplayVerdict, intakeID string, err error) {
+func (s *Inspector) ReplayDead(ctx context.Context, shard int, entryID string) (v ReplayVerdict, intakeID string, err error) {
 	k := s.Keys(shard)
 	res, err := replayDeadScript.Run(ctx, s.c, []string{k.Dead, k.Intake}, entryID).Slice()
 	if err != nil {
@@ -215,7 +215,7 @@ func (s *Store) ReplayDead(ctx context.Context, shard int, entryID string) (v Re
 
 // PurgeDead deletes records of shard's dead stream by entry id and returns how many there
 // were.
-func (s *Store) PurgeDead(ctx context.Context, shard int, entryIDs ...string) (int64, error) {
+func (s *Inspector) PurgeDead(ctx context.Context, shard int, entryIDs ...string) (int64, error) {
 	if len(entryIDs) == 0 {
 		return 0, nil
 	}
@@ -230,7 +230,7 @@ func (s *Store) PurgeDead(ctx context.Context, shard int, entryIDs ...string) (i
 // scanRange calls fn with the entries of stream between ids lo and hi, newest first when
 // reverse, a thousand a round trip, until fn returns false or limit entries were read (limit
 // <= 0: no limit). cut is true when the limit stopped it with entries left.
-func (s *Store) scanRange(ctx context.Context, stream, lo, hi string, reverse bool, limit int, fn func(redis.XMessage) bool) (cut bool, err error) {
+func (s *keyspace) scanRange(ctx context.Context, stream, lo, hi string, reverse bool, limit int, fn func(redis.XMessage) bool) (cut bool, err error) {
 	const page = 1000
 	read := 0
 	for {

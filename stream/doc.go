@@ -1,7 +1,8 @@
 // Package stream is the only package that talks to Redis. It holds how every command connects
-// (Open), the key layout (keys.go), and one Lua script per state change of a delivery job:
+// (Open, OpenInspector), the key layout (keys.go), the worker's Store, the operators' Inspector,
+// and one Lua script per state change of a delivery job:
 //
-//	intake --ToLane--> lane:<provider> --Finish--> results (+ gone, + sent mark)
+//	intake --ToLane--> lane:<provider> --Finish--> results (+ gone, + the window)
 //	   \                  |   \--ToDelayed--> delayed --PromoteDue--> lane:<provider>
 //	    \--ToDead-------> dead <--ToDead / caps / Reclaim (too many deliveries)
 //

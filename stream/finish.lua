@@ -11,12 +11,11 @@
 -- KEYS[2] gone stream
 -- KEYS[3] jobs index of the shard (HASH job id -> provider, or "accepted": see below)
 -- KEYS[4] the duplicate-suppression window of the shard (window.lua)
--- for item i = 1 .. n: KEYS[2 + 3i] source stream (a lane), KEYS[3 + 3i] the sent mark key an
--- older gateway set for the job (sent:<id>; read, never written), KEYS[4 + 3i] gone mark of the
+-- for item i = 1 .. n: KEYS[3 + 2i] source stream (a lane), KEYS[4 + 2i] gone mark of the
 -- endpoint (gonemark:<hash>; any key of the shard when the item sets none)
 -- ARGV[1] consumer group
 -- ARGV[2] consumer that must own the entries
--- ARGV[3] sent mark TTL, ms (the window's)
+-- ARGV[3] the window's TTL, ms (Options.SentTTL)
 -- ARGV[4] gone mark TTL, ms
 -- ARGV[5] n, the number of items
 -- then for each item: the count of its arguments (14, or 15 with an endpoint), source entry
@@ -41,13 +40,13 @@
 -- * the owner, and the job is marked accepted (another attempt was, in this call or before):
 --   ack and delete the entry, no second record.
 local n = tonumber(ARGV[5])
-local items, streams, byStream, sentKeys, jobIds = {}, {}, {}, {}, {}
+local items, streams, byStream, jobIds = {}, {}, {}, {}
 local a = 6
 for i = 1, n do
   local it = {entry = ARGV[a + 1], id = ARGV[a + 2], sent = ARGV[a + 3] == '1', field = ARGV[a + 4],
     now = ARGV[a + 5], gone = ARGV[a + 6] == '1', mark = ARGV[a + 7] == '1', v = a + 8,
-    stream = KEYS[2 + 3 * i], sentKey = KEYS[3 + 3 * i], goneKey = KEYS[4 + 3 * i]}
-  items[i], sentKeys[i], jobIds[i] = it, it.sentKey, it.id
+    stream = KEYS[3 + 2 * i], goneKey = KEYS[4 + 2 * i]}
+  items[i], jobIds[i] = it, it.id
   if not byStream[it.stream] then
     byStream[it.stream] = {}
     table.insert(streams, it.stream)
@@ -72,14 +71,13 @@ local mine = {}
 for _, st in ipairs(streams) do
   mine[st] = pending_for(st, ARGV[1], ARGV[2], byStream[st])
 end
-local marked = redis.call('MGET', unpack(sentKeys))
 local index = redis.call('HMGET', KEYS[3], unpack(jobIds))
 -- An accepted send whose entry is not ours (any more) may be this very record written before
 -- (a retry of a call whose reply was lost): the window says so. Owned entries need no look:
 -- an attempt accepted while another held the entry marked the jobs index.
 local look, lookFields, lookSince = {}, {}, {}
 for i, it in ipairs(items) do
-  if it.sent and not mine[it.stream][it.entry] and not marked[i] and index[i] ~= 'accepted' then
+  if it.sent and not mine[it.stream][it.entry] and index[i] ~= 'accepted' then
     table.insert(look, i)
     table.insert(lookFields, it.field)
     table.insert(lookSince, tonumber(it.now) - math.floor(tonumber(ARGV[3]) / 1000))
@@ -100,7 +98,7 @@ end
 for i, it in ipairs(items) do
   local owner = mine[it.stream][it.entry]
   mine[it.stream][it.entry] = nil -- a second item for the same entry finds it taken
-  local isMarked = marked[i] or index[i] == 'accepted' or inWindow[i] or markedNow[it.id]
+  local isMarked = index[i] == 'accepted' or inWindow[i] or markedNow[it.id]
   out[i] = 1
   if not owner then
     if it.sent and not isMarked and index[i] then

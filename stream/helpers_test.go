@@ -253,3 +253,6 @@ func (e *env) copyInLane(t *testing.T, s *Store, provider, id string) Entry {
 	}
 	return e.readLane(t, s, provider, 1)[0]
 }
+
+// inspectorOf is an Inspector on s's client and options.
+func inspectorOf(s *Store) *Inspector { return NewInspector(s.c, s.o) }

@@ -21,7 +21,7 @@ type JobReport struct {
 	// waiting to retry. "" when it is not held (not routed yet, or ended).
 	Held string
 	// Sent is true while the job is in the duplicate-suppression window (it was accepted within
-	// the sent TTL) or an older gateway's sent mark of it lives.
+	// the sent TTL).
 	Sent bool
 	// Intake holds the intake entries of the job (not routed yet); Lane its lane entry, when
 	// found.
@@ -91,7 +91,7 @@ const acceptedMark = "accepted"
 // terminal records in the ledger and the dead stream. Streams are read a thousand entries a
 // round trip, the intake and the lane oldest first, the ledger and the dead stream newest
 // first, each at most scanLimit entries (0: all); JobReport.Cut names those cut short.
-func (s *Store) Inspect(ctx context.Context, id string, scanLimit int) (JobReport, error) {
+func (s *Inspector) Inspect(ctx context.Context, id string, scanLimit int) (JobReport, error) {
 	shard := ShardOf(id, s.o.Shards)
 	k := s.Keys(shard)
 	rep := JobReport{ID: id, Shard: shard}
@@ -112,11 +112,12 @@ func (s *Store) Inspect(ctx context.Context, id string, scanLimit int) (JobRepor
 		// the entry's new owner acknowledges it unsent.
 		rep.Held = ""
 	}
-	sent, err := s.WasSent(ctx, shard, id)
+	keys, args := s.wasSentCall(shard, id)
+	sent, err := wasSentScript.Run(ctx, s.c, keys, args...).Int64()
 	if err != nil {
-		return rep, fmt.Errorf("stream: inspect %s: %w", id, err)
+		return rep, fmt.Errorf("stream: inspect %s: sent mark: %w", id, err)
 	}
-	rep.Sent = sent
+	rep.Sent = sent == 1
 	if due.Err() == nil {
 		rep.Delayed = delayedJob(due.Val(), data.Val())
 	}
@@ -162,7 +163,7 @@ func (s *Store) Inspect(ctx context.Context, id string, scanLimit int) (JobRepor
 
 // findEntries reads stream (the intake, or a lane) oldest first for entries whose job is id,
 // with the pending state of each; all of them, or the first when !all.
-func (s *Store) findEntries(ctx context.Context, rep *JobReport, stream, id string, scanLimit int, all bool) ([]StreamPlace, error) {
+func (s *Inspector) findEntries(ctx context.Context, rep *JobReport, stream, id string, scanLimit int, all bool) ([]StreamPlace, error) {
 	var found []StreamPlace
 	cut, err := s.scanRange(ctx, stream, "-", "+", false, scanLimit, func(m redis.XMessage) bool {
 		if jobID(str(m.Values["job"])) != id {

@@ -35,7 +35,7 @@ func TestToDelayedKeepsTheLastOutcome(t *testing.T) {
 	if data["last_code"] != "PROVIDER_DOWN" || data["last_detail"] != long[:MaxDetail]+"..." || data["queued_at"] != itoa(ms(at)) {
 		t.Errorf("delayed data %v: want last_code PROVIDER_DOWN, last_detail cut to %d bytes, queued_at %d", data, MaxDetail, ms(at))
 	}
-	rep, err := s.Inspect(env.ctx, "retry", 0)
+	rep, err := inspectorOf(s).Inspect(env.ctx, "retry", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestInspectFindsEveryPlace(t *testing.T) {
 	}
 	look := func(id string) where {
 		t.Helper()
-		rep, err := s.Inspect(env.ctx, id, 0)
+		rep, err := inspectorOf(s).Inspect(env.ctx, id, 0)
 		if err != nil {
 			t.Fatalf("Inspect %s: %v", id, err)
 		}
@@ -181,11 +181,11 @@ func TestInspectFindsEveryPlace(t *testing.T) {
 			t.Errorf("Inspect %s (-want +got):\n%s", id, d)
 		}
 	}
-	rep, _ := s.Inspect(env.ctx, "in-flight", 0)
+	rep, _ := inspectorOf(s).Inspect(env.ctx, "in-flight", 0)
 	if p := rep.Lane.Pending; p.Deliveries != 1 || rep.Lane.EntryID != inFlight.ID {
 		t.Errorf("in-flight lane entry %+v, pending %+v: want entry %s delivered once", rep.Lane, p, inFlight.ID)
 	}
-	if rep, _ := s.Inspect(env.ctx, "nowhere", 0); rep.Found() {
+	if rep, _ := inspectorOf(s).Inspect(env.ctx, "nowhere", 0); rep.Found() {
 		t.Errorf("a job never enqueued is found: %+v", rep)
 	}
 }
@@ -201,18 +201,18 @@ func TestInspectSaysWhenAScanWasCut(t *testing.T) {
 			t.Fatalf("Finish %s = %v, %v", id, ok, err)
 		}
 	}
-	rep, err := s.Inspect(env.ctx, "old", 3)
+	rep, err := inspectorOf(s).Inspect(env.ctx, "old", 3)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if rep.Found() || !cmp.Equal(rep.Cut, []string{k.Results}) {
 		t.Errorf("Inspect old with limit 3: found %v, cut %v; want not found and the ledger cut", rep.Found(), rep.Cut)
 	}
-	rep, err = s.Inspect(env.ctx, "c", 3)
+	rep, err = inspectorOf(s).Inspect(env.ctx, "c", 3)
 	if err != nil || len(rep.Results) != 1 {
 		t.Errorf("Inspect c (the newest) with limit 3: %+v, %v; want its record", rep, err)
 	}
-	if rep, err := s.Inspect(env.ctx, "old", 4); err != nil || len(rep.Results) != 1 || len(rep.Cut) != 0 {
+	if rep, err := inspectorOf(s).Inspect(env.ctx, "old", 4); err != nil || len(rep.Results) != 1 || len(rep.Cut) != 0 {
 		t.Errorf("Inspect old with limit 4 (exactly the ledger): %+v, %v; want its record and no cut", rep, err)
 	}
 }
@@ -263,7 +263,7 @@ func TestDeadListReplayAndPurge(t *testing.T) {
 	}
 	// Records of different shards written in the same millisecond have no order between them:
 	// the list is compared as a set, and checked to be newest first by entry id.
-	all, err := s.DeadList(env.ctx, DeadFilter{}, 0)
+	all, err := inspectorOf(s).DeadList(env.ctx, DeadFilter{}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +289,7 @@ func TestDeadListReplayAndPurge(t *testing.T) {
 		{"until the past", DeadFilter{Until: time.Now().Add(-time.Hour)}, 0, nil},
 		{"since the past", DeadFilter{Since: time.Now().Add(-time.Hour), Code: "RATE_LIMITED"}, 0, []string{"j3"}},
 	} {
-		got, err := s.DeadList(env.ctx, tc.f, tc.limit)
+		got, err := inspectorOf(s).DeadList(env.ctx, tc.f, tc.limit)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -298,14 +298,14 @@ func TestDeadListReplayAndPurge(t *testing.T) {
 		}
 	}
 
-	list, err := s.DeadList(env.ctx, DeadFilter{Code: "PROVIDER_DOWN"}, 0)
+	list, err := inspectorOf(s).DeadList(env.ctx, DeadFilter{Code: "PROVIDER_DOWN"}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Replayed twice: each record moves to its intake once, as the job exactly.
 	for round := range 2 {
 		for _, d := range list {
-			v, intakeID, err := s.ReplayDead(env.ctx, d.Shard, d.EntryID)
+			v, intakeID, err := inspectorOf(s).ReplayDead(env.ctx, d.Shard, d.EntryID)
 			want := Replayed
 			if round == 1 {
 				want = ReplayGone
@@ -323,35 +323,35 @@ func TestDeadListReplayAndPurge(t *testing.T) {
 		if d := cmp.Diff([]map[string]string{{"job": validJob(rec.ID)}}, jobs); d != "" {
 			t.Errorf("intake of shard %d after replaying %s twice (-want +got):\n%s", rec.Shard, rec.ID, d)
 		}
-		if _, ok, err := s.DeadEntry(env.ctx, rec.Shard, rec.EntryID); ok || err != nil {
+		if _, ok, err := inspectorOf(s).DeadEntry(env.ctx, rec.Shard, rec.EntryID); ok || err != nil {
 			t.Errorf("the replayed record %s is still there (%v)", rec.EntryID, err)
 		}
 	}
 	// The cut record cannot be replayed, and stays.
-	cut, err := s.DeadList(env.ctx, DeadFilter{Reason: "65536"}, 0)
+	cut, err := inspectorOf(s).DeadList(env.ctx, DeadFilter{Reason: "65536"}, 0)
 	if err != nil || len(cut) != 1 || !strings.HasPrefix(cut[0].Note, "job cut to its first") {
 		t.Fatalf("the big record: %+v, %v; want one with a note", cut, err)
 	}
-	if v, _, err := s.ReplayDead(env.ctx, cut[0].Shard, cut[0].EntryID); err != nil || v != ReplayCut {
+	if v, _, err := inspectorOf(s).ReplayDead(env.ctx, cut[0].Shard, cut[0].EntryID); err != nil || v != ReplayCut {
 		t.Errorf("ReplayDead of a cut record = %v, %v; want %v", v, err, ReplayCut)
 	}
-	if found, err := s.DeadEntries(env.ctx, cut[0].EntryID); err != nil || len(found) != 1 {
+	if found, err := inspectorOf(s).DeadEntries(env.ctx, cut[0].EntryID); err != nil || len(found) != 1 {
 		t.Errorf("the cut record after a refused replay: %v, %v; want it still there", found, err)
 	}
 	// Purge: by entry id, counted; a second purge finds nothing.
-	left, _ := s.DeadList(env.ctx, DeadFilter{}, 0)
+	left, _ := inspectorOf(s).DeadList(env.ctx, DeadFilter{}, 0)
 	if d := cmp.Diff([]string{"big", "j1", "j3"}, ids(left), sorted); d != "" {
 		t.Errorf("left after the replay (-want +got):\n%s", d)
 	}
 	for _, d := range left {
-		if n, err := s.PurgeDead(env.ctx, d.Shard, d.EntryID); err != nil || n != 1 {
+		if n, err := inspectorOf(s).PurgeDead(env.ctx, d.Shard, d.EntryID); err != nil || n != 1 {
 			t.Errorf("PurgeDead %s = %d, %v", d.ID, n, err)
 		}
-		if n, err := s.PurgeDead(env.ctx, d.Shard, d.EntryID); err != nil || n != 0 {
+		if n, err := inspectorOf(s).PurgeDead(env.ctx, d.Shard, d.EntryID); err != nil || n != 0 {
 			t.Errorf("second PurgeDead %s = %d, %v; want 0", d.ID, n, err)
 		}
 	}
-	if left, _ := s.DeadList(env.ctx, DeadFilter{}, 0); len(left) != 0 {
+	if left, _ := inspectorOf(s).DeadList(env.ctx, DeadFilter{}, 0); len(left) != 0 {
 		t.Errorf("%d records after purging every one", len(left))
 	}
 }
@@ -363,11 +363,11 @@ func TestDeadOfJobNewestFirst(t *testing.T) {
 	env.deadJob(t, s, "j", validJob("j"), "INVALID_JOB", "first")
 	env.deadJob(t, s, "other", validJob("other"), "INVALID_JOB", "other")
 	env.deadJob(t, s, "j", validJob("j"), "INVALID_JOB", "second")
-	got, cut, err := s.DeadOfJob(env.ctx, "j", 0)
+	got, cut, err := inspectorOf(s).DeadOfJob(env.ctx, "j", 0)
 	if err != nil || cut || len(got) != 2 || got[0].Reason != "second" || got[1].Reason != "first" {
 		t.Fatalf("DeadOfJob = %+v, cut %v, %v; want second then first", got, cut, err)
 	}
-	got, cut, err = s.DeadOfJob(env.ctx, "j", 2)
+	got, cut, err = inspectorOf(s).DeadOfJob(env.ctx, "j", 2)
 	if err != nil || !cut || len(got) != 1 || got[0].Reason != "second" {
 		t.Fatalf("DeadOfJob limit 2 = %+v, cut %v, %v; want the newest and a cut", got, cut, err)
 	}
@@ -376,14 +376,14 @@ func TestDeadOfJobNewestFirst(t *testing.T) {
 func TestRecordedShardsAndLanes(t *testing.T) {
 	env := newEnv(t)
 	reader := New(env.c, nil, Options{Shards: 4})
-	if n, err := reader.RecordedShards(env.ctx); err != nil || n != 0 {
+	if n, err := inspectorOf(reader).RecordedShards(env.ctx); err != nil || n != 0 {
 		t.Fatalf("RecordedShards before any worker = %d, %v; want 0", n, err)
 	}
-	if err := reader.VerifyShards(env.ctx); err != nil {
+	if err := inspectorOf(reader).VerifyShards(env.ctx); err != nil {
 		t.Fatalf("VerifyShards with nothing recorded: %v", err)
 	}
 	before := env.snapshot(t)
-	if _, err := reader.AllLanes(env.ctx); err != nil {
+	if _, err := inspectorOf(reader).AllLanes(env.ctx); err != nil {
 		t.Fatal(err)
 	}
 	if d := cmp.Diff(before, env.snapshot(t)); d != "" {
@@ -397,10 +397,10 @@ func TestRecordedShardsAndLanes(t *testing.T) {
 	}
 	env.c.Set(env.ctx, "wp:{9}:lane:ghost", "x", 0)
 	env.c.Set(env.ctx, "wpx:{1}:lane:other-prefix", "x", 0)
-	if n, err := reader.RecordedShards(env.ctx); err != nil || n != 4 {
+	if n, err := inspectorOf(reader).RecordedShards(env.ctx); err != nil || n != 4 {
 		t.Fatalf("RecordedShards = %d, %v; want 4", n, err)
 	}
-	lanes, err := reader.AllLanes(env.ctx)
+	lanes, err := inspectorOf(reader).AllLanes(env.ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -408,14 +408,14 @@ func TestRecordedShardsAndLanes(t *testing.T) {
 	if d := cmp.Diff(want, lanes); d != "" {
 		t.Errorf("AllLanes (-want +got):\n%s", d)
 	}
-	if err := New(env.c, nil, Options{Shards: 2}).VerifyShards(env.ctx); err == nil || !strings.Contains(err.Error(), "use --shards 4") {
+	if err := NewInspector(env.c, Options{Shards: 2}).VerifyShards(env.ctx); err == nil || !strings.Contains(err.Error(), "use --shards 4") {
 		t.Errorf("VerifyShards with 2 of 4: %v", err)
 	}
 }
 
 func TestMemory(t *testing.T) {
 	env := newEnv(t)
-	mem, err := New(env.c, nil, Options{}).Memory(env.ctx)
+	mem, err := NewInspector(env.c, Options{}).Memory(env.ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -439,14 +439,14 @@ func TestOperatorQueriesOnACluster(t *testing.T) {
 	if err := s.Setup(context.Background(), []string{"fcm"}); err != nil {
 		t.Fatal(err)
 	}
-	lanes, err := s.AllLanes(context.Background())
+	lanes, err := inspectorOf(s).AllLanes(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(lanes) != 8 {
 		t.Errorf("AllLanes found the lanes of %d shards, want 8 (spread over 3 masters): %v", len(lanes), lanes)
 	}
-	mem, err := s.Memory(context.Background())
+	mem, err := inspectorOf(s).Memory(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

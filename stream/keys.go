@@ -39,7 +39,7 @@ type Keys struct {
 	Jobs string
 	// Probe is the key of the write probe (ProbeWrite); it is never created.
 	Probe string
-	// Window is the duplicate-suppression window: the jobs accepted within the sent-mark TTL,
+	// Window is the duplicate-suppression window: the jobs accepted within the sent TTL,
 	// a linear hash table of small HASHes (window.lua): Window holds its state, and bucket i
 	// is Window + ":" + i.
 	Window string
@@ -88,18 +88,13 @@ func pausedKey(prefix string) string {
 
 // ShardsKey is the key that records the shard count of prefix (DefaultPrefix when empty): the
 // first worker or producer to use the prefix writes it, and every later one must agree
-// (Store.CheckShards).
+// (Store.Setup).
 func ShardsKey(prefix string) string {
 	return orDefaultPrefix(prefix) + ":shards"
 }
 
 // Lane is the stream of jobs waiting for provider.
 func (k Keys) Lane(provider string) string { return k.LanePrefix + provider }
-
-// Sent is the key of the sent mark an older gateway set, one key per accepted job, before the
-// window took its place: it is still read, so that a job accepted by a replica of that version
-// during a rolling upgrade is not sent again, and never written. It expires on its own.
-func (k Keys) Sent(id string) string { return k.Base + "sent:" + id }
 
 // windowField is how the window names job id: the first 10 bytes of its SHA-256 (the first 4
 // pick the bucket). Two ids share a field with odds of about one in 2^80 per pair.

@@ -20,9 +20,6 @@ func TestKeysLayout(t *testing.T) {
 	if got := k.Lane("fcm"); got != "wp:{3}:lane:fcm" {
 		t.Errorf("Lane = %q", got)
 	}
-	if got := KeysFor("x", 0).Sent("j1"); got != "x:{0}:sent:j1" {
-		t.Errorf("Sent = %q", got)
-	}
 	gm := k.GoneMark(testEndpoint)
 	if len(gm) != len("wp:{3}:gonemark:")+32 || gm[:16] != "wp:{3}:gonemark:" {
 		t.Errorf("GoneMark = %q, want prefix and 32 hex digits", gm)

@@ -10,7 +10,7 @@ import (
 // reads whole streams a thousand entries a round trip: for reports and the demo, not a hot
 // path. Reading does not consume: the ledger is the upstream's to trim or read with its own
 // group.
-func (s *Store) Results(ctx context.Context, fn func(Result)) error {
+func (s *Inspector) Results(ctx context.Context, fn func(Result)) error {
 	for shard := range s.Shards() {
 		err := s.scanStream(ctx, s.Keys(shard).Results, func(_ string, f map[string]any) {
 			fn(Result{
@@ -29,7 +29,7 @@ func (s *Store) Results(ctx context.Context, fn func(Result)) error {
 
 // DeadRecords calls fn with every dead-letter record of every shard, oldest first within a
 // shard; like Results, it is for reports.
-func (s *Store) DeadRecords(ctx context.Context, fn func(DeadRecord)) error {
+func (s *Inspector) DeadRecords(ctx context.Context, fn func(DeadRecord)) error {
 	for shard := range s.Shards() {
 		err := s.scanStream(ctx, s.Keys(shard).Dead, func(_ string, f map[string]any) {
 			fn(DeadRecord{

@@ -31,14 +31,14 @@ func TestResultsAndDeadRecordsReadBack(t *testing.T) {
 		}
 	}
 	var got []Result
-	if err := s.Results(e.ctx, func(r Result) { got = append(got, r) }); err != nil {
+	if err := inspectorOf(s).Results(e.ctx, func(r Result) { got = append(got, r) }); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("Results (-want +got):\n%s", diff)
 	}
 	var dead []DeadRecord
-	if err := s.DeadRecords(e.ctx, func(d DeadRecord) { dead = append(dead, d) }); err != nil {
+	if err := inspectorOf(s).DeadRecords(e.ctx, func(d DeadRecord) { dead = append(dead, d) }); err != nil {
 		t.Fatal(err)
 	}
 	wantDead := []DeadRecord{{Code: "INVALID_JOB", Reason: "entry is not JSON", Job: "not json", At: at}}

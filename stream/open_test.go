@@ -124,13 +124,13 @@ func TestOpenTopologies(t *testing.T) {
 				t.Fatalf("ReadIntake = %v, %v; want the enqueued job", entries, err)
 			}
 			key := s.Keys(shard).Intake + ":big"
-			if err := s.Client().Set(ctx, key, strings.Repeat("x", job.MaxEntryBytes+8<<10), time.Minute).Err(); err != nil {
+			if err := s.c.Set(ctx, key, strings.Repeat("x", job.MaxEntryBytes+8<<10), time.Minute).Err(); err != nil {
 				t.Fatal(err)
 			}
 			if err := s.bell.Get(ctx, key).Err(); !errors.Is(err, errReplyTooLarge) {
 				t.Errorf("GET of %d bytes on the doorbell's connections = %v, want %v", job.MaxEntryBytes+8<<10, err, errReplyTooLarge)
 			}
-			if err := s.Client().Get(ctx, key).Err(); err != nil {
+			if err := s.c.Get(ctx, key).Err(); err != nil {
 				t.Errorf("GET of the same on the main client: %v", err)
 			}
 		})

@@ -29,7 +29,7 @@ func (s *Store) Owns(ctx context.Context, e Entry) (bool, error) {
 // removed from the registry, whose lane nobody reads any more). Sorted. An operator's check,
 // run once at start: SCAN walks the whole keyspace.
 func (s *Store) Lanes(ctx context.Context, shard int) ([]string, error) {
-	return s.lanes(ctx, shard)
+	return s.lanes(ctx, shard, s.knownProviders())
 }
 
 // LaneLength is how many entries provider's lane on shard holds, and how many of them are

@@ -18,7 +18,7 @@ type Pause struct {
 }
 
 // PauseProvider records p. Pausing a paused provider replaces the record.
-func (s *Store) PauseProvider(ctx context.Context, p Pause) error {
+func (s *Inspector) PauseProvider(ctx context.Context, p Pause) error {
 	b, err := json.Marshal(p)
 	if err != nil {
 		return err
@@ -30,7 +30,7 @@ func (s *Store) PauseProvider(ctx context.Context, p Pause) error {
 }
 
 // ResumeProvider removes provider's pause; false when it was not paused.
-func (s *Store) ResumeProvider(ctx context.Context, provider string) (bool, error) {
+func (s *Inspector) ResumeProvider(ctx context.Context, provider string) (bool, error) {
 	n, err := s.c.HDel(ctx, pausedKey(s.o.Prefix), provider).Result()
 	if err != nil {
 		return false, fmt.Errorf("stream: resume %s: %w", provider, err)
@@ -39,7 +39,7 @@ func (s *Store) ResumeProvider(ctx context.Context, provider string) (bool, erro
 }
 
 // Pauses lists the paused providers, by provider id.
-func (s *Store) Pauses(ctx context.Context) ([]Pause, error) {
+func (s *Inspector) Pauses(ctx context.Context) ([]Pause, error) {
 	m, err := s.c.HGetAll(ctx, pausedKey(s.o.Prefix)).Result()
 	if err != nil {
 		return nil, fmt.Errorf("stream: pauses: %w", err)
@@ -63,9 +63,27 @@ type ReplicaState struct {
 	State json.RawMessage
 }
 
+// WorkerState is what a worker replica publishes with its heartbeat (ReplicaState.State), for
+// the operators' status: one type for the worker that writes it and the status that reads it.
+type WorkerState struct {
+	Version  string            `json:"version,omitempty"`
+	Breakers map[string]string `json:"breakers"` // provider id -> closed, half_open, open
+}
+
+// Worker is the state r published, as a worker publishes it; a replica that published none (or
+// another kind of state) shows none.
+func (r ReplicaState) Worker() WorkerState {
+	var w WorkerState
+	_ = json.Unmarshal(r.State, &w)
+	if w.Breakers == nil {
+		w.Breakers = map[string]string{}
+	}
+	return w
+}
+
 // Replicas lists the replicas whose heartbeat is at most staleAfter older than now, with the
 // state each published, by consumer name.
-func (s *Store) Replicas(ctx context.Context, now time.Time, staleAfter time.Duration) ([]ReplicaState, error) {
+func (s *Inspector) Replicas(ctx context.Context, now time.Time, staleAfter time.Duration) ([]ReplicaState, error) {
 	pipe := s.c.TxPipeline()
 	seen := pipe.ZRangeWithScores(ctx, ReplicasKey(s.o.Prefix), 0, -1)
 	states := pipe.HGetAll(ctx, statesKey(s.o.Prefix))

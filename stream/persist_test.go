@@ -44,7 +44,7 @@ func TestStateSurvivesRedisKill(t *testing.T) {
 	if n, err := s.PromoteDue(env.ctx, 0, t0.Add(time.Second), 10); n != 1 || err != nil {
 		t.Errorf("PromoteDue after restart = %d, %v", n, err)
 	}
-	rep, err := s.Audit(env.ctx, []string{"unread", "pending-intake", "pending-lane", "done", "retry"})
+	rep, _, err := inspectorOf(s).Audit(env.ctx, []string{"unread", "pending-intake", "pending-lane", "done", "retry"})
 	if err != nil {
 		t.Fatal(err)
 	}

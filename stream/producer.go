@@ -66,7 +66,7 @@ func WaitReplicas(replicas int, timeout time.Duration) ProducerOption {
 
 // NewProducer returns a Producer for the given key prefix (DefaultPrefix when empty) and shard
 // count (at least 1); both must match the workers' configuration: the first Enqueue checks the
-// shard count against the one recorded in Redis (Store.CheckShards) and fails, writing nothing,
+// shard count against the one recorded in Redis (Store.Setup) and fails, writing nothing,
 // when they differ.
 func NewProducer(c redis.UniversalClient, prefix string, shards int, opts ...ProducerOption) *Producer {
 	prefix = orDefaultPrefix(prefix)

@@ -55,14 +55,14 @@ func switchShards(ctx context.Context, c redis.UniversalClient, prefix string, f
 
 // leftoverShards are the shards numbered from and up (to MaxShards) of which any key a job
 // can be in, or a terminal record, exists: what a larger shard count left behind.
-func (s *Store) leftoverShards(ctx context.Context, from int) ([]int, error) {
+func (s *keyspace) leftoverShards(ctx context.Context, from int) ([]int, error) {
 	if from >= MaxShards {
 		return nil, nil
 	}
 	pipe := s.c.Pipeline()
 	cmds := make([]*redis.IntCmd, 0, MaxShards-from)
 	for shard := from; shard < MaxShards; shard++ {
-		k := s.Keys(shard)
+		k := KeysFor(s.o.Prefix, shard)
 		cmds = append(cmds, pipe.Exists(ctx, k.Intake, k.Delayed, k.Results, k.Dead))
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
@@ -119,16 +119,16 @@ func (s *Store) checkLeftovers(ctx context.Context) error {
 		ErrShardCount, s.o.Prefix, s.Shards()-1, strings.Join(busy, ", "), left[len(left)-1]+1)
 }
 
-// LeftShards are the shards beyond the ones the Store reads that still hold a queue or a
+// LeftShards are the shards beyond the ones the Inspector reads that still hold a queue or a
 // record: what a larger shard count left (docs/operations.md, "Changing the shard count").
-func (s *Store) LeftShards(ctx context.Context) ([]int, error) {
+func (s *Inspector) LeftShards(ctx context.Context) ([]int, error) {
 	return s.leftoverShards(ctx, s.Shards())
 }
 
-// auditShards are the shards whose records and queues Audit reads: every shard the Store
+// auditShards are the shards whose records and queues Audit reads: every shard the Inspector
 // reads, and any beyond them that a larger shard count left (their records are still the
 // jobs' records).
-func (s *Store) auditShards(ctx context.Context) ([]int, error) {
+func (s *Inspector) auditShards(ctx context.Context) ([]int, error) {
 	left, err := s.leftoverShards(ctx, s.Shards())
 	if err != nil {
 		return nil, err

@@ -14,7 +14,7 @@ import (
 // any third count, changing nothing. Plain Stores and producers then need the new count.
 func TestReshardSwitchesTheRecordedCount(t *testing.T) {
 	env := newEnv(t)
-	if err := env.store(t, "w1", Options{Shards: 3}).CheckShards(env.ctx); err != nil {
+	if err := env.store(t, "w1", Options{Shards: 3}).checkShardCount(env.ctx); err != nil {
 		t.Fatal(err)
 	}
 	grow := New(env.c, env.c, Options{Shards: 6, ReshardFrom: 3, Consumer: "w2"})
@@ -22,20 +22,20 @@ func TestReshardSwitchesTheRecordedCount(t *testing.T) {
 		t.Errorf("Shards() = %d while growing from 3 to 6; want 6", got)
 	}
 	for range 2 { // once to switch, once more to find it switched
-		if err := grow.CheckShards(env.ctx); err != nil {
+		if err := grow.checkShardCount(env.ctx); err != nil {
 			t.Fatalf("CheckShards from 3 to 6 with 3 recorded: %v", err)
 		}
 		if got := env.c.Get(env.ctx, ShardsKey("")).Val(); got != "6" {
 			t.Fatalf("recorded %q, want 6", got)
 		}
 	}
-	if err := New(env.c, env.c, Options{Shards: 3}).CheckShards(env.ctx); !errors.Is(err, ErrShardCount) {
+	if err := New(env.c, env.c, Options{Shards: 3}).checkShardCount(env.ctx); !errors.Is(err, ErrShardCount) {
 		t.Errorf("a Store of the old count after the switch: %v; want ErrShardCount", err)
 	}
 	if _, err := NewProducer(env.c, "", 3).Enqueue(env.ctx, []byte(validJob("late"))); !errors.Is(err, ErrShardCount) {
 		t.Errorf("a producer of the old count started after the switch: %v; want ErrShardCount", err)
 	}
-	err := New(env.c, env.c, Options{Shards: 2, ReshardFrom: 4}).CheckShards(env.ctx)
+	err := New(env.c, env.c, Options{Shards: 2, ReshardFrom: 4}).checkShardCount(env.ctx)
 	want := `stream: shard count mismatch: prefix "wp" is used with 6 shards (recorded in wp:shards); this process changes the count from 4 to 2, so it refuses any other`
 	if !errors.Is(err, ErrShardCount) || !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("from 4 to 2 with 6 recorded: %v\nwant %q...", err, want)
@@ -44,7 +44,7 @@ func TestReshardSwitchesTheRecordedCount(t *testing.T) {
 		t.Errorf("a refused switch changed the record to %q", got)
 	}
 	shrink := New(env.c, env.c, Options{Shards: 2, ReshardFrom: 6})
-	if err := shrink.CheckShards(env.ctx); err != nil {
+	if err := shrink.checkShardCount(env.ctx); err != nil {
 		t.Fatal(err)
 	}
 	if got := shrink.Shards(); got != 6 {
@@ -62,7 +62,7 @@ func TestReshardSwitchesTheRecordedCount(t *testing.T) {
 			t.Errorf("shard %d got %d entries from a producer of 2 shards", s, n)
 		}
 	}
-	if fresh := New(env.c, env.c, Options{Prefix: "new", Shards: 4, ReshardFrom: 2}); fresh.CheckShards(env.ctx) != nil ||
+	if fresh := New(env.c, env.c, Options{Prefix: "new", Shards: 4, ReshardFrom: 2}); fresh.checkShardCount(env.ctx) != nil ||
 		env.c.Get(env.ctx, ShardsKey("new")).Val() != "4" {
 		t.Error("on a prefix with no count recorded, a resharding Store should record its own")
 	}
@@ -118,7 +118,7 @@ func TestLeftoverShards(t *testing.T) {
 	if err := fresh.Setup(env.ctx, []string{"fcm"}); err != nil {
 		t.Fatalf("Setup once shards 2 and 3 are empty: %v", err)
 	}
-	rep, err := fresh.Audit(env.ctx, []string{"left-2", "left-3"})
+	rep, _, err := inspectorOf(fresh).Audit(env.ctx, []string{"left-2", "left-3"})
 	if err != nil || rep.ExactlyOne != 2 {
 		t.Errorf("Audit of the jobs finished in shards 2 and 3 = %+v, %v; want both with one record", rep, err)
 	}

@@ -40,9 +40,18 @@ type QueueStat struct {
 
 // QueueStats reads the streams and sets of shard, and the lanes of providers on it, in one
 // script of a constant number of commands per key (never a scan of a stream). now decides which
-// retries are due.
+// retries are due. The worker reads them for its metrics.
 func (s *Store) QueueStats(ctx context.Context, shard int, providers []string, now time.Time) ([]QueueStat, error) {
-	k := s.Keys(shard)
+	return s.queueStats(ctx, shard, providers, now)
+}
+
+// QueueStats is Store.QueueStats, as an operator reads it (gateway-worker status).
+func (s *Inspector) QueueStats(ctx context.Context, shard int, providers []string, now time.Time) ([]QueueStat, error) {
+	return s.queueStats(ctx, shard, providers, now)
+}
+
+func (s *keyspace) queueStats(ctx context.Context, shard int, providers []string, now time.Time) ([]QueueStat, error) {
+	k := KeysFor(s.o.Prefix, shard)
 	keys := []string{k.Intake, k.Delayed, k.Dead, k.Results, k.Gone}
 	names := []string{"intake", "delayed", "dead", "results", "gone"}
 	for _, p := range providers {

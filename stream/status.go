@@ -13,11 +13,11 @@ import (
 )
 
 // The read-only queries of the operator's commands (`gateway-worker status`, `inspect`,
-// `dead`): they write nothing, and need no consumer name.
+// `dead`): they write nothing.
 
-// RecordedShards is the shard count recorded for the Store's prefix (ShardsKey), 0 when no
+// RecordedShards is the shard count recorded for the Inspector's prefix (ShardsKey), 0 when no
 // worker or producer has recorded one yet.
-func (s *Store) RecordedShards(ctx context.Context) (int, error) {
+func (s *Inspector) RecordedShards(ctx context.Context) (int, error) {
 	n, err := s.c.Get(ctx, ShardsKey(s.o.Prefix)).Int()
 	if errors.Is(err, redis.Nil) {
 		return 0, nil
@@ -28,16 +28,17 @@ func (s *Store) RecordedShards(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// VerifyShards is CheckShards for a reader: it compares the Store's shard count with the one
-// recorded for its prefix (ErrShardCount when they differ) and records nothing.
-func (s *Store) VerifyShards(ctx context.Context) error {
+// VerifyShards is Store.Setup's shard count check for a reader: it compares the Inspector's
+// shard count with the one recorded for its prefix (ErrShardCount when they differ) and
+// records nothing.
+func (s *Inspector) VerifyShards(ctx context.Context) error {
 	return checkShards(ctx, s.c, s.o.Prefix, s.o.Shards, false)
 }
 
 // AllLanes lists, for every shard, the providers whose lane stream exists there, sorted: one
 // SCAN of the keyspace for all shards (on every master of a cluster), where Lanes makes one per
 // shard. An operator's query: SCAN walks every key.
-func (s *Store) AllLanes(ctx context.Context) (map[int][]string, error) {
+func (s *Inspector) AllLanes(ctx context.Context) (map[int][]string, error) {
 	prefix := s.o.Prefix
 	keys, err := s.scanKeys(ctx, globEscape(prefix+":{")+"*}:lane:*")
 	if err != nil {
@@ -74,9 +75,9 @@ type NodeMemory struct {
 	Policy                            string
 }
 
-// Memory reads INFO memory of the Redis the Store uses: one node, or every node of a cluster
+// Memory reads INFO memory of the Redis the Inspector uses: one node, or every node of a cluster
 // (masters and replicas), sorted by address.
-func (s *Store) Memory(ctx context.Context) ([]NodeMemory, error) {
+func (s *Inspector) Memory(ctx context.Context) ([]NodeMemory, error) {
 	read := func(ctx context.Context, c *redis.Client) (NodeMemory, error) {
 		info, err := c.Info(ctx, "memory", "replication").Result()
 		if err != nil {

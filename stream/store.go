@@ -37,13 +37,13 @@ type Options struct {
 	// ReshardFrom is the shard count the prefix had before Shards, while the count changes on
 	// a live system (docs/operations.md, "Changing the shard count"); 0 when no change is under
 	// way. The Store then reads the shards of both counts (Shards reports the larger), so jobs
-	// in the old count's shards are still delivered, and CheckShards takes the old count as
+	// in the old count's shards are still delivered, and Setup takes the old count as
 	// recorded and records Shards in its place. Producers made by the Store write with Shards.
 	ReshardFrom int
 	// Consumer is this process's consumer name in the group: unique per process (pod name and
 	// a random suffix), never reused by a restarted process.
 	Consumer string
-	// SentTTL is how long the sent mark of an accepted job lives (DefaultSentTTL): longer than
+	// SentTTL is how long the window remembers an accepted job (DefaultSentTTL): longer than
 	// any plausible redelivery of the same entry.
 	SentTTL time.Duration
 	// GoneTTL is how long an endpoint reported gone is remembered (DefaultGoneTTL), so queued
@@ -60,13 +60,13 @@ type Options struct {
 	Now func() time.Time
 }
 
-// Store runs every Redis operation of the gateway. It is safe for concurrent use.
+// Store runs the worker's Redis operations: its reads, the state changes of its jobs, its
+// heartbeat and upkeep. The operators' queries are Inspector's. It is safe for concurrent use.
 type Store struct {
-	c        redis.UniversalClient   // short commands and scripts
+	keyspace                         // the main client (short commands and scripts) and Options, immutable after New
 	blocking redis.UniversalClient   // XREADGROUP BLOCK only, so blocked reads cannot starve c
 	bell     redis.UniversalClient   // the intake's wait for new entries (see waitIntake)
 	owned    []redis.UniversalClient // what Close closes: the clients Open made
-	o        Options                 // immutable after New
 	bounds   recordBounds            // immutable after New; TrimRecords applies them
 	// groups send the state changes and checks of concurrent jobs in shared pipelines, one per
 	// shard: a shard's keys live on one Redis Cluster node, so a slow or failing node holds up
@@ -85,6 +85,25 @@ type Store struct {
 // whose replies are not capped as those of the client Open makes for the wait are
 // (waitIntake).
 func New(c redis.UniversalClient, blocking redis.UniversalClient, o Options) *Store {
+	o = o.withDefaults()
+	if blocking == nil {
+		blocking = c
+	}
+	bounds := recordBounds{boundOf(o.ResultsMaxLen, DefaultResultsMaxLen), boundOf(o.GoneMaxLen, DefaultGoneMaxLen),
+		boundOf(o.DeadMaxLen, DefaultDeadMaxLen)}
+	// The scripts' own MAXLEN on each write would trim whatever an upstream's group has not
+	// read: it stays off, and TrimRecords bounds the streams instead.
+	o.ResultsMaxLen, o.GoneMaxLen, o.DeadMaxLen = 0, 0, 0
+	groups := make([]*groupCommit, max(o.Shards, o.ReshardFrom))
+	for i := range groups {
+		groups[i] = newGroupCommit(c)
+	}
+	return &Store{keyspace: keyspace{c: c, o: o}, blocking: blocking, bell: blocking, bounds: bounds, groups: groups,
+		providers: map[string]bool{}, ready: map[string]bool{}}
+}
+
+// withDefaults is o with its zero fields set to their defaults.
+func (o Options) withDefaults() Options {
 	if o.Prefix == "" {
 		o.Prefix = DefaultPrefix
 	}
@@ -103,20 +122,7 @@ func New(c redis.UniversalClient, blocking redis.UniversalClient, o Options) *St
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	if blocking == nil {
-		blocking = c
-	}
-	bounds := recordBounds{boundOf(o.ResultsMaxLen, DefaultResultsMaxLen), boundOf(o.GoneMaxLen, DefaultGoneMaxLen),
-		boundOf(o.DeadMaxLen, DefaultDeadMaxLen)}
-	// The scripts' own MAXLEN on each write would trim whatever an upstream's group has not
-	// read: it stays off, and TrimRecords bounds the streams instead.
-	o.ResultsMaxLen, o.GoneMaxLen, o.DeadMaxLen = 0, 0, 0
-	groups := make([]*groupCommit, max(o.Shards, o.ReshardFrom))
-	for i := range groups {
-		groups[i] = newGroupCommit(c)
-	}
-	return &Store{c: c, blocking: blocking, bell: blocking, o: o, bounds: bounds, groups: groups,
-		providers: map[string]bool{}, ready: map[string]bool{}}
+	return o
 }
 
 // Close closes the clients Open made; a Store made with New has none, its clients are the
@@ -144,10 +150,6 @@ func (s *Store) AddHook(h redis.Hook) {
 func (s *Store) Producer(opts ...ProducerOption) *Producer {
 	return NewProducer(s.c, s.o.Prefix, s.o.Shards, opts...)
 }
-
-// Client is the Store's main client, for what a caller reads of Redis outside the gateway's
-// keys (the lab's INFO figures). It stays the Store's: Close closes it.
-func (s *Store) Client() redis.UniversalClient { return s.c }
 
 // groupFor is the group commit of the shard key belongs to, read from the first ":{shard}" in
 // it: the one KeysFor puts after the prefix (a job id later in the key may hold braces). A key
@@ -200,7 +202,7 @@ func (s *Store) Setup(ctx context.Context, providers []string) error {
 	if err := s.checkVersion(ctx); err != nil {
 		return err
 	}
-	if err := s.CheckShards(ctx); err != nil {
+	if err := s.checkShardCount(ctx); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -270,12 +272,12 @@ func infoField(info, field string) string {
 	return ""
 }
 
-// CheckShards makes sure that every worker, producer and audit of a prefix uses one shard
-// count. The first to use the prefix records its count (ShardsKey); one that has another count
-// gets an error that names both, because jobs written to a shard no worker reads wait there
-// unseen. With Options.ReshardFrom, the old count is accepted as recorded and replaced by
-// Shards (switchShards). To change the count, see docs/operations.md.
-func (s *Store) CheckShards(ctx context.Context) error {
+// checkShardCount, which Setup runs, makes sure that every worker, producer and audit of a
+// prefix uses one shard count. The first to use the prefix records its count (ShardsKey); one
+// that has another count gets an error that names both, because jobs written to a shard no
+// worker reads wait there unseen. With Options.ReshardFrom, the old count is accepted as
+// recorded and replaced by Shards (switchShards). To change the count, see docs/operations.md.
+func (s *Store) checkShardCount(ctx context.Context) error {
 	if s.o.ReshardFrom > 0 {
 		return switchShards(ctx, s.c, s.o.Prefix, s.o.ReshardFrom, s.o.Shards)
 	}

@@ -4,10 +4,8 @@
 --
 -- KEYS[1] source stream
 -- KEYS[2] dead stream
--- KEYS[3] the sent mark key an older gateway set for the job (sent:<id>; read, never written;
---         any key of the shard when the id is unknown)
--- KEYS[4] jobs index of the shard (HASH job id -> provider, or "accepted")
--- KEYS[5] the duplicate-suppression window of the shard (window.lua)
+-- KEYS[3] jobs index of the shard (HASH job id -> provider, or "accepted")
+-- KEYS[4] the duplicate-suppression window of the shard (window.lua)
 -- ARGV[1] consumer group
 -- ARGV[2] source entry id
 -- ARGV[3] consumer that must own the entry
@@ -26,10 +24,10 @@ if not take(KEYS[1], ARGV[1], ARGV[2], ARGV[3]) then
 end
 local flagged = false
 if ARGV[5] ~= '' then
-  flagged = redis.call('HGET', KEYS[4], ARGV[5]) == 'accepted'
-  redis.call('HDEL', KEYS[4], ARGV[5])
+  flagged = redis.call('HGET', KEYS[3], ARGV[5]) == 'accepted'
+  redis.call('HDEL', KEYS[3], ARGV[5])
 end
-if flagged or redis.call('EXISTS', KEYS[3]) == 1 or w_seen(KEYS[5], w_state(KEYS[5]), ARGV[6], ARGV[7]) then
+if flagged or w_seen(KEYS[4], w_state(KEYS[4]), ARGV[6], ARGV[7]) then
   return 1
 end
 xadd_capped(KEYS[2], ARGV[4], {unpack(ARGV, 8)})

@@ -1,5 +1,5 @@
 -- to_lane.lua: move intake entries to their providers' lanes (attempt 0), each unless a job with
--- its id is already in the gateway's hands or was accepted within the sent-mark window: then
+-- its id is already in the gateway's hands or was accepted within the window (the sent TTL): then
 -- the entry is acknowledged with no record of its own (the first copy's record is the job's).
 -- One call moves the entries of every caller whose move shares a pipeline (stream/group.go).
 --
@@ -7,8 +7,7 @@
 -- KEYS[2]      jobs index of the shard (HASH job id -> provider id): every job in a lane, in
 --              flight or waiting to retry
 -- KEYS[3]      the duplicate-suppression window of the shard (window.lua)
--- KEYS[2 + 2i] lane stream of item i's provider, KEYS[3 + 2i] the sent mark key an older
---              gateway set for item i's job (sent:<id>; read, never written), for i = 1 .. n
+-- KEYS[3 + i]  lane stream of item i's provider, for i = 1 .. n
 -- ARGV[1] consumer group
 -- ARGV[2] consumer that must own the entries
 -- ARGV[3] n, the number of items
@@ -24,21 +23,20 @@
 -- memory): when Redis is out of memory it refuses the whole script there, so new work waits
 -- in the intake and nothing is half done.
 local n = tonumber(ARGV[3])
-local items, entries, jobIds, sentKeys = {}, {}, {}, {}
+local items, entries, jobIds = {}, {}, {}
 local a = 4
 for i = 1, n do
   local it = {entry = ARGV[a + 1], job = ARGV[a + 2], provider = ARGV[a + 3], at = ARGV[a + 4],
-    id = ARGV[a + 5], field = ARGV[a + 6], since = ARGV[a + 7], lane = KEYS[2 + 2 * i]}
-  items[i], entries[i], jobIds[i], sentKeys[i] = it, it.entry, it.id, KEYS[3 + 2 * i]
+    id = ARGV[a + 5], field = ARGV[a + 6], since = ARGV[a + 7], lane = KEYS[3 + i]}
+  items[i], entries[i], jobIds[i] = it, it.entry, it.id
   a = a + 1 + tonumber(ARGV[a])
 end
 local mine = pending_for(KEYS[1], ARGV[1], ARGV[2], entries)
 local held = redis.call('HMGET', KEYS[2], unpack(jobIds))
-local sent = redis.call('MGET', unpack(sentKeys))
--- The window is looked in for the jobs neither held nor marked.
+-- The window is looked in for the jobs not held.
 local look, lookFields, lookSince = {}, {}, {}
 for i, it in ipairs(items) do
-  if mine[it.entry] and not held[i] and not sent[i] then
+  if mine[it.entry] and not held[i] then
     table.insert(look, i)
     table.insert(lookFields, it.field)
     table.insert(lookSince, it.since)
@@ -54,7 +52,7 @@ local out, acks, index, moved, seen = {}, {}, {}, {}, {}
 for i, it in ipairs(items) do
   if not mine[it.entry] or seen[it.entry] then
     out[i] = 0
-  elseif held[i] or sent[i] or moved[it.id] or accepted[i] then
+  elseif held[i] or moved[it.id] or accepted[i] then
     out[i] = 2
     table.insert(acks, it.entry)
   else

@@ -84,7 +84,7 @@ const (
 	// Moved: the job is in its provider's lane, attempt 0.
 	Moved
 	// Copy: a job with this id is already held by the gateway (in a lane, in flight or waiting
-	// to retry) or was accepted within the sent-mark window; the entry was acknowledged with no
+	// to retry) or was accepted within the window (the sent TTL); the entry was acknowledged with no
 	// record of its own.
 	Copy
 )
@@ -108,7 +108,7 @@ func (s *Store) toLaneItem(e Entry, lane, provider, jobID, rawJob string, enqueu
 	k := s.Keys(e.Shard)
 	return &batchItem{script: toLaneScript,
 		sharedKeys: []string{e.Stream, k.Jobs, k.Window}, sharedArgs: []any{Group, s.o.Consumer},
-		keys: []string{lane, k.Sent(jobID)},
+		keys: []string{lane},
 		args: []any{e.ID, rawJob, provider, enqueuedAtMs, jobID, windowField(jobID), s.windowSince()}}
 }
 
@@ -151,7 +151,7 @@ func (s *Store) ToDead(ctx context.Context, e Entry, d DeadRecord) (bool, error)
 	}
 	args := append([]any{Group, e.ID, s.o.Consumer, s.o.DeadMaxLen, unindex, windowField(d.ID), s.windowSince()},
 		deadFields(d, e.Stream, e.ID)...)
-	return s.runBool(ctx, toDeadScript, "to dead", []string{e.Stream, k.Dead, k.Sent(d.ID), k.Jobs, k.Window}, args...)
+	return s.runBool(ctx, toDeadScript, "to dead", []string{e.Stream, k.Dead, k.Jobs, k.Window}, args...)
 }
 
 // Result is the terminal outcome of a job.
@@ -219,11 +219,11 @@ func (s *Store) finishItem(e Entry, r Result) *batchItem {
 	return &batchItem{script: finishScript,
 		sharedKeys: []string{k.Results, k.Gone, k.Jobs, k.Window},
 		sharedArgs: []any{Group, s.o.Consumer, durMs(s.o.SentTTL), durMs(s.o.GoneTTL)},
-		keys:       []string{e.Stream, k.Sent(r.ID), goneMark}, args: args, linger: r.Linger}
+		keys:       []string{e.Stream, goneMark}, args: args, linger: r.Linger}
 }
 
 // AckSent acknowledges and deletes the lane entry of job jobID with no record: a redelivered
-// job whose sent mark exists. It returns false, and changes nothing, when the entry is not
+// job that was accepted already (WasSent). It returns false, and changes nothing, when the entry is not
 // pending for this consumer.
 func (s *Store) AckSent(ctx context.Context, e Entry, jobID string) (bool, error) {
 	return s.runBool(ctx, ackScript, "ack", []string{e.Stream, s.Keys(e.Shard).Jobs}, Group, e.ID, s.o.Consumer, jobID)
@@ -273,19 +273,25 @@ func boolArg(b bool) string {
 	return "0"
 }
 
-// WasSent reports whether job id was accepted on shard: within the sent-mark TTL (the
-// window), or while a reclaimed entry of it is still pending (the jobs index marks it).
+// WasSent reports whether job id was accepted on shard: within the sent TTL (the window), or
+// while a reclaimed entry of it is still pending (the jobs index marks it).
 func (s *Store) WasSent(ctx context.Context, shard int, id string) (bool, error) {
-	k := s.Keys(shard)
-	n, err := s.eval(ctx, wasSentScript, []string{k.Jobs, k.Window, k.Sent(id)}, id, windowField(id), s.windowSince())
+	keys, args := s.wasSentCall(shard, id)
+	n, err := s.eval(ctx, wasSentScript, keys, args...)
 	if err != nil {
 		return false, fmt.Errorf("stream: sent mark: %w", err)
 	}
 	return n == 1, nil
 }
 
+// wasSentCall is the keys and arguments of was_sent.lua for job id on shard.
+func (s *keyspace) wasSentCall(shard int, id string) ([]string, []any) {
+	k := KeysFor(s.o.Prefix, shard)
+	return []string{k.Jobs, k.Window}, []any{id, windowField(id), s.windowSince()}
+}
+
 // windowSince is the oldest acceptance (unix s) the window still counts now.
-func (s *Store) windowSince() int64 {
+func (s *keyspace) windowSince() int64 {
 	return s.o.Now().Unix() - int64(s.o.SentTTL/time.Second)
 }
 

@@ -135,9 +135,7 @@ func TestFinishAcceptedAfterReclaim(t *testing.T) {
 	}
 	// Exhausted retries of a job already recorded as accepted: acked, no dead record.
 	e2 := env.laneEntry(t, w1, "fcm", "j2")
-	if err := env.c.Set(env.ctx, w1.Keys(0).Sent("j2"), "1", time.Hour).Err(); err != nil {
-		t.Fatal(err)
-	}
+	windowAdd(t, env, w1.Keys(0).Window, w1.o.Now().Unix(), 3600, "j2")
 	if ok, err := w1.ToDead(env.ctx, e2, DeadRecord{ID: "j2", Code: "PROVIDER_DOWN", Reason: "gave up", At: t0}); !ok || err != nil {
 		t.Fatalf("ToDead = %v, %v", ok, err)
 	}

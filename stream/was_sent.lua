@@ -1,16 +1,14 @@
 -- was_sent.lua: whether a job was accepted: marked "accepted" in the jobs index (an attempt was
--- accepted while its entry was reclaimed, and the entry is still pending), in the
--- duplicate-suppression window, or with the sent mark key an older gateway set.
+-- accepted while its entry was reclaimed, and the entry is still pending), or in the
+-- duplicate-suppression window.
 --
 -- KEYS[1] jobs index of the shard (HASH job id -> provider, or "accepted")
 -- KEYS[2] the duplicate-suppression window of the shard (window.lua)
--- KEYS[3] the sent mark key an older gateway set for the job (sent:<id>)
 -- ARGV[1] job id
 -- ARGV[2] the job's window field
 -- ARGV[3] the oldest acceptance (unix s) that still counts
 -- Returns 1 when the job was accepted, 0 otherwise.
-if redis.call('HGET', KEYS[1], ARGV[1]) == 'accepted' or redis.call('EXISTS', KEYS[3]) == 1 or
-    w_seen(KEYS[2], w_state(KEYS[2]), ARGV[2], ARGV[3]) then
+if redis.call('HGET', KEYS[1], ARGV[1]) == 'accepted' or w_seen(KEYS[2], w_state(KEYS[2]), ARGV[2], ARGV[3]) then
   return 1
 end
 return 0

@@ -1,5 +1,5 @@
 -- window.lua: the duplicate-suppression window, which remembers the jobs accepted within the
--- sent-mark TTL so that a copy enqueued again is acknowledged unsent (to_lane.lua, to_dead.lua,
+-- sent TTL so that a copy enqueued again is acknowledged unsent (to_lane.lua, to_dead.lua,
 -- was_sent.lua read it, finish.lua writes it; Go puts this file in front of each).
 --
 -- A job is named by 10 bytes that Go derives from its id (windowField: the first bytes of its

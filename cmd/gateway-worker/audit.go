@@ -48,7 +48,7 @@ func cmdAudit(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stder
 		return code
 	}
 	defer st.Close()
-	rep, byCode, err := st.AuditByCode(ctx, ids)
+	rep, byCode, err := st.Audit(ctx, ids)
 	if err != nil {
 		return redisFailure(stderr, fs.Name(), err)
 	}

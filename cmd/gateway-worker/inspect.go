@@ -14,73 +14,6 @@ import (
 // defaultScanLimit bounds how many entries inspect reads of each stream.
 const defaultScanLimit = 10_000
 
-// inspectReport is what `inspect --json` prints.
-type inspectReport struct {
-	ID        string          `json:"id"`
-	Prefix    string          `json:"prefix"`
-	Shard     int             `json:"shard"`
-	Found     bool            `json:"found"`
-	HeldBy    string          `json:"held_by,omitempty"`
-	SentMark  bool            `json:"sent_mark"`
-	Intake    []placeJSON     `json:"intake"`
-	Lane      *placeJSON      `json:"lane,omitempty"`
-	Delayed   *delayedJSON    `json:"delayed,omitempty"`
-	Results   []ledgerJSON    `json:"results"`
-	Dead      []deadBriefJSON `json:"dead"`
-	ScanLimit int             `json:"scan_limit"`
-	ScanCut   []string        `json:"scan_cut"`
-}
-
-type placeJSON struct {
-	Key     string       `json:"key"`
-	EntryID string       `json:"entry_id"`
-	Attempt int          `json:"attempt"`
-	Pending *pendingJSON `json:"pending,omitempty"`
-}
-
-type pendingJSON struct {
-	Consumer      string  `json:"consumer"`
-	ConsumerAlive bool    `json:"consumer_alive"`
-	IdleSeconds   float64 `json:"idle_seconds"`
-	Deliveries    int64   `json:"deliveries"`
-}
-
-type delayedJSON struct {
-	Due        time.Time  `json:"due"`
-	Provider   string     `json:"provider"`
-	Attempt    int        `json:"attempt"`
-	Recipient  string     `json:"recipient,omitempty"`
-	LastCode   string     `json:"last_code,omitempty"`
-	LastDetail string     `json:"last_detail,omitempty"`
-	QueuedAt   *time.Time `json:"queued_at,omitempty"`
-	EnqueuedAt *time.Time `json:"enqueued_at,omitempty"`
-}
-
-type ledgerJSON struct {
-	EntryID   string    `json:"entry_id"`
-	Provider  string    `json:"provider"`
-	Code      string    `json:"code"`
-	Status    int       `json:"status"`
-	Detail    string    `json:"detail"`
-	Attempt   int       `json:"attempt"`
-	LatencyMs int64     `json:"latency_ms"`
-	At        time.Time `json:"at"`
-}
-
-// deadBriefJSON is a dead record without its job (which carries the subscription): `dead show`
-// prints the whole record.
-type deadBriefJSON struct {
-	EntryID  string    `json:"entry_id"`
-	Code     string    `json:"code"`
-	Reason   string    `json:"reason"`
-	Provider string    `json:"provider"`
-	Attempt  int       `json:"attempt"`
-	From     string    `json:"from"`
-	Entry    string    `json:"entry"`
-	Note     string    `json:"note,omitempty"`
-	At       time.Time `json:"at"`
-}
-
 func cmdInspect(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stderr io.Writer) int {
 	var rf redisFlags
 	rf.registerReader(fs)
@@ -102,19 +35,10 @@ func cmdInspect(ctx context.Context, fs *cli.FlagSet, args []string, stdout, std
 	}
 	defer st.Close()
 	now := time.Now()
-	rep, err := st.Inspect(ctx, id, *scanLimit)
+	out, err := st.InspectReport(ctx, id, *scanLimit, reg.Heartbeat().StaleAfter, now)
 	if err != nil {
 		return unavailable(stderr, fs.Name(), err)
 	}
-	replicas, err := st.Replicas(ctx, now, reg.Heartbeat().StaleAfter)
-	if err != nil {
-		return unavailable(stderr, fs.Name(), err)
-	}
-	alive := map[string]bool{}
-	for _, r := range replicas {
-		alive[r.Consumer] = true
-	}
-	out := inspectJSON(rep, rf.prefix, *scanLimit, alive)
 	if *asJSON {
 		if code := printJSON(fs, stdout, stderr, out); code != cli.ExitOK {
 			return code
@@ -128,56 +52,12 @@ func cmdInspect(ctx context.Context, fs *cli.FlagSet, args []string, stdout, std
 	return cli.ExitOK
 }
 
-func inspectJSON(rep stream.JobReport, prefix string, scanLimit int, alive map[string]bool) inspectReport {
-	place := func(p stream.StreamPlace) placeJSON {
-		out := placeJSON{Key: p.Key, EntryID: p.EntryID, Attempt: p.Attempt}
-		if p.Pending != nil {
-			out.Pending = &pendingJSON{Consumer: p.Pending.Consumer, ConsumerAlive: alive[p.Pending.Consumer],
-				IdleSeconds: p.Pending.Idle.Seconds(), Deliveries: p.Pending.Deliveries}
-		}
-		return out
-	}
-	out := inspectReport{ID: rep.ID, Prefix: prefix, Shard: rep.Shard, Found: rep.Found(), HeldBy: rep.Held, SentMark: rep.Sent,
-		Intake: []placeJSON{}, Results: []ledgerJSON{}, Dead: []deadBriefJSON{}, ScanLimit: scanLimit, ScanCut: rep.Cut}
-	if out.ScanCut == nil {
-		out.ScanCut = []string{}
-	}
-	for _, p := range rep.Intake {
-		out.Intake = append(out.Intake, place(p))
-	}
-	if rep.Lane != nil {
-		p := place(*rep.Lane)
-		out.Lane = &p
-	}
-	if d := rep.Delayed; d != nil {
-		out.Delayed = &delayedJSON{Due: d.Due.UTC(), Provider: d.Provider, Attempt: d.Attempt, Recipient: d.Recipient,
-			LastCode: d.LastCode, LastDetail: d.LastDetail}
-		if !d.QueuedAt.IsZero() {
-			t := d.QueuedAt.UTC()
-			out.Delayed.QueuedAt = &t
-		}
-		if !d.EnqueuedAt.IsZero() {
-			t := d.EnqueuedAt.UTC()
-			out.Delayed.EnqueuedAt = &t
-		}
-	}
-	for _, r := range rep.Results {
-		out.Results = append(out.Results, ledgerJSON{EntryID: r.EntryID, Provider: r.Provider, Code: r.Code, Status: r.Status,
-			Detail: r.Detail, Attempt: r.Attempt, LatencyMs: r.Latency.Milliseconds(), At: r.At.UTC()})
-	}
-	for _, d := range rep.Dead {
-		out.Dead = append(out.Dead, deadBriefJSON{EntryID: d.EntryID, Code: d.Code, Reason: d.Reason, Provider: d.Provider,
-			Attempt: d.Attempt, From: d.From, Entry: d.Entry, Note: d.Note, At: d.At.UTC()})
-	}
-	return out
-}
-
-func printInspect(w io.Writer, r inspectReport, now time.Time) {
+func printInspect(w io.Writer, r stream.InspectReport, now time.Time) {
 	fmt.Fprintf(w, "job %s: shard %d of prefix %s\n", r.ID, r.Shard, r.Prefix)
 	if !r.Found {
 		fmt.Fprintf(w, "  not found: never enqueued under this prefix, or its records were trimmed\n")
 	}
-	pending := func(p *pendingJSON) string {
+	pending := func(p *stream.InspectPending) string {
 		if p == nil {
 			return "not read by any consumer yet"
 		}

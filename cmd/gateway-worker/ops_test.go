@@ -40,9 +40,10 @@ func testJob(t *testing.T, id string) string {
 //
 // and one live replica, worker-a, whose heartbeat publishes its breakers.
 type backlog struct {
-	srv *redistest.Server
-	st  *stream.Store
-	due time.Time
+	srv  *redistest.Server
+	st   *stream.Store
+	insp *stream.Inspector // the operators' view of the same Redis
+	due  time.Time
 }
 
 func newBacklog(t *testing.T) *backlog {
@@ -104,7 +105,7 @@ func newBacklog(t *testing.T) *backlog {
 		}
 	}
 	lane := readLane("fcm", 3) // retry, done, flying
-	b := &backlog{srv: srv, st: st, due: time.Now().Add(time.Hour).Truncate(time.Millisecond)}
+	b := &backlog{srv: srv, st: st, insp: stream.NewInspector(c, stream.Options{}), due: time.Now().Add(time.Hour).Truncate(time.Millisecond)}
 	if v, err := st.ToDelayed(ctx, lane[0], stream.RetryRecord{ID: "retry", Provider: "fcm", Due: b.due, Attempt: 1,
 		Job: lane[0].Fields["job"], EnqueuedAtMs: time.Now().UnixMilli(), Code: "PROVIDER_DOWN", Detail: "503 Service Unavailable"}); err != nil || v != stream.Queued {
 		t.Fatalf("ToDelayed: %v, %v", v, err)
@@ -131,7 +132,7 @@ func TestStatusShowsTheBacklog(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("status --json: exit %d: %s", code, stderr)
 	}
-	var rep statusReport
+	var rep stream.StatusReport
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 		t.Fatalf("status --json printed %q: %v", stdout, err)
 	}
@@ -217,7 +218,7 @@ func TestStatusTakesTheRecordedShardCount(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	var rep statusReport
+	var rep stream.StatusReport
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || rep.Shards != 3 || len(rep.Queues) != 3*6 {
 		t.Fatalf("status without --shards: %d shards, %d queues (%v); want the recorded 3 and 6 queues each", rep.Shards, len(rep.Queues), err)
 	}
@@ -236,7 +237,7 @@ func TestStatusTakesTheRecordedShardCount(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, stdout, _ = run(t, "status", "--redis", srv.URL(), "--json")
-	rep = statusReport{}
+	rep = stream.StatusReport{}
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || !cmp.Equal(rep.LeftShards, []int{4}) {
 		t.Fatalf("status --json with a job in shard 4 of 3: left shards %v (%v); want [4]", rep.LeftShards, err)
 	}
@@ -257,7 +258,7 @@ func TestStatusTakesTheRecordedShardCount(t *testing.T) {
 	c.XTrimMaxLen(context.Background(), stream.KeysFor("wp", 4).Intake, 0)
 	c.XAdd(context.Background(), &redis.XAddArgs{Stream: stream.KeysFor("wp", 4).Results, Values: []any{"id", "x", "code", "ACCEPTED"}})
 	_, stdout, _ = run(t, "status", "--redis", srv.URL(), "--json")
-	rep = statusReport{}
+	rep = stream.StatusReport{}
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || len(rep.LeftShards) != 0 || len(rep.Queues) != 3*6 {
 		t.Errorf("status --json with shard 4 drained: left shards %v, %d queues (%v); want none and the 3 shards' 18", rep.LeftShards, len(rep.Queues), err)
 	}
@@ -333,7 +334,7 @@ func TestPauseShowsInStatusAndTheHeartbeat(t *testing.T) {
 		t.Fatalf("a worker's heartbeat after the pause: %+v, %v; want apple paused", beat, err)
 	}
 	_, stdout, _ = run(t, "status", "--redis", b.srv.URL(), "--json")
-	var rep statusReport
+	var rep stream.StatusReport
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || len(rep.Paused) != 1 || rep.Paused[0].Provider != "apple" ||
 		rep.Paused[0].Reason != "incident 42" || rep.Paused[0].By == "" || time.Since(rep.Paused[0].At) > time.Minute {
 		t.Fatalf("status after the pause: %+v (%v)", rep.Paused, err)
@@ -369,16 +370,16 @@ func TestPauseShowsInStatusAndTheHeartbeat(t *testing.T) {
 	}
 	// A reason status could not print as one line is refused, and nothing is paused.
 	for _, reason := range []string{"line one\nfake: row", "bell\a", "\x1b[31mred", "next\u0085line", "\u202eesrever", "csi\x9b31m",
-		strings.Repeat("x", maxReason+1)} {
+		strings.Repeat("x", stream.MaxPauseReason+1)} {
 		if code, _, stderr := run(t, "pause", "--redis", b.srv.URL(), "--reason", reason, "apple"); code != 2 || !strings.Contains(stderr, "--reason") {
 			t.Errorf("pause --reason %q: exit %d, %q; want 2 naming --reason", reason, code, stderr)
 		}
 	}
-	if ps, err := b.st.Pauses(context.Background()); err != nil || len(ps) != 0 {
+	if ps, err := b.insp.Pauses(context.Background()); err != nil || len(ps) != 0 {
 		t.Errorf("paused after refused reasons: %v, %v; want none", ps, err)
 	}
 	// A pause written by something else with a newline in its reason prints quoted on its row.
-	if err := b.st.PauseProvider(context.Background(), stream.Pause{Provider: "wns", Reason: "a\nb", At: time.Now()}); err != nil {
+	if err := b.insp.PauseProvider(context.Background(), stream.Pause{Provider: "wns", Reason: "a\nb", At: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	if _, stdout, _ = run(t, "status", "--redis", b.srv.URL()); !strings.Contains(stdout, `"a\nb"`) {

@@ -67,18 +67,18 @@ func (r *redisFlags) check() error {
 	return nil
 }
 
-// openReader checks the flags and opens a Store for a command that reads Redis only (no
+// openReader checks the flags and opens an Inspector for a command that reads Redis only (no
 // consumer name, nothing recorded). Without --shards it takes the count recorded for the
 // prefix (1 when none is); a count given that differs from the recorded one is refused. On
 // failure it has printed why and returns the exit code: ExitUsage for a flag, URL or shard
 // count refused, ExitUnavailable for a Redis that could not be read.
-func (r *redisFlags) openReader(ctx context.Context, fs *cli.FlagSet, client string, stderr io.Writer) (*stream.Store, int) {
+func (r *redisFlags) openReader(ctx context.Context, fs *cli.FlagSet, client string, stderr io.Writer) (*stream.Inspector, int) {
 	if err := r.check(); err != nil {
 		return nil, fs.Fail(err)
 	}
 	name := fs.Name()
-	open := func(shards int) (*stream.Store, error) {
-		return stream.Open(r.url, stream.OpenOptions{
+	open := func(shards int) (*stream.Inspector, error) {
+		return stream.OpenInspector(r.url, stream.OpenOptions{
 			Options: stream.Options{Prefix: r.prefix, Shards: shards}, ClientName: client,
 		})
 	}
@@ -108,10 +108,10 @@ func (r *redisFlags) openReader(ctx context.Context, fs *cli.FlagSet, client str
 	return st, cli.ExitOK
 }
 
-// openWithRegistry loads the provider table of --registry, then opens a Store as openReader
+// openWithRegistry loads the provider table of --registry, then opens an Inspector as openReader
 // does. On failure it has printed why and returns the exit code: ExitUsage for a table that
 // cannot be loaded, else openReader's.
-func (r *redisFlags) openWithRegistry(ctx context.Context, fs *cli.FlagSet, client string, stderr io.Writer) (*stream.Store, *providers.Registry, int) {
+func (r *redisFlags) openWithRegistry(ctx context.Context, fs *cli.FlagSet, client string, stderr io.Writer) (*stream.Inspector, *providers.Registry, int) {
 	reg, err := cli.LoadRegistry(r.registry)
 	if err != nil {
 		return nil, nil, fs.Fail(fmt.Errorf("--registry: %w", err))

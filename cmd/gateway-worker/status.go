@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,62 +13,6 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/internal/product/cli"
 	"github.com/webpush-gateway/webpush-gateway/stream"
 )
-
-// statusReport is what `status` shows; --json prints it as it is.
-type statusReport struct {
-	Prefix string        `json:"prefix"`
-	Shards int           `json:"shards"`
-	At     time.Time     `json:"at"`
-	Queues []queueStatus `json:"queues"`
-	// LeftShards are the shards beyond Shards whose intake, lanes or delayed set still hold
-	// jobs (a shrink of the shard count left them, until drained); their queues are in Queues,
-	// after those of the shards in use.
-	LeftShards []int          `json:"left_shards"`
-	Replicas   []replicaState `json:"replicas"`
-	// StaleAfterSeconds is the heartbeat age past which a replica no longer counts as live.
-	StaleAfterSeconds float64       `json:"stale_after_seconds"`
-	Paused            []pauseStatus `json:"paused"`
-	Memory            []nodeMemory  `json:"memory"`
-}
-
-// queueStatus is one stream or set of a shard. Lag and the pending fields are only for the
-// grouped streams (intake, lanes); DueNow and NextDue only for the delayed set.
-type queueStatus struct {
-	Shard                   int        `json:"shard"`
-	Stream                  string     `json:"stream"`
-	Key                     string     `json:"key"`
-	Length                  int64      `json:"length"`
-	Lag                     *int64     `json:"lag,omitempty"`
-	Pending                 *int64     `json:"pending,omitempty"`
-	OldestPendingAt         *time.Time `json:"oldest_pending_at,omitempty"`
-	OldestPendingAgeSeconds *float64   `json:"oldest_pending_age_seconds,omitempty"`
-	DueNow                  *int64     `json:"due_now,omitempty"`
-	NextDue                 *time.Time `json:"next_due,omitempty"`
-}
-
-type replicaState struct {
-	Consumer       string            `json:"consumer"`
-	LastSeen       time.Time         `json:"last_seen"`
-	LastSeenAgoSec float64           `json:"last_seen_seconds_ago"`
-	Version        string            `json:"version,omitempty"`
-	Breakers       map[string]string `json:"breakers"`
-}
-
-type pauseStatus struct {
-	Provider string    `json:"provider"`
-	Reason   string    `json:"reason,omitempty"`
-	By       string    `json:"by,omitempty"`
-	At       time.Time `json:"at"`
-}
-
-type nodeMemory struct {
-	Node      string `json:"node,omitempty"`
-	Role      string `json:"role,omitempty"`
-	UsedBytes int64  `json:"used_memory"`
-	PeakBytes int64  `json:"used_memory_peak"`
-	MaxBytes  int64  `json:"maxmemory"`
-	Policy    string `json:"maxmemory_policy"`
-}
 
 func cmdStatus(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stderr io.Writer) int {
 	var rf redisFlags
@@ -86,7 +28,7 @@ func cmdStatus(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stde
 		return code
 	}
 	defer st.Close()
-	rep, err := readStatus(ctx, st, rf.prefix, reg.Heartbeat().StaleAfter, time.Now())
+	rep, err := st.Status(ctx, reg.Heartbeat().StaleAfter, time.Now())
 	if err != nil {
 		return unavailable(stderr, fs.Name(), err)
 	}
@@ -97,118 +39,7 @@ func cmdStatus(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stde
 	return cli.ExitOK
 }
 
-// readStatus reads everything status shows, at now.
-func readStatus(ctx context.Context, st *stream.Store, prefix string, staleAfter time.Duration, now time.Time) (statusReport, error) {
-	rep := statusReport{Prefix: prefix, Shards: st.Shards(), At: now.UTC(), StaleAfterSeconds: staleAfter.Seconds(),
-		Queues: []queueStatus{}, Replicas: []replicaState{}, Paused: []pauseStatus{}, Memory: []nodeMemory{}}
-	lanes, err := st.AllLanes(ctx)
-	if err != nil {
-		return rep, err
-	}
-	for shard := range st.Shards() {
-		stats, err := st.QueueStats(ctx, shard, lanes[shard], now)
-		if err != nil {
-			return rep, err
-		}
-		for _, q := range stats {
-			rep.Queues = append(rep.Queues, queueOf(q, now))
-		}
-	}
-	// Shards beyond the count whose queues still hold jobs: what a shrink of the count leaves
-	// until the workers with --reshard-from drain it. Their records stay by design, and an
-	// emptied stream stays a key, so a key alone does not make a shard left.
-	rep.LeftShards = []int{}
-	beyond, err := st.LeftShards(ctx)
-	if err != nil {
-		return rep, err
-	}
-	for shard := range lanes {
-		if shard >= st.Shards() && !slices.Contains(beyond, shard) {
-			beyond = append(beyond, shard)
-		}
-	}
-	slices.Sort(beyond)
-	for _, shard := range beyond {
-		stats, err := st.QueueStats(ctx, shard, lanes[shard], now)
-		if err != nil {
-			return rep, err
-		}
-		var jobs int64
-		for _, q := range stats {
-			if q.Stream == "intake" || q.Stream == "delayed" || strings.HasPrefix(q.Stream, "lane:") {
-				jobs += q.Entries
-			}
-		}
-		if jobs == 0 {
-			continue
-		}
-		rep.LeftShards = append(rep.LeftShards, shard)
-		for _, q := range stats {
-			rep.Queues = append(rep.Queues, queueOf(q, now))
-		}
-	}
-	replicas, err := st.Replicas(ctx, now, staleAfter)
-	if err != nil {
-		return rep, err
-	}
-	for _, r := range replicas {
-		var state struct {
-			Version  string            `json:"version"`
-			Breakers map[string]string `json:"breakers"`
-		}
-		_ = json.Unmarshal(r.State, &state) // a replica that published no state shows none
-		if state.Breakers == nil {
-			state.Breakers = map[string]string{}
-		}
-		rep.Replicas = append(rep.Replicas, replicaState{
-			Consumer: r.Consumer, LastSeen: r.LastSeen.UTC(), LastSeenAgoSec: now.Sub(r.LastSeen).Seconds(),
-			Version: state.Version, Breakers: state.Breakers,
-		})
-	}
-	pauses, err := st.Pauses(ctx)
-	if err != nil {
-		return rep, err
-	}
-	for _, p := range pauses {
-		rep.Paused = append(rep.Paused, pauseStatus{Provider: p.Provider, Reason: p.Reason, By: p.By, At: p.At.UTC()})
-	}
-	mem, err := st.Memory(ctx)
-	if err != nil {
-		return rep, err
-	}
-	for _, m := range mem {
-		rep.Memory = append(rep.Memory, nodeMemory{Node: m.Addr, Role: m.Role, UsedBytes: m.UsedMemory,
-			PeakBytes: m.PeakMemory, MaxBytes: m.MaxMemory, Policy: m.Policy})
-	}
-	return rep, nil
-}
-
-func queueOf(q stream.QueueStat, now time.Time) queueStatus {
-	out := queueStatus{Shard: q.Shard, Stream: q.Stream, Key: q.Key, Length: q.Entries}
-	grouped := q.Stream == "intake" || strings.HasPrefix(q.Stream, "lane:")
-	switch {
-	case grouped:
-		lag, pending := q.Lag, q.Pending
-		if lag >= 0 {
-			out.Lag = &lag
-		}
-		out.Pending = &pending
-		if !q.OldestPending.IsZero() {
-			at, age := q.OldestPending.UTC(), now.Sub(q.OldestPending).Seconds()
-			out.OldestPendingAt, out.OldestPendingAgeSeconds = &at, &age
-		}
-	case q.Stream == "delayed":
-		due := q.DueNow
-		out.DueNow = &due
-		if !q.NextDue.IsZero() {
-			next := q.NextDue.UTC()
-			out.NextDue = &next
-		}
-	}
-	return out
-}
-
-func printStatus(w io.Writer, rep statusReport) {
+func printStatus(w io.Writer, rep stream.StatusReport) {
 	fmt.Fprintf(w, "prefix %s, %d shard(s), at %s\n\n", rep.Prefix, rep.Shards, rep.At.Format(time.RFC3339))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SHARD\tSTREAM\tLENGTH\tLAG\tPENDING\tOLDEST PENDING\tRETRIES")

@@ -70,7 +70,7 @@ func TestCluster(t *testing.T) {
 	for s := range clusterShards {
 		m := c.MasterFor(stream.KeysFor("", s).Intake)
 		on[m] = append(on[m], s)
-		for _, k := range []string{stream.KeysFor("x", s).Lane("fcm"), stream.KeysFor("x", s).Sent("any{id}")} {
+		for _, k := range []string{stream.KeysFor("x", s).Lane("fcm"), stream.KeysFor("x", s).Base + "any{id}"} {
 			if got := c.MasterFor(k); got != m {
 				t.Fatalf("MasterFor(%s) = %s, want %s like the shard's intake", k, got, m)
 			}
@@ -210,7 +210,7 @@ func testPipeline(t *testing.T, url string) {
 	codes := map[string]string{}
 	attempts := 0
 	shardsWithRecords := map[int]bool{}
-	if err := f.store.Results(ctx, func(r stream.Result) {
+	if err := f.insp.Results(ctx, func(r stream.Result) {
 		codes[r.ID] = r.Code
 		if r.Attempt > 0 {
 			attempts++
@@ -230,7 +230,7 @@ func testPipeline(t *testing.T, url string) {
 		}
 	}
 	dead := map[string]string{}
-	if err := f.store.DeadRecords(ctx, func(d stream.DeadRecord) { dead[d.ID] = d.Code }); err != nil {
+	if err := f.insp.DeadRecords(ctx, func(d stream.DeadRecord) { dead[d.ID] = d.Code }); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range invalid {
@@ -246,7 +246,7 @@ func testPipeline(t *testing.T, url string) {
 	}
 	goneRecords := 0
 	for s := range clusterShards {
-		goneRecords += int(f.store.Client().XLen(ctx, f.store.Keys(s).Gone).Val())
+		goneRecords += int(f.rdb.XLen(ctx, f.store.Keys(s).Gone).Val())
 	}
 	if goneRecords != len(gone) {
 		t.Errorf("%d gone records over the shards, want %d", goneRecords, len(gone))
@@ -534,7 +534,7 @@ func (f *fleet) waitBeats(n int) {
 	deadline := time.Now().Add(30 * time.Second)
 	var since time.Time
 	for {
-		got := f.store.Client().ZCard(context.Background(), key).Val()
+		got := f.rdb.ZCard(context.Background(), key).Val()
 		switch {
 		case got != int64(n):
 			since = time.Time{}

@@ -89,6 +89,8 @@ type fleet struct {
 	dir      string
 	sim      *pushsim.Server
 	store    *stream.Store
+	insp     *stream.Inspector     // the operators' view: audit, pauses, records
+	rdb      redis.UniversalClient // the test's own client, for what it reads beyond the stores
 	runArgs  []string
 	key      string // the application server key every subscription is bound to
 	keyFile  string
@@ -145,6 +147,14 @@ func newFleet(t testing.TB, o fleetOptions) *fleet {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.store.Close() })
+	if f.insp, err = stream.OpenInspector(o.url, stream.OpenOptions{Options: stream.Options{Prefix: o.prefix, Shards: o.shards}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.insp.Close() })
+	if f.rdb, err = stream.OpenClient(o.url, stream.OpenOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.rdb.Close() })
 	t.Cleanup(f.stopAll) // before the store and pushsim close: cleanups run last first
 	return f
 }
@@ -305,7 +315,7 @@ func (f *fleet) waitReplicas(ws ...*worker) {
 	key := stream.ReplicasKey(f.o.prefix)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		got, err := f.store.Client().ZRange(context.Background(), key, 0, -1).Result()
+		got, err := f.rdb.ZRange(context.Background(), key, 0, -1).Result()
 		slices.Sort(got)
 		if err == nil && slices.Equal(got, want) {
 			return
@@ -396,15 +406,15 @@ func enqueue(ctx context.Context, p *stream.Producer, lines [][]byte, batch int,
 // waitSettled polls the audit until every id has a terminal record, or fails after within.
 func (f *fleet) waitSettled(ids []string, within time.Duration) stream.AuditReport {
 	f.t.Helper()
-	return f.waitSettledOn(f.store, ids, within)
+	return f.waitSettledOn(f.insp, ids, within)
 }
 
 // waitSettledOn is waitSettled with the audit of st.
-func (f *fleet) waitSettledOn(st *stream.Store, ids []string, within time.Duration) stream.AuditReport {
+func (f *fleet) waitSettledOn(st *stream.Inspector, ids []string, within time.Duration) stream.AuditReport {
 	f.t.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		rep, err := st.Audit(context.Background(), ids)
+		rep, _, err := st.Audit(context.Background(), ids)
 		if err == nil && rep.ExactlyOne+rep.MoreThanOne == rep.Total {
 			return rep
 		}
@@ -479,7 +489,7 @@ func (f *fleet) pendingOf(consumer string, providers []string) int64 {
 			streams = append(streams, k.Lane(p))
 		}
 		for _, st := range streams {
-			sum, err := f.store.Client().XPending(ctx, st, stream.Group).Result()
+			sum, err := f.rdb.XPending(ctx, st, stream.Group).Result()
 			if err != nil {
 				f.t.Fatalf("XPENDING %s: %v", st, err)
 			}

@@ -86,7 +86,7 @@ func testReshard(t *testing.T, url string) {
 	f := newFleet(t, fleetOptions{url: url, prefix: prefix, shards: 3, registry: failoverRegistry})
 	ctx := context.Background()
 	subs := f.subscriptions(pushsim.FCM, 50)
-	producer := func(shards int) *stream.Producer { return stream.NewProducer(f.store.Client(), prefix, shards) }
+	producer := func(shards int) *stream.Producer { return stream.NewProducer(f.rdb, prefix, shards) }
 	roll := func(old []*worker, args ...string) []*worker {
 		t.Helper()
 		running := f.countLog(`"msg":"dispatch: running"`)
@@ -124,7 +124,7 @@ func testReshard(t *testing.T, url string) {
 	// Work stays in shards 4 and 5 while FCM is paused: a worker that reads only 4 shards must
 	// refuse to start, naming them.
 	paused := f.countLog("provider paused by an operator")
-	if err := f.store.PauseProvider(ctx, stream.Pause{Provider: "fcm", Reason: "reshard test", At: time.Now()}); err != nil {
+	if err := f.insp.PauseProvider(ctx, stream.Pause{Provider: "fcm", Reason: "reshard test", At: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	f.waitLog("provider paused by an operator", paused+len(ws), 10*time.Second)
@@ -135,14 +135,14 @@ func testReshard(t *testing.T, url string) {
 		!strings.Contains(out, "run the workers with --reshard-from 6") {
 		t.Errorf("a worker without --reshard-from while shards 4 and 5 hold jobs: exit %d\n%s\nwant exit 1 and a refusal naming shard 4", code, out)
 	}
-	if _, err := f.store.ResumeProvider(ctx, "fcm"); err != nil {
+	if _, err := f.insp.ResumeProvider(ctx, "fcm"); err != nil {
 		t.Fatal(err)
 	}
 	f.waitDrained(prefix, 4, 6)
 	roll(ws, "--shards", "4")
 	ids = append(ids, p4.Stop(t, false)...)
 
-	st4, err := stream.Open(url, stream.OpenOptions{Options: stream.Options{Prefix: prefix, Shards: 4}})
+	st4, err := stream.OpenInspector(url, stream.OpenOptions{Options: stream.Options{Prefix: prefix, Shards: 4}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +195,7 @@ func (f *fleet) stop(w *worker) {
 // requireShards fails unless the prefix's recorded shard count is n.
 func (f *fleet) requireShards(n int) {
 	f.t.Helper()
-	if got := f.store.Client().Get(context.Background(), stream.ShardsKey(f.o.prefix)).Val(); got != fmt.Sprint(n) {
+	if got := f.rdb.Get(context.Background(), stream.ShardsKey(f.o.prefix)).Val(); got != fmt.Sprint(n) {
 		f.t.Fatalf("recorded shard count %q, want %d", got, n)
 	}
 }
@@ -245,7 +245,7 @@ func (f *fleet) waitDrained(prefix string, from, to int) {
 	for s := from; s < to; s++ {
 		k := stream.KeysFor(prefix, s)
 		for {
-			c := f.store.Client()
+			c := f.rdb
 			n := c.XLen(context.Background(), k.Intake).Val() + c.XLen(context.Background(), k.Lane("fcm")).Val() +
 				c.ZCard(context.Background(), k.Delayed).Val()
 			if n == 0 {

@@ -73,7 +73,7 @@ type cluster struct {
 	args     []string
 	regFile  string // the registry file every worker is started with
 	producer *stream.Producer
-	store    *stream.Store
+	store    *stream.Inspector
 	// subscribeKey is the application server key every subscription is bound to.
 	subscribeKey string
 
@@ -131,7 +131,7 @@ func newCluster(t *testing.T, opts ...clusterOptions) *cluster {
 	}
 	c := &cluster{t: t, redis: r, sim: sim, bin: bin, args: args, regFile: regFile, logs: proctest.NewLogs(t, 4000)}
 	c.producer = stream.NewProducer(r.Client(t), "", 1)
-	c.store = stream.New(r.Client(t), r.Client(t), stream.Options{Consumer: "audit"})
+	c.store = stream.NewInspector(r.Client(t), stream.Options{})
 	t.Cleanup(c.stopAll)
 	c.subscribeKey = key.PublicKey()
 	return c
@@ -271,7 +271,7 @@ func (c *cluster) waitQuiet(ids []string, deadline time.Duration) stream.AuditRe
 	var rep stream.AuditReport
 	for {
 		var err error
-		rep, err = c.store.Audit(context.Background(), ids)
+		rep, _, err = c.store.Audit(context.Background(), ids)
 		if err == nil && rep.ExactlyOne+rep.MoreThanOne == rep.Total {
 			return rep
 		}

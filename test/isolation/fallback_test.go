@@ -68,7 +68,7 @@ func playFallback(tb testing.TB, sc scenario) (phases []phase, perPhase []map[st
 		p := r.measureWith(f.name, f.fault, set)
 		phases = append(phases, p)
 		waitFor(tb, time.Minute, "the bad host's backlog drained after "+f.name, func() bool {
-			c, err := r.store.Counts(context.Background())
+			c, err := r.insp.Counts(context.Background())
 			return err == nil && c["lane:fallback"] <= 2 && c["delayed"] == 0
 		})
 	}

@@ -95,6 +95,7 @@ type run struct {
 	sc       scenario
 	sim      *pushsim.Server
 	store    *stream.Store
+	insp     *stream.Inspector // the operators' view of the same Redis: audit, counts, ledger
 	producer *stream.Producer
 	subs     map[string][]job.Subscription
 	breakers registrytest.BreakerLog
@@ -158,7 +159,7 @@ func startRun(tb testing.TB, sc scenario) *run {
 	}
 	tb.Cleanup(func() { store.Close() })
 
-	r := &run{tb: tb, sc: sc, sim: sim, store: store, subs: map[string][]job.Subscription{}}
+	r := &run{tb: tb, sc: sc, sim: sim, store: store, insp: stream.NewInspector(srv.Client(tb), stream.Options{}), subs: map[string][]job.Subscription{}}
 	r.producer = stream.NewProducer(srv.Client(tb), "", 1)
 	for _, f := range sc.feeds() {
 		for range 8 {
@@ -275,7 +276,7 @@ func (r *run) recovered(after time.Time) {
 		if !r.breakers.ClosedSince("autopush", after) {
 			return false
 		}
-		c, err := r.store.Counts(context.Background())
+		c, err := r.insp.Counts(context.Background())
 		return err == nil && c["lane:autopush"] <= 2 && c["delayed"] == 0
 	})
 }
@@ -289,7 +290,7 @@ func (r *run) quiesce() stream.AuditReport {
 	var rep stream.AuditReport
 	waitFor(r.tb, time.Minute, "a terminal record for every job", func() bool {
 		var err error
-		rep, err = r.store.Audit(context.Background(), ids)
+		rep, _, err = r.insp.Audit(context.Background(), ids)
 		if err != nil {
 			r.tb.Fatal(err)
 		}
@@ -307,7 +308,7 @@ func (r *run) rates(phases []phase) (perPhase []map[string]float64, codes map[st
 		perPhase[i] = map[string]float64{}
 	}
 	codes = map[string]map[string]int{}
-	err := r.store.Results(context.Background(), func(res stream.Result) {
+	err := r.insp.Results(context.Background(), func(res stream.Result) {
 		feed, _, _ := strings.Cut(res.ID, "-")
 		if codes[feed] == nil {
 			codes[feed] = map[string]int{}

@@ -43,7 +43,7 @@ func TestPipelineSmoke(t *testing.T) {
 	}
 	p.waitLedger(t, 200)
 	accepted := 0
-	if err := p.store.Results(context.Background(), func(r stream.Result) {
+	if err := p.insp.Results(context.Background(), func(r stream.Result) {
 		if r.Code == "ACCEPTED" {
 			accepted++
 		}
@@ -59,6 +59,7 @@ func TestPipelineSmoke(t *testing.T) {
 type pipeline struct {
 	srv      *redistest.Server
 	store    *stream.Store
+	insp     *stream.Inspector // the operators' view of the same Redis: counts, ledger
 	producer *stream.Producer
 	subs     []job.Subscription
 	rt       *stream.CallCounter
@@ -110,7 +111,7 @@ func startPipelineWith(tb testing.TB, so stream.Options, simCfg pushsim.Config, 
 		}
 	})
 
-	p := &pipeline{srv: srv, store: store, subs: subscriptions(tb, sim, key), rt: rt}
+	p := &pipeline{srv: srv, store: store, insp: stream.NewInspector(srv.Client(tb), so), subs: subscriptions(tb, sim, key), rt: rt}
 	p.producer = stream.NewProducer(srv.Client(tb), "", 1)
 	p.poll, p.ledger = srv.Client(tb), store.Keys(0).Results
 	return p
@@ -148,7 +149,7 @@ func (p *pipeline) waitLedger(tb testing.TB, want int64) int64 {
 
 func BenchmarkPipeline(b *testing.B) {
 	p := startPipeline(b)
-	srv, store, rt := p.srv, p.store, p.rt
+	srv, insp, rt := p.srv, p.insp, p.rt
 
 	var jobs, rounds, cmds int64
 	perCmd := map[string]int64{}
@@ -182,7 +183,7 @@ func BenchmarkPipeline(b *testing.B) {
 		b.StartTimer()
 	}
 	b.StopTimer()
-	if c, err := store.Counts(context.Background()); err != nil || c["dead"] != 0 {
+	if c, err := insp.Counts(context.Background()); err != nil || c["dead"] != 0 {
 		b.Fatalf("dead-lettered: %v %v", c["dead"], err)
 	}
 	b.ReportMetric(float64(jobs)/busy.Seconds(), "jobs/s")

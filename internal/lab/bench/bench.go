@@ -228,12 +228,10 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	}
 	// The lab's own view of Redis: INFO figures, and the stream of the contenders that read
 	// one themselves.
-	lab, err := stream.Open(env.redisURL, stream.OpenOptions{ClientName: "gateway-bench"})
-	if err != nil {
+	if env.rdb, err = stream.OpenClient(env.redisURL, stream.OpenOptions{ClientName: "gateway-bench"}); err != nil {
 		return err
 	}
-	defer lab.Close()
-	env.rdb = lab.Client()
+	defer env.rdb.Close()
 	if err := env.rdb.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("redis: %w", err)
 	}

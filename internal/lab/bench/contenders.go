@@ -59,7 +59,7 @@ func (env *runEnv) gateway(ctx context.Context, paced, linger bool) (Row, error)
 		argv = append(argv, "--cpu-profile", abs)
 		row.Profile = abs
 	}
-	store := stream.New(env.rdb, env.rdb, stream.Options{Prefix: prefix})
+	store := stream.NewInspector(env.rdb, stream.Options{Prefix: prefix})
 	keys := store.Keys(0)
 	ph, _, err := env.measure(ctx, argv, "", prefix, &keys)
 	if err != nil {

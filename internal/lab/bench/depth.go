@@ -18,7 +18,7 @@ func (env *runEnv) depthRow(ctx context.Context, depth int) (Row, error) {
 	row := Row{Name: fmt.Sprintf("%s, %d queued", contenderPaced, depth), Depth: depth,
 		What: fmt.Sprintf("gateway-paced with %d jobs queued behind the %d measured", depth, env.o.Messages)}
 	prefix := fmt.Sprintf("benchdepth%d", time.Now().UnixNano()%1_000_000)
-	store := stream.New(env.rdb, env.rdb, stream.Options{Prefix: prefix})
+	store := stream.NewInspector(env.rdb, stream.Options{Prefix: prefix})
 	defer env.deletePrefix(ctx, prefix)
 	reg, err := env.writeRegistry("bench-depth-registry.yaml", true)
 	if err != nil {
@@ -77,7 +77,7 @@ func (env *runEnv) depthRow(ctx context.Context, depth int) (Row, error) {
 // depthWindow waits until the intake has moved every queued job to its lane, resumes the
 // providers, and once the warm-up jobs (first in their lanes) are answered measures the
 // worker, Redis and pushsim over the next Messages answers.
-func (env *runEnv) depthWindow(ctx context.Context, c *child, store *stream.Store, warm int) (phase, error) {
+func (env *runEnv) depthWindow(ctx context.Context, c *child, store *stream.Inspector, warm int) (phase, error) {
 	ph := phase{errors: map[string]int{}}
 	keys := store.Keys(0)
 	err := waitChild(ctx, c.exited, 5*time.Minute, 50*time.Millisecond, func() (bool, string, error) {

@@ -180,6 +180,11 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 		return err
 	}
 	defer store.Close()
+	insp, err := stream.OpenInspector(url, stream.OpenOptions{Options: stream.Options{Prefix: prefix}, ClientName: "gateway-demo"})
+	if err != nil {
+		return err
+	}
+	defer insp.Close()
 	reg, err := cli.LoadRegistry("")
 	if err != nil {
 		return err
@@ -263,7 +268,7 @@ loop:
 	if runErr != nil && !errors.Is(runErr, context.Canceled) {
 		return runErr
 	}
-	counts, err := store.Counts(context.WithoutCancel(ctx))
+	counts, err := insp.Counts(context.WithoutCancel(ctx))
 	if err != nil {
 		return err
 	}
@@ -283,7 +288,7 @@ loop:
 	fmt.Fprintf(out, "\n%d jobs enqueued: %d in the ledger (%d of them GONE, in the gone stream too), %d dead-lettered, %d still queued in Redis (lanes, retries) for a worker to finish: %s.\n",
 		enq, counts["results"], counts["gone"], counts["dead"], queued, verdict)
 	reasons := map[string]int{}
-	if err := store.DeadRecords(context.WithoutCancel(ctx), func(d stream.DeadRecord) { reasons[d.Code+": "+d.Reason]++ }); err != nil {
+	if err := insp.DeadRecords(context.WithoutCancel(ctx), func(d stream.DeadRecord) { reasons[d.Code+": "+d.Reason]++ }); err != nil {
 		return err
 	}
 	for _, r := range slices.Sorted(maps.Keys(reasons)) {
