@@ -2,7 +2,6 @@ package stream
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -10,6 +9,8 @@ import (
 	"sync"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/webpush-gateway/webpush-gateway/job"
 )
 
 // AuditReport says, for a list of job ids, how many terminal records each has. At quiescence
@@ -146,13 +147,10 @@ func (s *Inspector) locate(ctx context.Context, shards []int, ids []string) (map
 	return where, nil
 }
 
-// jobID extracts the id of a raw job, "" when it has none.
+// jobID is the id of a raw job, "" when it has none.
 func jobID(raw string) string {
-	var v struct {
-		ID string `json:"id"`
-	}
-	_ = json.Unmarshal([]byte(raw), &v)
-	return v.ID
+	id, _ := job.PeekID([]byte(raw))
+	return id
 }
 
 // scanStream calls fn for every entry of stream, reading 1000 entries a round trip.

@@ -141,7 +141,7 @@ func readIDs(path string) (ids []string, skipped int, err error) {
 			ids = append(ids, line)
 			continue
 		}
-		id, problem := jobID([]byte(line))
+		id, problem := cli.LineJobID([]byte(line))
 		if problem != "" {
 			skipped++
 			continue

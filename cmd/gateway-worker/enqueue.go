@@ -61,6 +61,3 @@ func cmdEnqueue(ctx context.Context, fs *cli.FlagSet, args []string, stdout, std
 	}
 	return cli.ExitOK
 }
-
-// jobID is cli.LineJobID, for audit's --ids.
-func jobID(line []byte) (id, problem string) { return cli.LineJobID(line) }
