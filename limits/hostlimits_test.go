@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -43,7 +44,7 @@ var shortWindow = limits.HostLimitsConfig{
 //	stats T O R       check Stats() is T tracked, O open, R throttled
 //	configure R       Configure(now, R, 1)
 //
-// err and wait are what each Admit must answer.
+// err and wait are what each Admit must answer. Steps come in order of at.
 type hlStep struct {
 	at   time.Duration
 	host string
@@ -56,12 +57,25 @@ var testResults = map[string]limits.Result{"S": S, "F": F, "X": X, "weird": limi
 
 var testStates = map[string]limits.State{"closed": limits.Closed, "half-open": limits.HalfOpen, "open": limits.Open}
 
+// runHostLimits runs steps on h inside a testing/synctest bubble whose fake clock it steps
+// along with now: the hosts' breakers are Breakers, which read time.Now.
 func runHostLimits(t *testing.T, h *limits.HostLimits, steps []hlStep) {
 	t.Helper()
+	synctest.Test(t, func(t *testing.T) { runHostSteps(t, h, steps) })
+}
+
+func runHostSteps(t *testing.T, h *limits.HostLimits, steps []hlStep) {
+	t.Helper()
 	held := map[string]*limits.HostPermit{}
+	start := time.Now()
 	for i, s := range steps {
 		now := t0.Add(s.at)
 		desc := fmt.Sprintf("step %d (%v %s %q)", i, s.at, s.host, s.do)
+		if d := s.at - time.Since(start); d < 0 {
+			t.Fatalf("%s: steps out of order", desc)
+		} else if d > 0 {
+			time.Sleep(d)
+		}
 		f := strings.Fields(s.do)
 		admit := func() (*limits.HostPermit, bool) {
 			t.Helper()
