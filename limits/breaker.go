@@ -200,30 +200,35 @@ func (b *Breaker) Allow() (done func(Result), err error) {
 	var once atomic.Bool
 	return func(r Result) {
 		if once.CompareAndSwap(false, true) {
-			report(r)
+			report(outcomeErr(r))
 		}
 	}, nil
 }
 
-// allow is Allow without the guard: each call of report counts one outcome, in the slice and
-// the generation of the breaker allow was called in (an outcome from an earlier generation is
-// ignored). HostLimits reports through it the requests let through before it tracked a host.
-func (b *Breaker) allow() (report func(Result), err error) {
-	done, err := b.cb.Allow()
+// allow is Allow without the guard, gobreaker's own report: each call counts one outcome
+// (outcomeErr of a Result), in the slice and the generation of the breaker allow was called in
+// (an outcome from an earlier generation is ignored). HostLimits reports through it the
+// requests let through before it tracked a host.
+func (b *Breaker) allow() (report func(error), err error) {
+	report, err = b.cb.Allow()
 	if err != nil {
 		// ErrOpenState and ErrTooManyRequests mean the same to a lane: do not send now.
 		return nil, ErrOpen
 	}
-	return func(r Result) {
-		switch r {
-		case Success:
-			done(nil)
-		case Failure:
-			done(errFailure)
-		default:
-			done(errExcluded)
-		}
-	}, nil
+	return report, nil
+}
+
+// outcomeErr is how a Result goes through gobreaker's two-step API, which reports outcomes as
+// errors.
+func outcomeErr(r Result) error {
+	switch r {
+	case Success:
+		return nil
+	case Failure:
+		return errFailure
+	default:
+		return errExcluded
+	}
 }
 
 // probesFull reports whether a half-open breaker has every probe out or succeeded, so Allow

@@ -104,7 +104,7 @@ type trackedHost struct {
 	state State
 	// early reports the outcome of a request let through before the host was tracked into the
 	// first slice of brk's first, closed generation (later ones ignore it).
-	early func(Result)
+	early func(error)
 
 	bucket      *Bucket   // nil while the host has no rate of its own
 	pausedUntil time.Time // zero: no Retry-After pause
@@ -131,7 +131,7 @@ type HostPermit struct {
 	h      *HostLimits
 	key    string
 	id     uint64            // the tracked host's id at Admit; untracked: the last id handed out
-	report func(Result)      // the host's breaker's; nil when untracked
+	report func(error)       // the host's breaker's (see Breaker.allow); nil when untracked
 	res    *rate.Reservation // the host's own token; nil when unthrottled
 	closed bool              // let through while the host's breaker was closed or untracked
 	ended  bool
@@ -333,9 +333,9 @@ func (h *HostLimits) changed(s *trackedHost, from, to State) {
 func (h *HostLimits) countResult(s *trackedHost, p *HostPermit, r Result) {
 	switch {
 	case p.report != nil && p.id == s.id:
-		p.report(r)
+		p.report(outcomeErr(r))
 	case p.closed && p.id < s.id:
-		s.early(r)
+		s.early(outcomeErr(r))
 	}
 }
 
