@@ -90,8 +90,8 @@ func newFleetLimits(cfg *Config) *fleetLimits {
 	reg := cfg.registry()
 	hb := reg.HostBreaker()
 	f := &fleetLimits{
-		cfg:  cfg,
-		byID: make(map[string]*providerLimits),
+		cfg:   cfg,
+		byID:  make(map[string]*providerLimits),
 		hosts: limits.NewHostBreaker(hb),
 	}
 	for _, p := range reg.Providers() {
