@@ -90,11 +90,9 @@ func newFleetLimits(cfg *Config) *fleetLimits {
 	reg := cfg.registry()
 	hb := reg.HostBreaker()
 	f := &fleetLimits{
-		cfg:  cfg,
-		byID: make(map[string]*providerLimits),
-		hosts: limits.NewHostBreaker(limits.HostBreakerConfig{
-			Failures: hb.Failures, Cooldown: hb.Cooldown, MaxHosts: hb.MaxHosts,
-		}),
+		cfg:   cfg,
+		byID:  make(map[string]*providerLimits),
+		hosts: limits.NewHostBreaker(hb),
 	}
 	for _, p := range reg.Providers() {
 		f.add(p, p.ID == reg.Fallback().ID)
@@ -119,7 +117,7 @@ func (f *fleetLimits) add(p *providers.Provider, fallback bool) *providerLimits 
 		},
 	}
 	pl.cfg.Store(p)
-	pl.brk.Store(limits.NewBreaker(p.ID, breakerConfig(p.Breaker), pl.onChange))
+	pl.brk.Store(limits.NewBreaker(p.ID, p.Breaker, pl.onChange))
 	if fallback {
 		pl.perHost.Store(newHostLimits(p, cfg.registry().HostBreaker()))
 	}
@@ -188,7 +186,7 @@ func (f *fleetLimits) all() []*providerLimits {
 // the caps), retries' share and per-recipient cap; a new breaker when the breaker section
 // changed (a breaker's counts belong to its settings); the rate and burst at the next share.
 // It reports what changed, for the reload's log line.
-func (pl *providerLimits) reconfigure(p *providers.Provider, budgeted bool, hb providers.HostBreakerConfig) []string {
+func (pl *providerLimits) reconfigure(p *providers.Provider, budgeted bool, hb limits.HostBreakerConfig) []string {
 	old := pl.provider()
 	var changed []string
 	sc := slotsConfig(p)
@@ -204,7 +202,7 @@ func (pl *providerLimits) reconfigure(p *providers.Provider, budgeted bool, hb p
 	}
 	if old.Breaker != p.Breaker {
 		changed = append(changed, "breaker")
-		pl.brk.Store(limits.NewBreaker(p.ID, breakerConfig(p.Breaker), pl.onChange))
+		pl.brk.Store(limits.NewBreaker(p.ID, p.Breaker, pl.onChange))
 		if pl.hostLimits() != nil {
 			pl.perHost.Store(newHostLimits(p, hb))
 		}
@@ -229,9 +227,9 @@ func slotsConfig(p *providers.Provider) limits.SlotsConfig {
 	return limits.SlotsConfig{Cap: p.MaxInFlight, RetryShare: p.RetryShare, PerRecipient: perRecipient}
 }
 
-func newHostLimits(p *providers.Provider, hb providers.HostBreakerConfig) *limits.HostLimits {
+func newHostLimits(p *providers.Provider, hb limits.HostBreakerConfig) *limits.HostLimits {
 	return limits.NewHostLimits(limits.HostLimitsConfig{
-		Breaker: breakerConfig(p.Breaker), Rate: p.Rate, Burst: max(1, p.Burst), MaxHosts: hb.MaxHosts,
+		Breaker: p.Breaker, Rate: p.Rate, Burst: max(1, p.Burst), MaxHosts: hb.MaxHosts,
 	})
 }
 
@@ -252,14 +250,6 @@ func (f *fleetLimits) pause(ids []string, log *slog.Logger) {
 				log.Warn("dispatch: provider paused by an operator; its lanes read nothing until it is resumed", "provider", pl.id)
 			}
 		}
-	}
-}
-
-// breakerConfig is a registry breaker section as package limits takes it.
-func breakerConfig(b providers.BreakerConfig) limits.BreakerConfig {
-	return limits.BreakerConfig{
-		FailureRatio: b.FailureRatio, Window: b.Window, MinSamples: b.MinSamples,
-		Cooldown: b.Cooldown, Probes: b.Probes,
 	}
 }
 

@@ -249,7 +249,11 @@ func Decrypt(body []byte, uaPrivate *ecdh.PrivateKey, authSecret []byte) ([]byte
 // section 3.4), and returns the AES-GCM cipher of the key, wiped once the cipher holds it, and
 // the nonce, in secret's bytes (reuseForNonce). The secret is spent either way: wiped on error.
 func contentCipher(secret, auth, uaPub, asPub, salt []byte) (cipher.AEAD, []byte, error) {
-	cek, nonce := deriveKeys(secret, auth, uaPub, asPub, salt)
+	cek, nonce, err := deriveKeys(secret, auth, uaPub, asPub, salt)
+	if err != nil {
+		clear(secret)
+		return nil, nil, err
+	}
 	gcm, err := newGCM(&cek)
 	clear(cek[:])
 	if err != nil {

@@ -4,11 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/ecdh"
-	"crypto/hkdf"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -123,12 +120,30 @@ func TestDerivationSteps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pk := prkKey(v["auth_secret"], v["ecdh_secret"])
-	ikm := webPushIKM(&pk, v["ua_public"], v["as_public"])
-	prk := contentPRK(v["salt"], &ikm)
-	cek := contentKey(&prk)
-	nonce := contentNonce(&prk)
-	dCEK, dNonce := deriveKeys(v["ecdh_secret"], v["auth_secret"], v["ua_public"], v["as_public"], v["salt"])
+	pk, err := prkKey(v["auth_secret"], v["ecdh_secret"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ikm, err := webPushIKM(pk, v["ua_public"], v["as_public"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	prk, err := contentPRK(v["salt"], ikm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cek, err := contentKey(prk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nonce, err := contentNonce(prk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dCEK, dNonce, err := deriveKeys(v["ecdh_secret"], v["auth_secret"], v["ua_public"], v["as_public"], v["salt"])
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	tests := []struct {
 		name string
@@ -139,11 +154,11 @@ func TestDerivationSteps(t *testing.T) {
 		{"ecdh_secret", ecdhAS},
 		{"ecdh_secret", ecdhUA},
 		{"key_info", append([]byte(keyInfoPrefix), append(v["ua_public"], v["as_public"]...)...)},
-		{"cek_info", []byte(strings.TrimSuffix(cekInfo, "\x01"))},
-		{"nonce_info", []byte(strings.TrimSuffix(nonceInfo, "\x01"))},
-		{"PRK_key", pk[:]},
-		{"IKM", ikm[:]},
-		{"PRK", prk[:]},
+		{"cek_info", []byte(cekInfo)},
+		{"nonce_info", []byte(nonceInfo)},
+		{"PRK_key", pk},
+		{"IKM", ikm},
+		{"PRK", prk},
 		{"CEK", cek[:]},
 		{"NONCE", nonce[:]},
 		{"CEK", dCEK[:]},
@@ -153,88 +168,6 @@ func TestDerivationSteps(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if diff := cmp.Diff(hex.EncodeToString(v[tt.name]), hex.EncodeToString(tt.got)); diff != "" {
 				t.Errorf("%s mismatch (-want +got):\n%s", tt.name, diff)
-			}
-		})
-	}
-}
-
-// TestHMACMatchesStdlib checks the hand-written HKDF steps against
-// crypto/hkdf for key and message lengths this package uses and a few
-// around them (including the full block and empty inputs).
-func TestHMACMatchesStdlib(t *testing.T) {
-	pattern := func(n int, seed byte) []byte {
-		b := make([]byte, n)
-		for i := range b {
-			b[i] = seed + byte(i*7)
-		}
-		return b
-	}
-	tests := []struct {
-		name           string
-		keyLen, msgLen int
-	}{
-		{"empty", 0, 0},
-		{"auth and secret", 16, 32},
-		{"prk and key_info", 32, hmacMaxMsg},
-		{"salt and ikm", 16, 32},
-		{"full block key", 64, 1},
-		{"one byte", 1, 63},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			key, msg := pattern(tt.keyLen, 1), pattern(tt.msgLen, 9)
-			// HKDF-Extract(salt=key, ikm=msg) is exactly HMAC(key, msg).
-			want, err := hkdf.Extract(sha256.New, msg, key)
-			if err != nil {
-				t.Fatal(err)
-			}
-			// Split the message over the four parts to exercise them all.
-			q := len(msg) / 4
-			got := hmacSHA256(key, msg[:q], msg[q:2*q], msg[2*q:3*q], msg[3*q:])
-			if diff := cmp.Diff(want, got[:]); diff != "" {
-				t.Errorf("(-want +got):\n%s", diff)
-			}
-		})
-	}
-	t.Run("expand", func(t *testing.T) {
-		prk := [32]byte(pattern(32, 3))
-		for _, c := range []struct {
-			info string
-			n    int
-			got  func() []byte
-		}{
-			{cekInfo, keySize, func() []byte { k := contentKey(&prk); return k[:] }},
-			{nonceInfo, nonceSize, func() []byte { n := contentNonce(&prk); return n[:] }},
-		} {
-			want, err := hkdf.Expand(sha256.New, prk[:], strings.TrimSuffix(c.info, "\x01"), c.n)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(want, c.got()); diff != "" {
-				t.Errorf("expand %q (-want +got):\n%s", c.info, diff)
-			}
-		}
-	})
-}
-
-func TestHMACPanicsOnOversizeInput(t *testing.T) {
-	tests := []struct {
-		name string
-		key  []byte
-		msg  []byte
-	}{
-		{"key over one block", make([]byte, hmacBlock+1), nil},
-		{"message over limit", nil, make([]byte, hmacMaxMsg+1)},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := func() (r any) {
-				defer func() { r = recover() }()
-				hmacSHA256(tt.key, tt.msg, nil, nil, nil)
-				return nil
-			}()
-			if diff := cmp.Diff("ece: hmac input too long", fmt.Sprint(got)); diff != "" {
-				t.Errorf("panic value (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -35,6 +35,19 @@ const (
 	minBucketPeriod = 100 * time.Millisecond
 )
 
+// bucketPeriod is one slice of the rolling window: Window/windowBuckets, at least
+// minBucketPeriod.
+func (c BreakerConfig) bucketPeriod() time.Duration {
+	return max(c.Window/windowBuckets, minBucketPeriod)
+}
+
+// span is the rolling window's whole length as gobreaker keeps it, Window rounded up to whole
+// slices: an outcome has left the window this long after its request started.
+func (c BreakerConfig) span() time.Duration {
+	period := c.bucketPeriod()
+	return (c.Window + period - 1) / period * period
+}
+
 func (c BreakerConfig) withDefaults() BreakerConfig {
 	orDefault(&c.FailureRatio, DefaultFailureRatio)
 	c.FailureRatio = min(c.FailureRatio, 1)
@@ -108,6 +121,7 @@ var (
 type Breaker struct {
 	cb       *gobreaker.TwoStepCircuitBreaker[struct{}]
 	cooldown time.Duration // immutable after NewBreaker
+	probes   uint32        // immutable after NewBreaker
 	// openedAt is when the breaker last opened, written by the state hook under gobreaker's
 	// mutex and read lock-free by OpenFor.
 	openedAt atomic.Pointer[time.Time]
@@ -121,11 +135,8 @@ type Breaker struct {
 // and must not call back into the breaker.
 func NewBreaker(name string, c BreakerConfig, onChange func(name string, from, to State)) *Breaker {
 	c = c.withDefaults()
-	b := &Breaker{cooldown: c.Cooldown}
-	period := c.Window / windowBuckets
-	if period < minBucketPeriod {
-		period = minBucketPeriod
-	}
+	b := &Breaker{cooldown: c.Cooldown, probes: uint32(c.Probes)}
+	period := c.bucketPeriod()
 	minSamples := uint32(c.MinSamples)
 	ratio := c.FailureRatio
 	b.cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
@@ -182,25 +193,49 @@ func stateOf(s gobreaker.State) State {
 // the outcome; a later call is ignored. It returns ErrOpen while the breaker is open, or
 // half-open with all Probes out.
 func (b *Breaker) Allow() (done func(Result), err error) {
-	report, err := b.cb.Allow()
+	report, err := b.allow()
+	if err != nil {
+		return nil, err
+	}
+	var once atomic.Bool
+	return func(r Result) {
+		if once.CompareAndSwap(false, true) {
+			report(outcomeErr(r))
+		}
+	}, nil
+}
+
+// allow is Allow without the guard, gobreaker's own report: each call counts one outcome
+// (outcomeErr of a Result), in the slice and the generation of the breaker allow was called in
+// (an outcome from an earlier generation is ignored). HostLimits reports through it the
+// requests let through before it tracked a host.
+func (b *Breaker) allow() (report func(error), err error) {
+	report, err = b.cb.Allow()
 	if err != nil {
 		// ErrOpenState and ErrTooManyRequests mean the same to a lane: do not send now.
 		return nil, ErrOpen
 	}
-	var once atomic.Bool
-	return func(r Result) {
-		if !once.CompareAndSwap(false, true) {
-			return
-		}
-		switch r {
-		case Success:
-			report(nil)
-		case Failure:
-			report(errFailure)
-		default:
-			report(errExcluded)
-		}
-	}, nil
+	return report, nil
+}
+
+// outcomeErr is how a Result goes through gobreaker's two-step API, which reports outcomes as
+// errors.
+func outcomeErr(r Result) error {
+	switch r {
+	case Success:
+		return nil
+	case Failure:
+		return errFailure
+	default:
+		return errExcluded
+	}
+}
+
+// probesFull reports whether a half-open breaker has every probe out or succeeded, so Allow
+// refuses: gobreaker's count of requests let through in this generation, less the excluded.
+func (b *Breaker) probesFull() bool {
+	n := b.cb.Counts()
+	return n.Requests >= n.TotalExclusions && n.Requests-n.TotalExclusions >= b.probes
 }
 
 // State is the breaker's state now; an open breaker whose cooldown has passed turns half-open

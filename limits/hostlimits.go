@@ -61,18 +61,19 @@ type HostLimitsConfig struct {
 // Because a host's window starts at its first failure, successes before it do not dilute the
 // ratio: a host's breaker may open on a little less than the provider's breaker would need.
 //
-// The breakers are our own rolling windows rather than one gobreaker per host: they take the
-// caller's clock like every other limit here (gobreaker reads time.Now), a tracked host is one
-// small struct, and forgetting a host needs its last failure, which gobreaker does not keep.
-// Their semantics are Breaker's: outcomes count in the slice their request started in, excluded
-// outcomes count neither way, the breaker opens once MinSamples outcomes are in the window and
-// failures reach FailureRatio, stays open for Cooldown, then lets Probes requests through and
-// closes only when every one succeeds; a result from before the last change of state is
-// ignored. Safe for concurrent use.
+// Each tracked host's ratio breaker is a Breaker, gobreaker's rolling window, so a host's
+// breaker is the provider's to the letter: outcomes count in the slice their request started
+// in, excluded outcomes count neither way, the breaker opens once MinSamples outcomes are in
+// the window and failures reach FailureRatio, stays open for Cooldown, then lets Probes
+// requests through and closes only when every one succeeds; a result from before the last
+// change of state is ignored. A request let through before its host was tracked counts in the
+// first slice of the host's breaker, as the request that had it tracked does. Like Breaker, the
+// breakers read time.Now themselves (an open breaker's wait is Breaker.OpenFor); the throttle,
+// the pause and forgetting a host go by the caller's now. Safe for concurrent use.
 type HostLimits struct {
 	// Immutable after NewHostLimits.
 	brk      BreakerConfig
-	slices   slicing
+	span     time.Duration // how long an outcome stays in a breaker's window
 	maxHosts int
 	onChange func(host string, from, to State)
 
@@ -81,7 +82,7 @@ type HostLimits struct {
 	// byFail orders the tracked hosts by their last failure, the oldest at the front: a failure
 	// moves its host to the back, eviction takes the front, both O(1).
 	byFail    list.List  // guarded by mu; values are *trackedHost
-	gen       uint64     // guarded by mu; the last breaker generation handed out, to any host
+	lastID    uint64     // guarded by mu; the id of the host tracked last
 	rate      rate.Limit // guarded by mu; a throttled host's configured rate
 	burst     int        // guarded by mu
 	open      int        // guarded by mu; tracked hosts whose breaker is not closed
@@ -95,13 +96,15 @@ type trackedHost struct {
 	elem     *list.Element // in byFail
 	lastFail time.Time     // last failure, RATE_LIMITED answer or Retry-After
 
-	state    State
-	gen      uint64    // generation of the current state: unique across hosts and time
-	firstGen uint64    // the generation the host was tracked with (closed)
-	since    time.Time // closed: origin of the window's slices; open: when it opened
-	win      window    // closed: the outcomes in the window
-	// probesOut is how many probes are out or succeeded (half-open); probesOK how many succeeded.
-	probesOut, probesOK int
+	// id is unique across hosts and time: HostLimits.lastID when the host was tracked.
+	id  uint64
+	brk *Breaker
+	// state is brk's state as its last transition left it, which the counts of HostLimits
+	// follow.
+	state State
+	// early reports the outcome of a request let through before the host was tracked into the
+	// first slice of brk's first, closed generation (later ones ignore it).
+	early func(error)
 
 	bucket      *Bucket   // nil while the host has no rate of its own
 	pausedUntil time.Time // zero: no Retry-After pause
@@ -113,7 +116,7 @@ func NewHostLimits(c HostLimitsConfig) *HostLimits {
 	brk := c.Breaker.withDefaults()
 	orDefault(&c.MaxHosts, DefaultMaxHosts)
 	return &HostLimits{
-		brk: brk, slices: slicingOf(brk), maxHosts: c.MaxHosts, onChange: c.OnChange,
+		brk: brk, span: brk.span(), maxHosts: c.MaxHosts, onChange: c.OnChange,
 		hosts: make(map[string]*trackedHost),
 		rate:  limitOf(c.Rate), burst: max(1, c.Burst),
 	}
@@ -127,8 +130,8 @@ func NewHostLimits(c HostLimitsConfig) *HostLimits {
 type HostPermit struct {
 	h      *HostLimits
 	key    string
-	gen    uint64            // the host's breaker generation at Admit; untracked: the last one handed out
-	at     time.Time         // when the request was let through
+	id     uint64            // the tracked host's id at Admit; untracked: the last id handed out
+	report func(error)       // the host's breaker's (see Breaker.allow); nil when untracked
 	res    *rate.Reservation // the host's own token; nil when unthrottled
 	closed bool              // let through while the host's breaker was closed or untracked
 	ended  bool
@@ -160,21 +163,24 @@ func (h *HostLimits) Admit(host string, now time.Time) (p HostPermit, wait time.
 		}
 	}
 	if s == nil {
-		return HostPermit{h: h, key: host, gen: h.gen, at: now, closed: true}, 0, nil
+		return HostPermit{h: h, key: host, id: h.lastID, closed: true}, 0, nil
 	}
 	paused := max(s.pausedUntil.Sub(now), 0)
 	switch {
 	case s.state == Open:
-		return HostPermit{}, max(h.openFor(s, now), paused), ErrOpen
-	case s.state == HalfOpen && s.probesOut >= h.brk.Probes:
+		return HostPermit{}, max(s.brk.OpenFor(), paused), ErrOpen
+	case s.state == HalfOpen && s.brk.probesFull():
 		return HostPermit{}, paused, ErrOpen
 	case paused > 0:
 		return HostPermit{}, paused, ErrPaused
 	}
-	p = HostPermit{h: h, key: host, gen: s.gen, at: now, closed: s.state == Closed}
-	if s.state == HalfOpen {
-		s.probesOut++
+	closed := s.state == Closed
+	report, err := s.brk.allow()
+	if err != nil {
+		// Only an open breaker refuses, and an open one became half-open at most since.
+		return HostPermit{}, paused, ErrOpen
 	}
+	p = HostPermit{h: h, key: host, id: s.id, report: report, closed: closed}
 	if s.bucket != nil {
 		wait, p.res = s.bucket.Delay(now)
 	}
@@ -222,7 +228,7 @@ func (h *HostLimits) record(p *HostPermit, now time.Time, r Result, rateLimited 
 	default:
 		return // a healthy host is never tracked
 	}
-	h.countResult(s, p, r, now)
+	h.countResult(s, p, r)
 	if rateLimited {
 		h.throttle(s, now)
 	}
@@ -241,11 +247,13 @@ func (h *HostLimits) track(host string, now time.Time) *trackedHost {
 	for len(h.hosts) >= h.maxHosts {
 		h.forget(h.byFail.Front().Value.(*trackedHost))
 	}
-	h.gen++
+	h.lastID++
 	// A copy of the name: the caller's may be a substring of a whole job entry, which the table
 	// would otherwise keep alive for as long as it remembers the host.
 	host = strings.Clone(host)
-	s := &trackedHost{key: host, lastFail: now, state: Closed, gen: h.gen, firstGen: h.gen, since: now}
+	s := &trackedHost{key: host, lastFail: now, id: h.lastID, state: Closed}
+	s.brk = NewBreaker(host, h.brk, func(_ string, from, to State) { h.changed(s, from, to) })
+	s.early, _ = s.brk.allow() // a closed breaker lets every request through
 	s.elem = h.byFail.PushBack(s)
 	h.hosts[host] = s
 	return s
@@ -268,14 +276,14 @@ func (h *HostLimits) forget(s *trackedHost) {
 // it has no rate or pause of its own, and its last failure has left the window. Called with mu
 // held, after advance.
 func (h *HostLimits) forgettable(s *trackedHost, now time.Time) bool {
-	return s.state == Closed && !s.throttled && now.Sub(s.lastFail) >= h.slices.span()
+	return s.state == Closed && !s.throttled && now.Sub(s.lastFail) >= h.span
 }
 
-// advance brings s to now: its breaker (see advanceBreaker), the end of its pause, and its
-// rate's recovery; a rate back at the configured one is dropped, so the host has none of its
-// own. Called with mu held.
+// advance brings s to now: its breaker (a closed one rolls its window, an open one whose
+// cooldown has passed turns half-open), the end of its pause, and its rate's recovery; a rate
+// back at the configured one is dropped, so the host has none of its own. Called with mu held.
 func (h *HostLimits) advance(s *trackedHost, now time.Time) {
-	h.advanceBreaker(s, now)
+	s.brk.State()
 	if !s.pausedUntil.IsZero() && !now.Before(s.pausedUntil) {
 		s.pausedUntil = time.Time{}
 	}
@@ -301,6 +309,34 @@ func (h *HostLimits) throttle(s *trackedHost, now time.Time) {
 	}
 	s.bucket.Throttle(now)
 	h.setThrottled(s, true)
+}
+
+// changed follows a transition of s's breaker: its state, the count of hosts not closed, and
+// OnChange. The breaker calls it under its own lock, from a call HostLimits makes with mu held.
+func (h *HostLimits) changed(s *trackedHost, from, to State) {
+	s.state = to
+	switch {
+	case from == Closed:
+		h.open++
+	case to == Closed:
+		h.open--
+	}
+	if h.onChange != nil {
+		h.onChange(s.key, from, to)
+	}
+}
+
+// countResult reports the outcome r of p to s's breaker. p's own report when p was let through
+// by this breaker; the breaker's first slice when p was let through while the host was closed
+// or untracked, before s was tracked (the breaker ignores it once it has changed state); and
+// nothing otherwise. Called with mu held, after advance.
+func (h *HostLimits) countResult(s *trackedHost, p *HostPermit, r Result) {
+	switch {
+	case p.report != nil && p.id == s.id:
+		p.report(outcomeErr(r))
+	case p.closed && p.id < s.id:
+		s.early(outcomeErr(r))
+	}
 }
 
 // setThrottled records whether s has a rate or a pause of its own. Called with mu held.

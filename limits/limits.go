@@ -8,10 +8,10 @@
 //   - Breaker: the ratio breaker of one provider, on gobreaker/v2's two-step breaker with a
 //     rolling window, half-open probes and excluded outcomes;
 //   - HostBreaker: a consecutive-failure breaker for every host, bounded to MaxHosts;
-//   - HostLimits: a ratio breaker and a 429 throttle for each host of a lane whose hosts are
-//     client-supplied, bounded to MaxHosts, so one host's 5xx and 429 answers neither pause
-//     nor slow the lane's other hosts (its doc says which limits are per provider and which
-//     per host).
+//   - HostLimits: a ratio breaker (a Breaker) and a 429 throttle for each host of a lane whose
+//     hosts are client-supplied, bounded to MaxHosts, so one host's 5xx and 429 answers neither
+//     pause nor slow the lane's other hosts (its doc says which limits are per provider and
+//     which per host).
 //
 // One meaning of zero, here as in every configuration struct of this project: a zero field takes
 // its documented default (the Default* constants), and a cap that may be switched off is
@@ -19,9 +19,9 @@
 // code that reads them translates it.)
 //
 // Every limit takes its time from the caller (a now argument) so tests step a clock instead of
-// sleeping. Breaker is the exception: gobreaker reads time.Now itself, so its tests run in a
-// testing/synctest bubble whose fake clock they step with time.Sleep; HostLimits' breakers are
-// checked against it there, given the bubble's time.Now.
+// sleeping. Breaker is the exception: gobreaker reads time.Now itself, so its tests, and those
+// of HostLimits, whose hosts' breakers are Breakers, run in a testing/synctest bubble whose
+// fake clock they step with time.Sleep.
 package limits
 
 import (

@@ -8,10 +8,14 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/webpush-gateway/webpush-gateway/limits"
 )
 
 // builtin is what an entry gets for a setting that neither it nor defaults: sets. Conservative
-// on purpose: an entry an operator added in a hurry should not flood an unknown service.
+// on purpose: an entry an operator added in a hurry should not flood an unknown service. The
+// settings package limits also defaults take its Default* constants, so a zero field there and
+// an unset one here mean the same.
 func builtin() Provider {
 	return Provider{
 		MaxTTL:                2419200 * time.Second,
@@ -19,18 +23,18 @@ func builtin() Provider {
 		Burst:                 20,
 		MaxInFlight:           64,
 		MinInFlight:           8,
-		RetryShare:            0.5,
-		PerRecipientInFlight:  8,
+		RetryShare:            limits.DefaultRetryShare,
+		PerRecipientInFlight:  limits.DefaultPerRecipient,
 		Timeout:               10 * time.Second,
 		ConnectTimeout:        5 * time.Second,
 		TLSTimeout:            5 * time.Second,
 		ResponseHeaderTimeout: 8 * time.Second,
-		Breaker: BreakerConfig{
-			FailureRatio: 0.5,
-			Window:       30 * time.Second,
-			MinSamples:   20,
-			Cooldown:     15 * time.Second,
-			Probes:       3,
+		Breaker: limits.BreakerConfig{
+			FailureRatio: limits.DefaultFailureRatio,
+			Window:       limits.DefaultWindow,
+			MinSamples:   limits.DefaultMinSamples,
+			Cooldown:     limits.DefaultCooldown,
+			Probes:       limits.DefaultProbes,
 		},
 	}
 }

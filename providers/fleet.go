@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/webpush-gateway/webpush-gateway/limits"
 )
 
 // Budget shares one in-flight total among the providers of a replica by observed traffic
@@ -20,15 +22,6 @@ type Budget struct {
 	// HalfLife is the half-life of the moving average of arrivals: after it, an arrival weighs
 	// half as much as a new one.
 	HalfLife time.Duration
-}
-
-// HostBreakerConfig is the breaker every endpoint host gets (registry.yaml `host_breaker:`):
-// after Failures consecutive transport failures a host is skipped for Cooldown, then probed
-// one delivery at a time. At most MaxHosts hosts are tracked (hosts are client-supplied).
-type HostBreakerConfig struct {
-	Failures int
-	Cooldown time.Duration
-	MaxHosts int
 }
 
 // HeartbeatConfig is how replicas count each other (registry.yaml `heartbeat:`): each writes
@@ -49,8 +42,10 @@ func (r *Registry) Budget() *Budget {
 	return &b
 }
 
-// HostBreaker returns the host breaker settings, defaults applied.
-func (r *Registry) HostBreaker() HostBreakerConfig { return r.hostBreaker }
+// HostBreaker returns the host breaker settings (registry.yaml `host_breaker:`), defaults
+// applied: after Failures consecutive transport failures a host is skipped for Cooldown, then
+// probed one delivery at a time; at most MaxHosts hosts are tracked (hosts are client-supplied).
+func (r *Registry) HostBreaker() limits.HostBreakerConfig { return r.hostBreaker }
 
 // Heartbeat returns the heartbeat settings, defaults applied.
 func (r *Registry) Heartbeat() HeartbeatConfig { return r.heartbeat }
@@ -66,8 +61,8 @@ func (r *Registry) InFlightBounds() (floors, ceilings map[string]int) {
 }
 
 // Built-in values of the optional sections.
-func builtinHostBreaker() HostBreakerConfig {
-	return HostBreakerConfig{Failures: 3, Cooldown: 300 * time.Second, MaxHosts: 4096}
+func builtinHostBreaker() limits.HostBreakerConfig {
+	return limits.HostBreakerConfig{Failures: limits.DefaultHostFailures, Cooldown: limits.DefaultHostCooldown, MaxHosts: limits.DefaultMaxHosts}
 }
 
 func builtinHeartbeat() HeartbeatConfig {
@@ -90,10 +85,10 @@ var budgetFields = []field[Budget]{
 	{"half_life", durationOf(func(b *Budget) *time.Duration { return &b.HalfLife }, between(maxBudgetPeriod))},
 }
 
-var hostBreakerFields = []field[HostBreakerConfig]{
-	{"failures", intOf(func(h *HostBreakerConfig) *int { return &h.Failures }, within(1, maxHostFailures, "in a row (such a host is down)"))},
-	{"cooldown", durationOf(func(h *HostBreakerConfig) *time.Duration { return &h.Cooldown }, between(maxBreakerSpan))},
-	{"max_hosts", intOf(func(h *HostBreakerConfig) *int { return &h.MaxHosts }, within(1, MaxTrackedHosts, "per replica"))},
+var hostBreakerFields = []field[limits.HostBreakerConfig]{
+	{"failures", intOf(func(h *limits.HostBreakerConfig) *int { return &h.Failures }, within(1, maxHostFailures, "in a row (such a host is down)"))},
+	{"cooldown", durationOf(func(h *limits.HostBreakerConfig) *time.Duration { return &h.Cooldown }, between(maxBreakerSpan))},
+	{"max_hosts", intOf(func(h *limits.HostBreakerConfig) *int { return &h.MaxHosts }, within(1, MaxTrackedHosts, "per replica"))},
 }
 
 var heartbeatFields = []field[HeartbeatConfig]{

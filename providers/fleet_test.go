@@ -6,17 +6,18 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/webpush-gateway/webpush-gateway/limits"
 	"github.com/webpush-gateway/webpush-gateway/providers"
 )
 
 func TestFleetSections(t *testing.T) {
-	defHB := providers.HostBreakerConfig{Failures: 3, Cooldown: 300 * time.Second, MaxHosts: 4096}
+	defHB := limits.HostBreakerConfig{Failures: 3, Cooldown: 300 * time.Second, MaxHosts: 4096}
 	defBeat := providers.HeartbeatConfig{Every: time.Second, StaleAfter: 5 * time.Second}
 	tests := []struct {
 		name   string
 		yaml   []byte
 		budget *providers.Budget
-		hb     providers.HostBreakerConfig
+		hb     limits.HostBreakerConfig
 		beat   providers.HeartbeatConfig
 	}{
 		{"absent: built-in values, no budget", doc("version: 1", "providers:", fb), nil, defHB, defBeat},
@@ -29,11 +30,11 @@ func TestFleetSections(t *testing.T) {
 			"heartbeat:", "  every: 500ms", "  stale_after: 1s",
 			"providers:", fb, "  - id: a", "    hosts: [a.example]"),
 			&providers.Budget{TotalInFlight: 300, Every: 2 * time.Second, HalfLife: 30 * time.Second},
-			providers.HostBreakerConfig{Failures: 5, Cooldown: time.Minute, MaxHosts: 100},
+			limits.HostBreakerConfig{Failures: 5, Cooldown: time.Minute, MaxHosts: 100},
 			providers.HeartbeatConfig{Every: 500 * time.Millisecond, StaleAfter: time.Second}},
 		{"partial sections keep the other built-in values", doc("version: 1",
 			"host_breaker: {cooldown: 10s}", "heartbeat: {stale_after: 30s}", "providers:", fb), nil,
-			providers.HostBreakerConfig{Failures: 3, Cooldown: 10 * time.Second, MaxHosts: 4096},
+			limits.HostBreakerConfig{Failures: 3, Cooldown: 10 * time.Second, MaxHosts: 4096},
 			providers.HeartbeatConfig{Every: time.Second, StaleAfter: 30 * time.Second}},
 	}
 	for _, tc := range tests {

@@ -27,8 +27,9 @@ const (
 	// tens of KB per request (and a socket each where a service speaks HTTP/1.1) it is already
 	// more than a gigabyte of memory.
 	MaxTotalInFlight = 65_536
-	// MaxTrackedHosts bounds host_breaker.max_hosts: every tracked host costs a few hundred
-	// bytes in every replica, and hosts are client-supplied.
+	// MaxTrackedHosts bounds host_breaker.max_hosts: every tracked host costs up to a kilobyte
+	// in every replica (its ratio breaker's rolling window among it), and hosts are
+	// client-supplied.
 	MaxTrackedHosts = 65_536
 )
 

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"sync/atomic"
 	"time"
+
+	"github.com/webpush-gateway/webpush-gateway/limits"
 )
 
 // Kinds name the classifier table and request shaping an entry uses (taxonomy.ClassifyAt and the
@@ -51,19 +53,12 @@ type Provider struct {
 	TLSTimeout            time.Duration // TLS handshake
 	ResponseHeaderTimeout time.Duration // request written to response headers
 
-	Breaker BreakerConfig
+	// Breaker is the provider's ratio breaker (registry.yaml `breaker:`), as package limits
+	// takes it.
+	Breaker limits.BreakerConfig
 
 	// VAPIDLifetime is the JWT lifetime for this service's audience; 0: signer default.
 	VAPIDLifetime time.Duration
-}
-
-// BreakerConfig is the ratio breaker of one provider (see limits/).
-type BreakerConfig struct {
-	FailureRatio float64       // open when failures/outcomes in Window reach this, (0, 1]
-	Window       time.Duration // sliding window the ratio is computed over
-	MinSamples   int           // outcomes needed in Window before the ratio counts
-	Cooldown     time.Duration // how long the breaker stays open
-	Probes       int           // requests let through half-open
 }
 
 // Registry is a loaded, validated provider table and the fleet-wide settings that go with it
@@ -76,7 +71,7 @@ type Registry struct {
 	fallback *Provider
 
 	budget      *Budget // nil when the file has no budget:
-	hostBreaker HostBreakerConfig
+	hostBreaker limits.HostBreakerConfig
 	heartbeat   HeartbeatConfig
 
 	unknown atomic.Uint64 // endpoints resolved to the fallback

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/doctest"
+	"github.com/webpush-gateway/webpush-gateway/limits"
 	"github.com/webpush-gateway/webpush-gateway/providers"
 )
 
@@ -26,7 +27,7 @@ var shippedShared = providers.Provider{
 	MinInFlight:           8,
 	RetryShare:            0.5,
 	PerRecipientInFlight:  8,
-	Breaker: providers.BreakerConfig{
+	Breaker: limits.BreakerConfig{
 		FailureRatio: 0.5, Window: 30 * time.Second, MinSamples: 20, Cooldown: 15 * time.Second, Probes: 3,
 	},
 }
@@ -74,7 +75,7 @@ func TestShippedRegistry(t *testing.T) {
 	if b := reg.Budget(); b != nil {
 		t.Errorf("Budget() = %+v, want nil (the shipped budget: is commented out)", b)
 	}
-	if d := cmp.Diff(providers.HostBreakerConfig{Failures: 3, Cooldown: 300 * time.Second, MaxHosts: 4096}, reg.HostBreaker()); d != "" {
+	if d := cmp.Diff(limits.HostBreakerConfig{Failures: 3, Cooldown: 300 * time.Second, MaxHosts: 4096}, reg.HostBreaker()); d != "" {
 		t.Errorf("HostBreaker() (-want +got):\n%s", d)
 	}
 	if d := cmp.Diff(providers.HeartbeatConfig{Every: time.Second, StaleAfter: 5 * time.Second}, reg.Heartbeat()); d != "" {
@@ -145,7 +146,7 @@ func TestParseValid(t *testing.T) {
 		Timeout: 10 * time.Second, ConnectTimeout: 5 * time.Second, TLSTimeout: 5 * time.Second,
 		ResponseHeaderTimeout: 8 * time.Second,
 		MinInFlight:           8, RetryShare: 0.5, PerRecipientInFlight: 8,
-		Breaker: providers.BreakerConfig{
+		Breaker: limits.BreakerConfig{
 			FailureRatio: 0.5, Window: 30 * time.Second, MinSamples: 20, Cooldown: 15 * time.Second, Probes: 3,
 		},
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/webpush-gateway/webpush-gateway/limits"
 	"github.com/webpush-gateway/webpush-gateway/providers"
 )
 
@@ -13,7 +14,7 @@ func TestQuickBreakerLoadsUnderDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := providers.BreakerConfig{FailureRatio: 0.3, Window: 2 * time.Second, MinSamples: 10, Cooldown: time.Second, Probes: 3}
+	want := limits.BreakerConfig{FailureRatio: 0.3, Window: 2 * time.Second, MinSamples: 10, Cooldown: time.Second, Probes: 3}
 	if got := reg.Fallback().Breaker; got != want {
 		t.Fatalf("breaker %+v, want %+v", got, want)
 	}
