@@ -16,6 +16,10 @@ import (
 
 // Health checks on idle HTTP/2 connections: a push service that silently drops a connection
 // (a NAT timeout, a load balancer restart) is found by a ping, not by the next push timing out.
+// The fallback's connections are not pinged: they are closed after FallbackIdleTTL without a
+// request, sooner than a ping would be sent, and net/http's HTTP/2 client keeps a closed
+// connection's buffers until its ping timer fires, so with pings each one-off host would hold
+// them for pingAfterIdle after its connection closed.
 const (
 	pingAfterIdle = 30 * time.Second
 	pingTimeout   = 10 * time.Second
@@ -34,9 +38,9 @@ const maxResponseBody = 64 << 10
 // http.HTTP2Config: golang.org/x/net/http2's ConfigureTransports is deprecated in its favour and
 // drives the same implementation.
 func newTransport(p *providers.Provider, d *dialer, roots *x509.CertPool) *budgetedTransport {
-	idle, ttl := ListedIdleConns, ListedIdleTTL
+	idle, ttl, ping := ListedIdleConns, ListedIdleTTL, pingAfterIdle
 	if p.ID == providers.FallbackID {
-		idle, ttl = FallbackIdleConns, FallbackIdleTTL
+		idle, ttl, ping = FallbackIdleConns, FallbackIdleTTL, 0
 	}
 	budget := newConnBudget(idle)
 	dial := func(ctx context.Context, network, address string) (net.Conn, error) {
@@ -65,7 +69,7 @@ func newTransport(p *providers.Provider, d *dialer, roots *x509.CertPool) *budge
 		MaxResponseHeaderBytes: 64 << 10,
 		Protocols:              protocols,
 		HTTP2: &http.HTTP2Config{
-			SendPingTimeout: pingAfterIdle,
+			SendPingTimeout: ping,
 			PingTimeout:     pingTimeout,
 		},
 	}}
