@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"time"
 )
 
 // The listener's share of the process's file descriptors. The listener is unauthenticated and
@@ -15,16 +16,21 @@ import (
 // the hard limit when the process starts), the cap is L/listenerShare, at least
 // minListenerConns and at most maxListenerConns.
 //
-// When the cap is reached, the connection that has been idle longest (no request on it since it
-// was opened, or since its last answer) is closed to make room for a new one, so idle
-// keep-alive clients cannot lock out a probe or a scrape; when every connection is serving a
-// request, one new connection waits, accepted but unserved, and the others in the kernel's
-// accept queue, where they cost the process nothing, until one is done. The listener so holds
-// at most its cap plus one descriptors.
+// When the cap is reached, an idle connection is closed to make room for a new one, so idle
+// keep-alive clients cannot lock out a probe or a scrape: the one idle longest since its last
+// answer or, when none has been answered, the one waiting longest for its first request once it
+// has had freshGrace to send it. While there is none, one new connection waits, accepted but
+// unserved, and the others in the kernel's accept queue, where they cost the process nothing.
+// The listener so holds at most its cap plus one descriptors.
 const (
 	listenerShare    = 16
 	minListenerConns = 16
 	maxListenerConns = 256
+	// freshGrace is how long a new connection may wait to send its first request before it
+	// may be closed to make room: a reconnecting flood cannot close a probe's connection before
+	// the server has read it, and a client that connects and sends nothing holds its place no
+	// longer.
+	freshGrace = time.Second
 )
 
 // ListenerConns is how many connections the listener holds at once under a descriptor limit
@@ -42,18 +48,38 @@ type boundedListener struct {
 	net.Listener
 	max int
 
-	mu     sync.Mutex
-	cond   *sync.Cond                     // signalled when a connection ends or becomes idle, and on Close
-	conns  map[*boundedConn]struct{}      // open connections; guarded by mu
-	idle   list.List                      // idle connections, longest idle at the front; guarded by mu
-	elems  map[*boundedConn]*list.Element // each idle connection's element; guarded by mu
-	closed bool                           // guarded by mu
+	mu    sync.Mutex
+	cond  *sync.Cond                // signalled when a connection ends or becomes idle, and on Close
+	conns map[*boundedConn]struct{} // open connections; guarded by mu
+	// served holds the connections idle since an answer, fresh those that have sent no request
+	// yet; longest idle at the front. Guarded by mu.
+	served, fresh list.List
+	closed        bool // guarded by mu
 }
 
 func newBoundedListener(ln net.Listener, max int) *boundedListener {
-	l := &boundedListener{Listener: ln, max: max, conns: make(map[*boundedConn]struct{}), elems: make(map[*boundedConn]*list.Element)}
+	l := &boundedListener{Listener: ln, max: max, conns: make(map[*boundedConn]struct{})}
 	l.cond = sync.NewCond(&l.mu)
 	return l
+}
+
+// victimLocked is the connection to close to make room: the one idle longest since an answer,
+// else the one waiting longest for its first request once it has had freshGrace to send it.
+// With none, it returns when one of the fresh may be taken (zero when none is fresh). l.mu must
+// be held.
+func (l *boundedListener) victimLocked(now time.Time) (*boundedConn, time.Time) {
+	if e := l.served.Front(); e != nil {
+		return e.Value.(*boundedConn), time.Time{}
+	}
+	e := l.fresh.Front()
+	if e == nil {
+		return nil, time.Time{}
+	}
+	c := e.Value.(*boundedConn)
+	if ripe := c.since.Add(freshGrace); now.Before(ripe) {
+		return nil, ripe
+	}
+	return c, time.Time{}
 }
 
 // Accept accepts a connection, then makes room for it: it closes the connection idle longest
@@ -67,15 +93,22 @@ func (l *boundedListener) Accept() (net.Conn, error) {
 	}
 	l.mu.Lock()
 	for len(l.conns) >= l.max && !l.closed {
-		if e := l.idle.Front(); e != nil {
-			victim := e.Value.(*boundedConn)
+		victim, ripe := l.victimLocked(time.Now())
+		if victim != nil {
 			l.forgetLocked(victim)
 			l.mu.Unlock()
 			_ = victim.Conn.Close()
 			l.mu.Lock()
 			continue
 		}
+		var wake *time.Timer
+		if !ripe.IsZero() {
+			wake = time.AfterFunc(time.Until(ripe), l.broadcast)
+		}
 		l.cond.Wait()
+		if wake != nil {
+			wake.Stop()
+		}
 	}
 	if l.closed {
 		l.mu.Unlock()
@@ -86,6 +119,12 @@ func (l *boundedListener) Accept() (net.Conn, error) {
 	l.conns[bc] = struct{}{}
 	l.mu.Unlock()
 	return bc, nil
+}
+
+func (l *boundedListener) broadcast() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.cond.Broadcast()
 }
 
 func (l *boundedListener) Close() error {
@@ -111,18 +150,27 @@ func (l *boundedListener) connState(c net.Conn, s http.ConnState) {
 		return
 	}
 	switch s {
-	case http.StateNew, http.StateIdle:
-		if _, listed := l.elems[bc]; !listed {
-			l.elems[bc] = l.idle.PushBack(bc)
-		}
-		l.cond.Signal()
+	case http.StateNew:
+		l.listLocked(bc, &l.fresh)
+	case http.StateIdle:
+		l.listLocked(bc, &l.served)
 	case http.StateActive:
-		if e, listed := l.elems[bc]; listed {
-			l.idle.Remove(e)
-			delete(l.elems, bc)
-		}
+		l.unlistLocked(bc)
 	case http.StateHijacked, http.StateClosed:
 		l.forgetLocked(bc)
+	}
+}
+
+func (l *boundedListener) listLocked(c *boundedConn, in *list.List) {
+	l.unlistLocked(c)
+	c.in, c.elem, c.since = in, in.PushBack(c), time.Now()
+	l.cond.Signal()
+}
+
+func (l *boundedListener) unlistLocked(c *boundedConn) {
+	if c.in != nil {
+		c.in.Remove(c.elem)
+		c.in, c.elem = nil, nil
 	}
 }
 
@@ -132,10 +180,7 @@ func (l *boundedListener) forgetLocked(c *boundedConn) {
 		return
 	}
 	delete(l.conns, c)
-	if e, listed := l.elems[c]; listed {
-		l.idle.Remove(e)
-		delete(l.elems, c)
-	}
+	l.unlistLocked(c)
 	l.cond.Signal()
 }
 
@@ -143,13 +188,17 @@ func (l *boundedListener) forgetLocked(c *boundedConn) {
 func (l *boundedListener) counts() (open, idle int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.conns), l.idle.Len()
+	return len(l.conns), l.served.Len() + l.fresh.Len()
 }
 
 // boundedConn is an accepted connection; closing it makes room.
 type boundedConn struct {
 	net.Conn
-	l *boundedListener
+	l    *boundedListener
+	in   *list.List    // l.served or l.fresh while idle, else nil; guarded by l.mu
+	elem *list.Element // c's element of in; guarded by l.mu
+	// since is when c was listed; guarded by l.mu
+	since time.Time
 }
 
 func (c *boundedConn) Close() error {

@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"bufio"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -43,9 +44,9 @@ func dial(t *testing.T, addr string) net.Conn {
 	return c
 }
 
-// The listener holds at most MaxConns connections: a new client is answered by closing the
-// connection idle longest, whether it is between requests or never sent one; when every
-// connection is serving a request, a new one waits (in the kernel's queue) until one is done.
+// The listener holds at most MaxConns connections. A new client is answered by closing an idle
+// one: the one idle longest since an answer, else the one waiting longest for its first
+// request. When every connection is serving a request, a new one waits until one is done.
 func TestListenerHoldsAtMostMaxConns(t *testing.T) {
 	const maxConns = 4
 	gate := &gatedCollector{}
@@ -54,7 +55,8 @@ func TestListenerHoldsAtMostMaxConns(t *testing.T) {
 	ts := startServer(t, ServerOptions{Gatherer: reg, Health: NewHealth(nil), MaxConns: maxConns})
 	addr := ts.s.Addr()
 
-	silent := dial(t, addr) // connects and never sends: the longest idle
+	silent := dial(t, addr) // connects and has sent nothing yet
+	waitFor(t, func() bool { _, idle := ts.s.ln.counts(); return idle == 1 })
 	var clients []net.Conn
 	for i := range 3 * maxConns {
 		c := dial(t, addr)
@@ -66,21 +68,36 @@ func TestListenerHoldsAtMostMaxConns(t *testing.T) {
 			t.Fatalf("after client %d: %d connections held, want at most %d", i, n, maxConns)
 		}
 	}
-	_ = silent.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if _, err := silent.Read(make([]byte, 1)); err == nil {
-		t.Error("the silent connection is still open after 3×MaxConns clients")
+	if !stillOpen(silent) {
+		t.Error("the connection that has sent nothing yet was closed while answered ones were idle")
 	}
 	// The most recent keep-alive clients are still served on their connections.
 	if st := rawGet(t, clients[len(clients)-1], LivezPath); st != http.StatusOK {
 		t.Errorf("the newest keep-alive client: /livez %d", st)
 	}
 
-	// Every connection serving a request: a new client waits until one is done. (First the
-	// keep-alive clients leave, so that no busy client's arrival closes another still sending
-	// its request.)
-	for _, c := range clients {
+	// Only connections that have sent nothing: the oldest makes room.
+	for _, c := range append(clients, silent) {
 		c.Close()
 	}
+	waitFor(t, func() bool { open, _ := ts.s.ln.counts(); return open == 0 })
+	quiet := make([]net.Conn, maxConns)
+	for i := range quiet {
+		quiet[i] = dial(t, addr)
+		waitFor(t, func() bool { open, _ := ts.s.ln.counts(); return open == i+1 })
+	}
+	beside := dial(t, addr)
+	if st := rawGet(t, beside, LivezPath); st != http.StatusOK {
+		t.Fatalf("a client beside %d silent connections: /livez %d", maxConns, st)
+	}
+	if stillOpen(quiet[0]) || !stillOpen(quiet[maxConns-1]) {
+		t.Errorf("the oldest silent connection open: %v, the newest: %v; want closed and open", stillOpen(quiet[0]), stillOpen(quiet[maxConns-1]))
+	}
+	for _, c := range append(quiet, beside) {
+		c.Close()
+	}
+	// Every connection serving a request: a new client waits until one is done. (First the
+	// others leave, so that no busy client's arrival closes another still sending its request.)
 	waitFor(t, func() bool { open, _ := ts.s.ln.counts(); return open == 0 })
 	release := make(chan struct{})
 	gate.block(release)
@@ -157,6 +174,14 @@ func TestListenerConnsFollowTheDescriptorLimit(t *testing.T) {
 			t.Errorf("ListenerConns(%d) = %d, want %d", tc.nofile, got, tc.want)
 		}
 	}
+}
+
+// stillOpen reports whether the peer has not closed c (a read times out rather than failing).
+func stillOpen(c net.Conn) bool {
+	_ = c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	_, err := c.Read(make([]byte, 1))
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 func waitFor(t *testing.T, cond func() bool) {

@@ -200,9 +200,13 @@ type usage struct {
 	fds            int   // entries of /proc/PID/fd
 	goroutines     float64
 	openFDs        float64 // process_open_fds
+	metricsErr     error   // why /metrics could not be read, when it could not
 }
 
 func (u usage) String() string {
+	if u.metricsErr != nil {
+		return fmt.Sprintf("RSS %d MiB (peak %d MiB), %d fds (no /metrics: %v)", u.rssKiB>>10, u.hwmKiB>>10, u.fds, u.metricsErr)
+	}
 	return fmt.Sprintf("RSS %d MiB (peak %d MiB), %d fds (process_open_fds %.0f), %.0f goroutines",
 		u.rssKiB>>10, u.hwmKiB>>10, u.fds, u.openFDs, u.goroutines)
 }
@@ -233,19 +237,18 @@ func (rg *rig) usage(addr string) usage {
 		rg.t.Fatal(err)
 	}
 	u.fds = len(fds)
-	m := rg.metrics(addr)
-	u.goroutines = m.Value(rg.t, "go_goroutines")
-	u.openFDs = m.Value(rg.t, "process_open_fds")
-	return u
-}
-
-func (rg *rig) metrics(addr string) metricstest.Families {
-	rg.t.Helper()
-	status, body, err := get("http://" + addr + "/metrics")
-	if err != nil || status != http.StatusOK {
-		rg.t.Fatalf("GET /metrics: %d %v", status, err)
+	code, body, err := get("http://" + addr + "/metrics")
+	switch {
+	case err != nil:
+		u.metricsErr = err
+	case code != http.StatusOK:
+		u.metricsErr = fmt.Errorf("status %d", code)
+	default:
+		m := metricstest.Parse(rg.t, body)
+		u.goroutines = m.Value(rg.t, "go_goroutines")
+		u.openFDs = m.Value(rg.t, "process_open_fds")
 	}
-	return metricstest.Parse(rg.t, body)
+	return u
 }
 
 // get is one GET on a connection of its own.

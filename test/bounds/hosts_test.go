@@ -62,6 +62,9 @@ func TestTenThousandHostsStayWithinHalfThePodLimit(t *testing.T) {
 	conns := rg.connsTo(rg.sim.Addr())
 	t.Logf("after %d sends to %d hosts in %s: %s, %d connections open to the push service", hosts, hosts, took.Round(time.Millisecond), after, conns)
 
+	if after.metricsErr != nil {
+		t.Fatalf("GET /metrics after the sends: %v", after.metricsErr)
+	}
 	if conns > adapter.FallbackIdleConns {
 		t.Errorf("%d connections open to the push service once every send is over, want at most FallbackIdleConns (%d)", conns, adapter.FallbackIdleConns)
 	}
