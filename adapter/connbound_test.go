@@ -133,14 +133,30 @@ func TestFallbackIdleConnectionsAreBounded(t *testing.T) {
 			}
 		})
 	}
-	for i, s := range b.oneOff {
-		work <- s
-		if i%50 == 0 {
-			b.send(t, b.hot)
+	// The host that sends again does so every 100 ms, well within FallbackIdleTTL, while the
+	// one-off hosts come and go.
+	hotDone := make(chan struct{})
+	hotStopped := make(chan struct{})
+	go func() {
+		defer close(hotStopped)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-hotDone:
+				return
+			case <-tick.C:
+				b.send(t, b.hot)
+			}
 		}
+	}()
+	for _, s := range b.oneOff {
+		work <- s
 	}
 	close(work)
 	wg.Wait()
+	close(hotDone)
+	<-hotStopped
 	if got := b.oneOffOpenedIn.Load(); got < n {
 		t.Fatalf("%d connections to %d one-off hosts: the test needs one each", got, n)
 	}
