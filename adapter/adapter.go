@@ -96,7 +96,7 @@ func NewSender(cfg Config) (*Sender, error) {
 	}
 	s := &Sender{reg: cfg.Registry, adapters: make(map[string]*adapter), signer: cfg.Signer}
 	for _, p := range cfg.Registry.Providers() {
-		var t *http.Transport
+		var t *budgetedTransport
 		if old := cfg.Reuse.adapterOf(p.ID); old != nil && sameConnections(old.provider, p) {
 			t = old.transport
 		} else {
@@ -160,7 +160,7 @@ func (s *Sender) Close() {
 // Retire closes the idle connections of the transports of s that next did not take over
 // (Config.Reuse): call it once the sends s started have ended.
 func (s *Sender) Retire(next *Sender) {
-	kept := map[*http.Transport]bool{}
+	kept := map[*budgetedTransport]bool{}
 	for _, a := range next.adapters {
 		kept[a.transport] = true
 	}
@@ -177,7 +177,7 @@ type adapter struct {
 	signer    *vapid.Signer
 	now       func() time.Time
 	jobHeader string
-	transport *http.Transport
+	transport *budgetedTransport
 	client    *http.Client
 }
 

@@ -1,10 +1,12 @@
 package adapter
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"time"
@@ -14,43 +16,63 @@ import (
 
 // Health checks on idle HTTP/2 connections: a push service that silently drops a connection
 // (a NAT timeout, a load balancer restart) is found by a ping, not by the next push timing out.
+// The fallback's connections are not pinged: they are closed after FallbackIdleTTL without a
+// request, sooner than a ping would be sent, and net/http's HTTP/2 client keeps a closed
+// connection's buffers until its ping timer fires, so with pings each one-off host would hold
+// them for pingAfterIdle after its connection closed.
 const (
 	pingAfterIdle = 30 * time.Second
 	pingTimeout   = 10 * time.Second
-	idleConnTTL   = 90 * time.Second
 )
+
+// maxIdleConnsPerHost bounds one host's idle HTTP/1.1 connections (HTTP/2 multiplexes).
+const maxIdleConnsPerHost = 16
 
 // maxResponseBody is how much of an answer is read: enough for every error shape a push
 // service sends, little enough that a hostile self-hosted server cannot fill memory.
 const maxResponseBody = 64 << 10
 
-// newTransport builds the pooled transport of one provider. HTTP/2 is negotiated by ALPN with
-// HTTP/1.1 as the fallback for self-hosted servers that do not offer h2. The HTTP/2 settings are
-// the standard library's http.HTTP2Config: golang.org/x/net/http2's ConfigureTransports is
-// deprecated in its favour and drives the same implementation.
-func newTransport(p *providers.Provider, d *dialer, roots *x509.CertPool) *http.Transport {
+// newTransport builds the pooled transport of one provider, with its connection budget (see
+// ListedIdleConns). HTTP/2 is negotiated by ALPN with HTTP/1.1 as the fallback for self-hosted
+// servers that do not offer h2. The HTTP/2 settings are the standard library's
+// http.HTTP2Config: golang.org/x/net/http2's ConfigureTransports is deprecated in its favour and
+// drives the same implementation.
+func newTransport(p *providers.Provider, d *dialer, roots *x509.CertPool) *budgetedTransport {
+	idle, ttl, ping := ListedIdleConns, ListedIdleTTL, pingAfterIdle
+	if p.ID == providers.FallbackID {
+		idle, ttl, ping = FallbackIdleConns, FallbackIdleTTL, 0
+	}
+	budget := newConnBudget(idle)
+	dial := func(ctx context.Context, network, address string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, network, address)
+		if err != nil {
+			return nil, err
+		}
+		return budget.track(normalizeAuthority(address), c), nil
+	}
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
 	protocols.SetHTTP2(true)
-	return &http.Transport{
+	return &budgetedTransport{budget: budget, Transport: &http.Transport{
 		Proxy:       nil, // a proxy would connect on our behalf and bypass the address checks
-		DialContext: d.DialContext,
+		DialContext: dial,
 		TLSClientConfig: &tls.Config{
 			RootCAs:    roots,
 			MinVersion: tls.VersionTLS12,
 		},
 		TLSHandshakeTimeout:    p.TLSTimeout,
 		ResponseHeaderTimeout:  p.ResponseHeaderTimeout,
-		IdleConnTimeout:        idleConnTTL,
-		MaxIdleConnsPerHost:    16,
+		IdleConnTimeout:        ttl,
+		MaxIdleConns:           idle,
+		MaxIdleConnsPerHost:    min(maxIdleConnsPerHost, idle),
 		DisableCompression:     true,
 		MaxResponseHeaderBytes: 64 << 10,
 		Protocols:              protocols,
 		HTTP2: &http.HTTP2Config{
-			SendPingTimeout: pingAfterIdle,
+			SendPingTimeout: ping,
 			PingTimeout:     pingTimeout,
 		},
-	}
+	}}
 }
 
 // LoadRootCAs returns the system roots plus the certificates in caFile (PEM), for push

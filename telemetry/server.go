@@ -27,12 +27,16 @@ const (
 )
 
 // The listener's limits. The write timeout leaves room for a 60-second CPU profile
-// (/debug/pprof/profile?seconds=60 is refused when the server's write timeout is shorter).
+// (/debug/pprof/profile?seconds=60 is refused when the server's write timeout is shorter). A
+// keep-alive connection is closed after idleTimeout without a request: Prometheus scrapes every
+// 15 s or more and reconnects at no cost worth keeping a descriptor for, and a connection held
+// open by no one in particular is one the worker's Redis and push connections cannot have (see
+// ListenerConns for the cap on how many there are at once).
 const (
 	readHeaderTimeout = 5 * time.Second
 	readTimeout       = 10 * time.Second
 	writeTimeout      = 65 * time.Second
-	idleTimeout       = 2 * time.Minute
+	idleTimeout       = 5 * time.Second
 	maxHeaderBytes    = 16 << 10
 	scrapeTimeout     = 10 * time.Second
 	scrapesInFlight   = 4
@@ -50,6 +54,9 @@ type ServerOptions struct {
 	Pprof bool
 	// Logger gets the listener's own errors. Nil: slog.Default().
 	Logger *slog.Logger
+	// MaxConns is how many connections the listener holds at once; 0: ListenerConns of the
+	// process's descriptor limit.
+	MaxConns int
 }
 
 // Server is the worker's HTTP listener: /metrics (Prometheus text, or OpenMetrics with
@@ -57,8 +64,8 @@ type ServerOptions struct {
 // A nil *Server (NewServer with Addr "") is valid: Addr is "", Serve and Shutdown return nil
 // at once.
 type Server struct {
-	srv *http.Server // immutable after NewServer
-	ln  net.Listener // immutable after NewServer
+	srv *http.Server     // immutable after NewServer
+	ln  *boundedListener // immutable after NewServer
 }
 
 // NewServer binds o.Addr at once, so that a bad or busy address fails at start with an error
@@ -77,10 +84,18 @@ func NewServer(o ServerOptions) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	ln, err := net.Listen("tcp", o.Addr)
+	maxConns := o.MaxConns
+	if maxConns <= 0 {
+		nofile := fileLimit()
+		maxConns = ListenerConns(nofile)
+		log.Info("http listener limits", "component", "http", "max_conns", maxConns, "nofile", nofile,
+			"reserved", max(int64(nofile)-int64(maxConns), 0), "idle_timeout", idleTimeout.String())
+	}
+	tcp, err := net.Listen("tcp", o.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: HTTP listener on %q: %w", o.Addr, err)
 	}
+	ln := newBoundedListener(tcp, maxConns)
 	mux := http.NewServeMux()
 	mux.Handle("GET "+MetricsPath, promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{
 		EnableOpenMetrics:   true,
@@ -108,6 +123,7 @@ func NewServer(o ServerOptions) (*Server, error) {
 			WriteTimeout:      writeTimeout,
 			IdleTimeout:       idleTimeout,
 			MaxHeaderBytes:    maxHeaderBytes,
+			ConnState:         ln.connState,
 			ErrorLog:          slog.NewLogLogger(log.With("component", "http").Handler(), slog.LevelWarn),
 		},
 	}, nil
