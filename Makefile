@@ -104,7 +104,7 @@ vet:
 UNIT_P        ?= 3
 UNIT_PARALLEL ?= 8
 UNIT_FIRST    := $(if $(filter ./...,$(PKGS)),./test/isolation/ ./dispatch/ ./stream/ \
-                 ./test/cluster/ ./internal/lab/bench/ ./test/crash/ ./internal/lab/demoreport/)
+                 ./test/cluster/ ./internal/lab/bench/ ./test/crash/ ./test/bounds/ ./internal/lab/demoreport/)
 DEPLOY_FIRST  := $(if $(filter ./...,$(DEPLOY_PKGS)),./image/)
 unit:
 	$(if $(strip $(PKGS)),$(GO) test -race -count=1 -p $(UNIT_P) -parallel $(UNIT_PARALLEL) $(UNIT_FIRST) $(PKGS))
