@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -294,10 +295,16 @@ func overlayAsChart(kind string, obj map[string]any) error {
 // hashes) and the Namespace, which a Helm release does not own. Every check of the overlay thus
 // holds for the chart, and a change to one without the other fails here.
 func TestChartIsTheProductionOverlay(t *testing.T) {
-	const namespace = "webpush-gateway"
-	ov := build(t, "overlays/production")
-	r := renderChart(t, chartRelease, namespace, nil)
+	r := renderChart(t, chartRelease, "webpush-gateway", nil)
+	for _, err := range compareWithOverlay(t, build(t, "overlays/production"), r) {
+		t.Error(err)
+	}
+}
 
+// compareWithOverlay lists every difference between a render of the chart and an overlay's
+// build beyond what chartAsOverlay and overlayAsChart forgive.
+func compareWithOverlay(t *testing.T, ov *built, r *rendered) []error {
+	t.Helper()
 	want := map[string]map[string]any{}
 	for _, y := range ov.docs {
 		obj, err := toMap(y)
@@ -313,6 +320,10 @@ func TestChartIsTheProductionOverlay(t *testing.T) {
 		}
 		want[kind+"/"+obj["metadata"].(map[string]any)["name"].(string)] = obj
 	}
+	if len(want) < 8 || len(ov.objects) != len(want)+1 {
+		t.Fatalf("the overlay has %d objects besides its Namespace (of %d): the comparison is broken", len(want), len(ov.objects))
+	}
+	var errs []error
 	got := map[string]map[string]any{}
 	for _, y := range r.docs {
 		obj, err := toMap(y)
@@ -320,29 +331,69 @@ func TestChartIsTheProductionOverlay(t *testing.T) {
 			t.Fatal(err)
 		}
 		kind := obj["kind"].(string)
-		if err := chartAsOverlay(kind, obj, chartRelease+"-"); err != nil {
-			t.Fatalf("%s %v: %v", kind, obj["metadata"], err)
+		if err := chartAsOverlay(kind, obj, r.b.prefix); err != nil {
+			errs = append(errs, fmt.Errorf("%s %v: %w", kind, obj["metadata"], err))
+			continue
 		}
 		got[kind+"/"+obj["metadata"].(map[string]any)["name"].(string)] = obj
 	}
-	if len(want) < 8 || len(ov.objects) != len(want)+1 {
-		t.Fatalf("the overlay has %d objects besides its Namespace (of %d): the comparison is broken", len(want), len(ov.objects))
+	keys := make([]string, 0, len(want))
+	for key := range want {
+		keys = append(keys, key)
 	}
-	for key, w := range want {
+	sort.Strings(keys)
+	for _, key := range keys {
 		g, ok := got[key]
 		if !ok {
-			t.Errorf("%s: in the overlay, not rendered by the chart", key)
+			errs = append(errs, fmt.Errorf("%s: in the overlay, not rendered by the chart", key))
 			continue
 		}
-		if d := cmp.Diff(w, g); d != "" {
-			t.Errorf("%s: the chart differs from the overlay (-overlay +chart):\n%s", key, d)
+		if d := cmp.Diff(want[key], g); d != "" {
+			errs = append(errs, fmt.Errorf("%s: the chart differs from the overlay (-overlay +chart):\n%s", key, d))
 		}
 	}
 	for key := range got {
 		if _, ok := want[key]; !ok {
-			t.Errorf("%s: rendered by the chart, not in the overlay", key)
+			errs = append(errs, fmt.Errorf("%s: rendered by the chart, not in the overlay", key))
 		}
 	}
+	return errs
+}
+
+// TestChartComparisonCatchesDrift: a setting changed on one side only, an object only one side
+// has, and a label the comparison does not forgive are each reported.
+func TestChartComparisonCatchesDrift(t *testing.T) {
+	ov := build(t, "overlays/production")
+	for _, tc := range []struct {
+		name string
+		vals map[string]any
+		want string
+	}{
+		{"grace", map[string]any{"grace": "30s"}, "Deployment/gateway-worker: the chart differs"},
+		{"shards", map[string]any{"settings": map[string]any{"shards": 12}}, "ConfigMap/gateway-worker-settings: the chart differs"},
+		{"scaler maximum", map[string]any{"keda": map[string]any{"maxReplicaCount": 13}}, "ScaledObject/gateway-worker: the chart differs"},
+		{"no PodMonitor", map[string]any{"podMonitor": map[string]any{"enabled": false}}, "PodMonitor/gateway-worker: in the overlay, not rendered"},
+		{"an ExternalSecret", valuesFile(t, "examples/values-external-secrets.yaml"), "ExternalSecret/gateway-vapid: rendered by the chart, not in the overlay"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := renderChart(t, chartRelease, "webpush-gateway", tc.vals)
+			if err := errors.Join(compareWithOverlay(t, ov, r)...); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("comparison gave %v, want an error mentioning %q", err, tc.want)
+			}
+		})
+	}
+	t.Run("label", func(t *testing.T) {
+		r := renderChart(t, chartRelease, "webpush-gateway", nil)
+		r.docs = slices.Clone(r.docs)
+		for i, d := range r.docs {
+			if bytes.Contains(d, []byte("kind: PodDisruptionBudget")) {
+				r.docs[i] = bytes.Replace(d, []byte("  labels:\n"), []byte("  labels:\n    team: push\n"), 1)
+			}
+		}
+		if err := errors.Join(compareWithOverlay(t, ov, r)...); err == nil || !strings.Contains(err.Error(), "PodDisruptionBudget/gateway-worker: the chart differs") {
+			t.Fatalf("comparison gave %v, want the PDB's extra label reported", err)
+		}
+	})
 }
 
 // TestChartVersionIsTheRelease: Chart.yaml's appVersion is the VERSION file's release (the
