@@ -12,11 +12,14 @@ import (
 	"time"
 
 	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chartutil"
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
+
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/doctest"
 )
 
 // chartValuesFiles are the example values files of the chart; each must lint and render into
@@ -354,5 +357,23 @@ func TestChartRefusesIncompleteValues(t *testing.T) {
 				t.Fatalf("install gave %v, want an error naming %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestDocsExternalSecretValues: the values block of docs/deploy.md ("VAPID keys from External
+// Secrets") installs as pasted, and its ExternalSecret makes the Secret the worker mounts.
+func TestDocsExternalSecretValues(t *testing.T) {
+	block := doctest.MarkdownBlock(t, "../docs/deploy.md", "### VAPID keys from External Secrets", "yaml")
+	vals, err := chartutil.ReadValues([]byte(block))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := renderChart(t, chartRelease, "webpush-gateway", vals)
+	if len(r.external) != 1 {
+		t.Fatalf("%d ExternalSecrets rendered, want 1", len(r.external))
+	}
+	d, c := r.b.worker(t)
+	for _, err := range checkExternalSecret(r.external[0], d, env(t, r.b, c)) {
+		t.Error(err)
 	}
 }
