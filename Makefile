@@ -13,8 +13,8 @@ FUZZTIME ?= 20s
 # metric, the image's version label): the tag that describes HEAD (`git describe --tags
 # --dirty`: v0.1.0 on the tagged commit, v0.1.0-3-gabc1234 past it, -dirty with uncommitted
 # changes), else the VERSION file, the release this tree is of (a clone without tags, or a tree
-# without git). The VERSION file, CHANGELOG.md's newest release and the production overlay's
-# image tag name the same release; a test checks that they agree.
+# without git). The VERSION file, CHANGELOG.md's newest release, the production overlay's
+# image tag and the Helm chart's appVersion name the same release; tests check that they agree.
 ifeq ($(origin VERSION),undefined)
 VERSION := $(shell git describe --tags --dirty 2>/dev/null || cat VERSION)
 endif

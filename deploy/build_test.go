@@ -29,6 +29,10 @@ var overlays = []string{"overlays/dev", "overlays/production"}
 type built struct {
 	dir     string
 	objects []object
+	docs    [][]byte // the objects' YAML, in the build's order
+	// prefix is what precedes the base's object names: "" for kustomize, the release name and
+	// a dash for the Helm chart.
+	prefix string
 
 	namespaces      []*corev1.Namespace
 	deployments     []*appsv1.Deployment
@@ -94,6 +98,7 @@ func buildDir(dir string) (*built, error) {
 		if err := b.add(y); err != nil {
 			return nil, fmt.Errorf("%s %s: %w", r.GetKind(), r.GetName(), err)
 		}
+		b.docs = append(b.docs, y)
 	}
 	return b, nil
 }
@@ -192,23 +197,23 @@ func decodeInto[T any](y []byte, list *[]*T) error {
 func (b *built) worker(t *testing.T) (*appsv1.Deployment, *corev1.Container) {
 	t.Helper()
 	for _, d := range b.deployments {
-		if d.Name == "gateway-worker" {
+		if d.Name == b.prefix+"gateway-worker" {
 			for i := range d.Spec.Template.Spec.Containers {
 				if c := &d.Spec.Template.Spec.Containers[i]; c.Name == "worker" {
 					return d, c
 				}
 			}
-			t.Fatalf("%s: Deployment gateway-worker has no container named worker", b.dir)
+			t.Fatalf("%s: Deployment %sgateway-worker has no container named worker", b.dir, b.prefix)
 		}
 	}
-	t.Fatalf("%s: no Deployment gateway-worker", b.dir)
+	t.Fatalf("%s: no Deployment %sgateway-worker", b.dir, b.prefix)
 	return nil, nil
 }
 
 func (b *built) configMap(t *testing.T, name string) *corev1.ConfigMap {
 	t.Helper()
 	for _, c := range b.configMaps {
-		if c.Name == name || generatedName(c.Name) == name {
+		if c.Name == b.prefix+name || generatedName(c.Name) == name {
 			return c
 		}
 	}

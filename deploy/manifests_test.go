@@ -229,7 +229,7 @@ func checkWorkerPod(t *testing.T, b *built, d *appsv1.Deployment, c *corev1.Cont
 	found := false
 	for name, m := range mounts {
 		v := volumes[name]
-		if v.ConfigMap == nil || generatedName(v.ConfigMap.Name) != "gateway-registry" {
+		if v.ConfigMap == nil || generatedName(v.ConfigMap.Name) != b.prefix+"gateway-registry" {
 			continue
 		}
 		found = true
