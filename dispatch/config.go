@@ -74,8 +74,10 @@ type Config struct {
 	// retries; MaxRetries NoRetries turns retries off.
 	Backoff Backoff
 
-	// MaxDelayed caps the delayed set of a shard and MaxPerRecipient a recipient's jobs in it;
-	// past a cap a retry goes to dead with the cap named. NoLimit: no cap.
+	// MaxDelayed caps one provider's retries in the delayed set of a shard (the retries after an
+	// attempt; put-backs, which made none, neither count nor are refused), so that one
+	// provider's retries cannot push out another's; MaxPerRecipient caps a recipient's jobs in
+	// it; past a cap a retry goes to dead with the cap named. NoLimit: no cap.
 	MaxDelayed      int64
 	MaxPerRecipient int64
 

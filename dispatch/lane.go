@@ -76,13 +76,16 @@ type lane struct {
 	workers *workers
 
 	mu sync.Mutex
-	// held are the ids of entries this lane has read or been offered and not finished. XAUTOCLAIM
-	// does not look at the owner, so an entry of ours that idles past the visibility timeout
-	// (waiting for a slot, or for Redis) is claimed again by our own reclaimer; held keeps it
-	// from being sent twice in this process. An entry claimed just as the goroutine that held
-	// it finished it is offered once that goroutine lets go: its delivery checks that a
-	// reclaimed entry is still ours before it sends it (delivery.stillOurs). Guarded by mu.
-	held map[string]struct{}
+	// held are the entries this lane has read or been offered and not finished, by id, each
+	// with when its idle time in Redis was last reset (its read, or the reclaimer's refresh:
+	// heldSince). The reclaimer resets the idle time of those held long before it claims
+	// (Store.Reclaim's held), so an entry of ours waiting here (for a slot, a token, or a slow
+	// send) is never claimed again and counted as a delivery. An entry of ours claimed all the
+	// same (read just as a claim began) is taken as handed over; one claimed just as the
+	// goroutine that held it finished it is offered once that goroutine lets go: its delivery
+	// checks that a reclaimed entry is still ours before it sends it (delivery.stillOurs).
+	// Guarded by mu.
+	held map[string]time.Time
 	// recheckAfter is how long an entry may wait in this process (for a slot, for a token)
 	// before its delivery asks Redis whether it is still ours: half the visibility timeout, after
 	// which another replica may reclaim it. Immutable after newLane.
@@ -91,7 +94,7 @@ type lane struct {
 
 func newLane(p laneParams) *lane {
 	l := &lane{laneParams: p, stopper: newStopper(), offered: make(chan stream.Entry, max(1, p.lim.provider().MaxInFlight)),
-		held: make(map[string]struct{}), recheckAfter: p.cfg.VisibilityTimeout / 2}
+		held: make(map[string]time.Time), recheckAfter: p.cfg.VisibilityTimeout / 2}
 	l.workers = newWorkers(l.done)
 	return l
 }
@@ -125,8 +128,24 @@ func (l *lane) hold(id string) bool {
 	if _, ok := l.held[id]; ok {
 		return false
 	}
-	l.held[id] = struct{}{}
+	l.held[id] = time.Now()
 	return true
+}
+
+// heldSince are the entries this lane has held since before cutoff without a refresh of
+// their idle time (real time, as Redis keeps it), now marked refreshed at now: the reclaimer
+// passes them to Store.Reclaim, which resets their idle time.
+func (l *lane) heldSince(cutoff, now time.Time) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var ids []string
+	for id, at := range l.held {
+		if at.Before(cutoff) {
+			ids = append(ids, id)
+			l.held[id] = now
+		}
+	}
+	return ids
 }
 
 func (l *lane) release(id string) {

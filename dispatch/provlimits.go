@@ -319,22 +319,32 @@ func (pl *providerLimits) readable() int {
 // waitToken takes a token from the provider's bucket, sleeping until its reservation is due.
 // The bucket reads now(), the worker's clock; the sleep is a real timer of the delay the
 // bucket computed, which is the same thing with the real clock (a test that steps a frozen
-// clock stays within the burst). It gives up, handing the token back, when stop ends first.
+// clock stays within the burst). A reconfigure that raises the rate (a reload, or fewer
+// replicas sharing it) wakes the wait: it hands the token back and reserves again at the new
+// rate, so the jobs already waiting go at the rate now in force. It gives up, handing the
+// token back, when stop ends first.
 func (pl *providerLimits) waitToken(stop context.Context, now func() time.Time) error {
 	t := now()
 	pl.recoverAt(t)
-	d, r := pl.bucket.Delay(t)
-	if d <= 0 {
-		return nil
-	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return nil
-	case <-stop.Done():
-		r.CancelAt(now())
-		return stop.Err()
+	for {
+		raised := pl.bucket.Raised() // before the reservation, so no raise is missed
+		d, r := pl.bucket.Delay(t)
+		if d <= 0 {
+			return nil
+		}
+		timer := time.NewTimer(d)
+		select {
+		case <-timer.C:
+			return nil
+		case <-raised:
+			timer.Stop()
+			t = now()
+			r.CancelAt(t)
+		case <-stop.Done():
+			timer.Stop()
+			r.CancelAt(now())
+			return stop.Err()
+		}
 	}
 }
 

@@ -216,7 +216,7 @@ func TestReclaimedEntryIsSentOnlyWhileStillOurs(t *testing.T) {
 		}, 0, 0},
 		{"taken over by another replica", func(t *testing.T, e *env, en stream.Entry, _ []byte) {
 			other := e.newStore("w2")
-			if got, _, err := other.Reclaim(context.Background(), 0, en.Stream, 0, 10, 0); err != nil || len(got) != 1 {
+			if got, _, err := other.Reclaim(context.Background(), 0, en.Stream, 0, 10, 0, nil); err != nil || len(got) != 1 {
 				t.Fatalf("w2 Reclaim: %d entries, %v", len(got), err)
 			}
 		}, 0, 0},
@@ -356,7 +356,7 @@ func TestLongHeldEntryIsSentOnlyWhileStillOurs(t *testing.T) {
 			}
 			if c.takenOver {
 				other := e.newStore("w2")
-				if got, _, err := other.Reclaim(context.Background(), 0, read[0].Stream, 0, 10, 0); err != nil || len(got) != 1 {
+				if got, _, err := other.Reclaim(context.Background(), 0, read[0].Stream, 0, 10, 0, nil); err != nil || len(got) != 1 {
 					t.Fatalf("w2 Reclaim: %d entries, %v", len(got), err)
 				}
 			}

@@ -28,7 +28,9 @@ type reclaimerParams struct {
 // the visibility timeout, and that no live replica owns: their owner died or stopped. (An
 // entry of a live replica is that replica's however long it idles: its send may be slow, or it
 // may have been cut off from Redis and be writing its outcome now; taking it would send the job
-// twice.) Stream's Reclaim moves them to this consumer; entries delivered more than
+// twice.) Entries this replica holds itself are not claimed either: before each claim of a
+// lane, the entries its lane has held for half the visibility timeout have their idle time
+// reset in the same script (lane.heldSince), with no delivery counted. Stream's Reclaim moves them to this consumer; entries delivered more than
 // MaxDeliveries times go to dead in the same script, so a job that kills every worker that
 // reads it cannot go round forever.
 //
@@ -86,7 +88,7 @@ func (r *reclaimer) reclaim(ctx context.Context) error {
 			continue // the shard takes no new work now; its idle entries wait
 		}
 		for range reclaimRounds {
-			claimed, err := r.claim(ctx, s, cfg.Store.IntakeStream(s), cfg.IntakeBatch, alive)
+			claimed, err := r.claim(ctx, s, cfg.Store.IntakeStream(s), cfg.IntakeBatch, nil, alive)
 			if err != nil {
 				return err
 			}
@@ -115,7 +117,12 @@ func (r *reclaimer) reclaim(ctx context.Context) error {
 			if n == 0 {
 				continue // this lane's reader has not yet started what it was offered
 			}
-			claimed, err := r.claim(ctx, s, cfg.Store.LaneStream(s, p), n, alive)
+			// The entries the lane has held for half the visibility timeout get their idle time
+			// reset in the same script, before it looks for idle ones: they are ours, and in
+			// hand. Without a claim round nothing counts their deliveries, so they can wait.
+			now := time.Now()
+			held := l.heldSince(now.Add(-cfg.VisibilityTimeout/2), now)
+			claimed, err := r.claim(ctx, s, cfg.Store.LaneStream(s, p), n, held, alive)
 			if err != nil {
 				return err
 			}
@@ -150,9 +157,9 @@ func (r *reclaimer) room(p string) int {
 	return max(0, free)
 }
 
-func (r *reclaimer) claim(ctx context.Context, shard int, stream string, count int, alive []string) ([]stream.Entry, error) {
+func (r *reclaimer) claim(ctx context.Context, shard int, stream string, count int, held, alive []string) ([]stream.Entry, error) {
 	cfg := r.cfg
-	claimed, dead, err := cfg.Store.Reclaim(ctx, shard, stream, cfg.VisibilityTimeout, count, cfg.MaxDeliveries, alive...)
+	claimed, dead, err := cfg.Store.Reclaim(ctx, shard, stream, cfg.VisibilityTimeout, count, cfg.MaxDeliveries, held, alive...)
 	r.health.observe(shard, telemetry.OpReclaim, err, cfg.Now())
 	if err != nil {
 		return nil, err

@@ -190,7 +190,7 @@ func TestDelayedSetCapsDeadLetterWithReason(t *testing.T) {
 		{"per recipient", func(c *Config) { c.MaxPerRecipient = 1 }, []string{"alice", "alice", "bob"},
 			"recipient alice has 1 jobs waiting to retry"},
 		{"global", func(c *Config) { c.MaxDelayed = 2 }, []string{"carol", "dave", "erin"},
-			"delayed set is full (2 jobs); not retried"},
+			"delayed set is full for apple (2 retries waiting); not retried"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -322,5 +322,38 @@ func TestCopiesOfAHeldJobEndWithNoRecordOfTheirOwn(t *testing.T) {
 	}
 	if n := len(e.deliveriesOf("twice")); n != 2 {
 		t.Errorf("pushsim saw %d requests, want 2 (the 503 and the retry): copies must send nothing", n)
+	}
+}
+
+// TestOneProvidersRetriesDoNotPushOutAnothers: apple's failing jobs fill apple's cap on the
+// delayed set (--max-delayed 2), and the third is dead-lettered naming apple; autopush's retry
+// beside them still goes to the delayed set, not to dead.
+func TestOneProvidersRetriesDoNotPushOutAnothers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	apple := e.subscribe(pushsim.Apple, e.key)
+	autopush := e.subscribe(pushsim.Autopush, e.key)
+	setFault(t, e, pushsim.Apple, pushsim.Fault{Kind: pushsim.Fail, Status: 503})
+	setFault(t, e, pushsim.Autopush, pushsim.Fault{Kind: pushsim.Fail, Status: 503})
+	for _, id := range []string{"apple-a", "apple-b", "apple-c"} {
+		e.enqueue(job(id, apple, "x"))
+	}
+	cfg := e.config(e.store)
+	cfg.MaxDelayed = 2
+	e.start(cfg)
+	waitFor(t, "apple's cap full and one apple retry refused", func() bool { return len(e.all("dead")) == 1 })
+	e.enqueue(job("autopush-a", autopush, "x"))
+	waitFor(t, "autopush's retry in the delayed set", func() bool {
+		_, ok := e.delayedDue("autopush-a")
+		return ok || len(e.all("dead")) > 1
+	})
+	if d := e.all("dead"); len(d) != 1 {
+		t.Errorf("dead records %v; want only apple's one", d)
+	}
+	if _, ok := e.delayedDue("autopush-a"); !ok {
+		t.Error("autopush's retry is not in the delayed set")
+	}
+	if d := e.all("dead")[0]; d["reason"] != "delayed set is full for apple (2 retries waiting); not retried" || d["provider"] != "apple" {
+		t.Errorf("dead record %v; want apple's refused retry, naming apple", d)
 	}
 }

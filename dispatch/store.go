@@ -52,7 +52,7 @@ type retryStore interface {
 
 // reclaimStore is the reclaimer's: entries a dead consumer left pending.
 type reclaimStore interface {
-	Reclaim(ctx context.Context, shard int, stream string, minIdle time.Duration, count int, maxDeliveries int64, alive ...string) ([]stream.Entry, stream.Dead, error)
+	Reclaim(ctx context.Context, shard int, stream string, minIdle time.Duration, count int, maxDeliveries int64, held []string, alive ...string) ([]stream.Entry, stream.Dead, error)
 }
 
 // upkeepStore is the janitor's, the stats loop's and the write prober's.

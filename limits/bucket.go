@@ -29,6 +29,10 @@ type Bucket struct {
 	configured   rate.Limit // guarded by mu
 	lastThrottle time.Time  // guarded by mu; zero: never throttled
 	lastRecover  time.Time  // guarded by mu; zero: never recovered
+	// raised is closed, and replaced, when Configure raises the rate in force: a reservation
+	// made at the lower rate is due later than the new rate would make it, and its waiter
+	// reserves again (Raised).
+	raised chan struct{} // guarded by mu
 }
 
 // NewBucket returns a bucket of perSecond tokens a second and the given burst. perSecond <= 0
@@ -38,7 +42,16 @@ func NewBucket(perSecond float64, burst int) *Bucket {
 	if burst < 1 {
 		burst = 1
 	}
-	return &Bucket{lim: rate.NewLimiter(l, burst), configured: l}
+	return &Bucket{lim: rate.NewLimiter(l, burst), configured: l, raised: make(chan struct{})}
+}
+
+// Raised is closed when Configure next raises the rate in force. A caller waiting on a
+// reservation takes the channel before it reserves, and on its close cancels the reservation
+// and reserves again, so a reload that raises a low rate applies to the waits already begun.
+func (b *Bucket) Raised() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.raised
 }
 
 func limitOf(perSecond float64) rate.Limit {
@@ -100,6 +113,10 @@ func (b *Bucket) Configure(now time.Time, perSecond float64, burst int) {
 	}
 	b.lim.SetLimitAt(now, next)
 	b.lim.SetBurstAt(now, burst)
+	if next > cur {
+		close(b.raised)
+		b.raised = make(chan struct{})
+	}
 }
 
 // Throttle cuts the rate in force at now to half, but not below configured/64, and remembers

@@ -137,3 +137,41 @@ func TestBucketThrottleSlowsTokens(t *testing.T) {
 		t.Fatal("no token after 20ms at 50/s")
 	}
 }
+
+// TestConfigureRaisingTheRateWakesWaiters: Raised is closed when Configure raises the rate in
+// force, and a reservation made again then is due at the new rate; a lower rate, or the same
+// one, closes nothing.
+func TestConfigureRaisingTheRateWakesWaiters(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	b := limits.NewBucket(0.1, 1)
+	if !b.Allow(now) {
+		t.Fatal("the first token was refused")
+	}
+	raised := b.Raised()
+	d, r := b.Delay(now)
+	if d < 9*time.Second {
+		t.Fatalf("delay at 0.1/s = %v, want about 10s", d)
+	}
+	b.Configure(now, 0.05, 1)
+	b.Configure(now, 0.05, 1)
+	select {
+	case <-raised:
+		t.Fatal("Raised closed by a lower rate")
+	default:
+	}
+	b.Configure(now, 100, 1)
+	select {
+	case <-raised:
+	default:
+		t.Fatal("Raised not closed by a raise to 100/s")
+	}
+	r.CancelAt(now)
+	if d, _ := b.Delay(now); d > 50*time.Millisecond {
+		t.Errorf("delay reserved again at 100/s = %v, want at most 50ms", d)
+	}
+	select {
+	case <-b.Raised():
+		t.Error("the channel after a raise is already closed")
+	default:
+	}
+}

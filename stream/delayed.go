@@ -29,7 +29,9 @@ type RetryRecord struct {
 	Attempt      int
 	Job          string
 	EnqueuedAtMs int64
-	// MaxDelayed caps the delayed set of the shard and MaxPerRecipient the jobs of one
+	// MaxDelayed caps the retries of the provider in the delayed set of the shard (those after
+	// an attempt: a put-back, with no Code, neither counts nor is refused), so that one
+	// provider's retries cannot push out another's; MaxPerRecipient caps the jobs of one
 	// recipient in it; 0 means no cap. Past a cap the job goes to the dead stream.
 	MaxDelayed      int64
 	MaxPerRecipient int64
@@ -53,7 +55,8 @@ const (
 	NotOwner RetryVerdict = iota
 	// Queued: the job waits in the delayed set.
 	Queued
-	// DeadGlobalCap: the delayed set was full; the job went to the dead stream.
+	// DeadGlobalCap: the delayed set was full for the job's provider (MaxDelayed of its
+	// retries waited); the job went to the dead stream.
 	DeadGlobalCap
 	// DeadRecipientCap: the recipient had too many jobs waiting; the job went to the dead stream.
 	DeadRecipientCap
@@ -79,7 +82,7 @@ func (v RetryVerdict) String() string {
 }
 
 // ToDelayed moves a lane entry to the delayed set, due at r.Due, or to the dead stream when a
-// cap refuses it (the dead record's reason names the cap). Dead records of refused retries
+// cap refuses it (the dead record's reason names the cap, and the provider for a full set). Dead records of refused retries
 // carry attempt r.Attempt-1, the attempt that failed.
 func (s *Store) ToDelayed(ctx context.Context, e Entry, r RetryRecord) (RetryVerdict, error) {
 	k := s.Keys(e.Shard)
@@ -96,7 +99,7 @@ func (s *Store) ToDelayed(ctx context.Context, e Entry, r RetryRecord) (RetryVer
 		detail = detail[:MaxDetail] + "..."
 	}
 	n, err := s.eval(ctx, toDelayedScript,
-		[]string{e.Stream, k.Delayed, k.DelayedData, k.Rcpt, k.Dead, k.Jobs},
+		[]string{e.Stream, k.Delayed, k.DelayedData, k.Rcpt, k.Dead, k.Jobs, k.DelayedCount},
 		Group, e.ID, s.o.Consumer, r.ID, r.Provider, r.Recipient, ms(r.Due), r.Attempt, r.Job,
 		r.EnqueuedAtMs, r.MaxDelayed, r.MaxPerRecipient, ms(at), code, s.o.DeadMaxLen,
 		r.Code, detail,
@@ -116,7 +119,7 @@ func (s *Store) PromoteDue(ctx context.Context, shard int, now time.Time, limit 
 	}
 	k := s.Keys(shard)
 	n, err := promoteScript.Run(ctx, s.c,
-		[]string{k.Delayed, k.DelayedData, k.Rcpt, k.Dead, k.Jobs},
+		[]string{k.Delayed, k.DelayedData, k.Rcpt, k.Dead, k.Jobs, k.DelayedCount},
 		ms(now), limit, k.LanePrefix, Group, s.o.DeadMaxLen,
 	).Int64()
 	if err != nil {

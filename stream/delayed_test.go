@@ -22,8 +22,8 @@ func TestToDelayedCaps(t *testing.T) {
 	}{
 		{"no caps", 0, 0, "alice", []string{"alice", "alice", "bob"}, Queued, ""},
 		{"under both caps", 4, 3, "alice", []string{"alice", "bob"}, Queued, ""},
-		{"global cap", 3, 0, "alice", []string{"bob", "carol", "dave"}, DeadGlobalCap, "delayed set is full (3 jobs); not retried"},
-		{"global cap wins over recipient cap", 2, 1, "alice", []string{"alice", "bob"}, DeadGlobalCap, "delayed set is full (2 jobs); not retried"},
+		{"global cap", 3, 0, "alice", []string{"bob", "carol", "dave"}, DeadGlobalCap, "delayed set is full for fcm (3 retries waiting); not retried"},
+		{"global cap wins over recipient cap", 2, 1, "alice", []string{"alice", "bob"}, DeadGlobalCap, "delayed set is full for fcm (2 retries waiting); not retried"},
 		{"recipient cap", 0, 2, "alice", []string{"alice", "alice", "bob"}, DeadRecipientCap, "recipient alice has 2 jobs waiting to retry"},
 		{"recipient cap ignores others", 0, 2, "alice", []string{"bob", "bob", "alice"}, Queued, ""},
 		{"no recipient is never capped per recipient", 0, 1, "", []string{"", ""}, Queued, ""},
@@ -34,7 +34,7 @@ func TestToDelayedCaps(t *testing.T) {
 			for i, r := range c.existing {
 				e := env.laneEntry(t, s, "fcm", fmt.Sprintf("old-%d", i))
 				v, err := s.ToDelayed(env.ctx, e, RetryRecord{ID: fmt.Sprintf("old-%d", i), Provider: "fcm", Recipient: r,
-					Due: t0.Add(time.Minute), Attempt: 1, Job: e.Fields["job"], EnqueuedAtMs: ms(t0)})
+					Due: t0.Add(time.Minute), Attempt: 1, Job: e.Fields["job"], EnqueuedAtMs: ms(t0), Code: "PROVIDER_DOWN"})
 				if err != nil || v != Queued {
 					t.Fatalf("setup ToDelayed = %v, %v", v, err)
 				}
@@ -239,5 +239,86 @@ func TestPromoteDueUnreadableData(t *testing.T) {
 	}
 	if env.c.ZCard(env.ctx, k.Delayed).Val() != 0 {
 		t.Error("unreadable members stayed in the delayed set")
+	}
+}
+
+// TestDelayedCapIsPerProviderAndSparesPutBacks: one provider's retries filling its cap do not
+// refuse another provider's retry, and put-backs (no attempt made) neither count toward the
+// cap nor are refused by it; a promoted retry frees its room in its provider's count.
+func TestDelayedCapIsPerProviderAndSparesPutBacks(t *testing.T) {
+	env, s := newStore(t, "fcm", "apple")
+	k := s.Keys(0)
+	toDelayed := func(provider, id, code string) RetryVerdict {
+		t.Helper()
+		e := env.laneEntry(t, s, provider, id)
+		v, err := s.ToDelayed(env.ctx, e, RetryRecord{ID: id, Provider: provider, Due: t0.Add(time.Minute), Attempt: 1,
+			Job: e.Fields["job"], EnqueuedAtMs: ms(t0), MaxDelayed: 2, Code: code, At: t0})
+		if err != nil {
+			t.Fatalf("ToDelayed(%s) = %v", id, err)
+		}
+		return v
+	}
+	for i := range 5 { // put-backs of fcm: more than the cap, none refused
+		if v := toDelayed("fcm", fmt.Sprintf("parked-%d", i), ""); v != Queued {
+			t.Fatalf("fcm put-back %d: %v, want queued", i, v)
+		}
+	}
+	for i := range 2 {
+		if v := toDelayed("fcm", fmt.Sprintf("fcm-%d", i), "RATE_LIMITED"); v != Queued {
+			t.Fatalf("fcm retry %d: %v, want queued (put-backs do not count)", i, v)
+		}
+	}
+	if v := toDelayed("fcm", "fcm-full", "RATE_LIMITED"); v != DeadGlobalCap {
+		t.Fatalf("fcm's third retry: %v, want dead: delayed set full", v)
+	}
+	d := env.entries(t, k.Dead)
+	if len(d) != 1 || d[0].Values["reason"] != "delayed set is full for fcm (2 retries waiting); not retried" || d[0].Values["provider"] != "fcm" {
+		t.Fatalf("dead records %v; want the one refused fcm retry, naming fcm", d)
+	}
+	if v := toDelayed("apple", "apple-0", "PROVIDER_DOWN"); v != Queued {
+		t.Fatalf("apple's retry beside a full fcm: %v, want queued", v)
+	}
+	if v := toDelayed("fcm", "parked-late", ""); v != Queued {
+		t.Fatalf("fcm put-back beside its full cap: %v, want queued", v)
+	}
+	if got := env.c.HGetAll(env.ctx, k.DelayedCount).Val(); !cmp.Equal(got, map[string]string{"fcm": "2", "apple": "1"}) {
+		t.Errorf("counts %v, want fcm 2, apple 1", got)
+	}
+	// Promoting everything frees fcm's room, and the empty set takes its counts along.
+	if n, err := s.PromoteDue(env.ctx, 0, t0.Add(time.Hour), 100); err != nil || n != 9 {
+		t.Fatalf("PromoteDue = %d, %v; want 9", n, err)
+	}
+	if n := env.c.Exists(env.ctx, k.DelayedCount).Val(); n != 0 {
+		t.Errorf("counts after the set emptied: %v", env.c.HGetAll(env.ctx, k.DelayedCount).Val())
+	}
+	if v := toDelayed("fcm", "fcm-again", "RATE_LIMITED"); v != Queued {
+		t.Fatalf("fcm retry after the promotion: %v, want queued", v)
+	}
+}
+
+// TestPromoteTakesRetriesOffTheirProviderCount: a promoted retry leaves its provider's count
+// while the others stay, and a count is never read above the set's size.
+func TestPromoteTakesRetriesOffTheirProviderCount(t *testing.T) {
+	env, s := newStore(t, "fcm")
+	k := s.Keys(0)
+	for i, due := range []time.Duration{time.Second, time.Hour} {
+		e := env.laneEntry(t, s, "fcm", fmt.Sprintf("r%d", i))
+		if v, err := s.ToDelayed(env.ctx, e, RetryRecord{ID: fmt.Sprintf("r%d", i), Provider: "fcm", Due: t0.Add(due), Attempt: 1,
+			Job: e.Fields["job"], EnqueuedAtMs: ms(t0), Code: "PROVIDER_DOWN", At: t0}); err != nil || v != Queued {
+			t.Fatalf("ToDelayed = %v, %v", v, err)
+		}
+	}
+	if n, err := s.PromoteDue(env.ctx, 0, t0.Add(time.Minute), 100); err != nil || n != 1 {
+		t.Fatalf("PromoteDue = %d, %v; want 1", n, err)
+	}
+	if got := env.c.HGet(env.ctx, k.DelayedCount, "fcm").Val(); got != "1" {
+		t.Errorf("fcm's count after one of two promoted: %q, want 1", got)
+	}
+	// A count left too high (by a release that did not keep it) refuses no more than the set holds.
+	env.c.HSet(env.ctx, k.DelayedCount, "fcm", 50)
+	e := env.laneEntry(t, s, "fcm", "r2")
+	if v, err := s.ToDelayed(env.ctx, e, RetryRecord{ID: "r2", Provider: "fcm", Due: t0.Add(time.Hour), Attempt: 1,
+		Job: e.Fields["job"], EnqueuedAtMs: ms(t0), MaxDelayed: 2, Code: "PROVIDER_DOWN", At: t0}); err != nil || v != Queued {
+		t.Fatalf("ToDelayed with a stale count of 50 and 1 member: %v, %v; want queued", v, err)
 	}
 }

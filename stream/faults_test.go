@@ -180,14 +180,14 @@ func TestReclaimSparesLiveOwners(t *testing.T) {
 	lane := w1.LaneStream(0, "fcm")
 	e := env.laneEntry(t, w1, "fcm", "j1")
 	env.age(t, lane, "w1", e.ID, time.Hour, 1)
-	if got, _, err := w2.Reclaim(env.ctx, 0, lane, time.Minute, 10, 0, "w1", "w2"); err != nil || len(got) != 0 {
+	if got, _, err := w2.Reclaim(env.ctx, 0, lane, time.Minute, 10, 0, nil, "w1", "w2"); err != nil || len(got) != 0 {
 		t.Fatalf("Reclaim with w1 alive = %d claimed, %v; want none", len(got), err)
 	}
-	if got, _, err := w1.Reclaim(env.ctx, 0, lane, time.Minute, 10, 0, "w1", "w2"); err != nil || len(got) != 1 {
+	if got, _, err := w1.Reclaim(env.ctx, 0, lane, time.Minute, 10, 0, nil, "w1", "w2"); err != nil || len(got) != 1 {
 		t.Fatalf("w1 reclaiming its own idle entry = %d claimed, %v; want 1", len(got), err)
 	}
 	env.age(t, lane, "w1", e.ID, time.Hour, 1)
-	if got, _, err := w2.Reclaim(env.ctx, 0, lane, time.Minute, 10, 0, "w2"); err != nil || len(got) != 1 {
+	if got, _, err := w2.Reclaim(env.ctx, 0, lane, time.Minute, 10, 0, nil, "w2"); err != nil || len(got) != 1 {
 		t.Fatalf("Reclaim with w1 gone = %d claimed, %v; want 1", len(got), err)
 	}
 	if ok, err := w2.Owns(env.ctx, e); !ok || err != nil {
@@ -212,7 +212,7 @@ func TestReclaimChecksIntakeEntries(t *testing.T) {
 	if err := env.c.XReadGroup(env.ctx, &redis.XReadGroupArgs{Group: Group, Consumer: "ghost", Streams: []string{k.Intake, ">"}, Count: 1}).Err(); err != nil {
 		t.Fatal(err)
 	}
-	got, dead, err := w.Reclaim(env.ctx, 0, k.Intake, 0, 10, 5)
+	got, dead, err := w.Reclaim(env.ctx, 0, k.Intake, 0, 10, 5, nil)
 	if err != nil || len(got) != 0 || dead != (Dead{Invalid: 1}) {
 		t.Fatalf("Reclaim = %d claimed, %+v dead, %v; want 0, 1 invalid", len(got), dead, err)
 	}
@@ -223,7 +223,7 @@ func TestReclaimChecksIntakeEntries(t *testing.T) {
 
 	e := env.laneEntry(t, ghost, "fcm", "too-many")
 	env.age(t, e.Stream, "ghost", e.ID, time.Hour, 5)
-	if _, dead, err := w.Reclaim(env.ctx, 0, e.Stream, time.Minute, 10, 5); err != nil || dead != (Dead{TooManyDeliveries: 1}) {
+	if _, dead, err := w.Reclaim(env.ctx, 0, e.Stream, time.Minute, 10, 5, nil); err != nil || dead != (Dead{TooManyDeliveries: 1}) {
 		t.Fatalf("Reclaim = %+v dead, %v; want 1 for too many deliveries", dead, err)
 	}
 	recs := env.entries(t, k.Dead)

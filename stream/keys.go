@@ -25,6 +25,9 @@ type Keys struct {
 	Delayed string
 	// DelayedData is the HASH job id -> JSON of the lane entry to write back when due.
 	DelayedData string
+	// DelayedCount is the HASH provider -> that provider's retries in Delayed that count
+	// toward its cap (those after an attempt; put-backs do not).
+	DelayedCount string
 	// Results is the ledger stream: one entry per job that reached a terminal outcome.
 	Results string
 	// Gone is the stream of endpoints a push service reported gone, for upstreams to prune.
@@ -51,19 +54,20 @@ type Keys struct {
 func KeysFor(prefix string, shard int) Keys {
 	base := orDefaultPrefix(prefix) + ":{" + strconv.Itoa(shard) + "}:"
 	return Keys{
-		Base:        base,
-		Shard:       shard,
-		Intake:      base + "in",
-		Delayed:     base + "delayed",
-		DelayedData: base + "delayed:data",
-		Results:     base + "results",
-		Gone:        base + "gone",
-		Dead:        base + "dead",
-		Rcpt:        base + "rcpt",
-		Jobs:        base + "jobs",
-		Probe:       base + "probe",
-		Window:      base + "window",
-		LanePrefix:  base + "lane:",
+		Base:         base,
+		Shard:        shard,
+		Intake:       base + "in",
+		Delayed:      base + "delayed",
+		DelayedData:  base + "delayed:data",
+		DelayedCount: base + "delayed:count",
+		Results:      base + "results",
+		Gone:         base + "gone",
+		Dead:         base + "dead",
+		Rcpt:         base + "rcpt",
+		Jobs:         base + "jobs",
+		Probe:        base + "probe",
+		Window:       base + "window",
+		LanePrefix:   base + "lane:",
 	}
 }
 

@@ -84,7 +84,7 @@ func TestMergedFinishKeepsEachOutcome(t *testing.T) {
 	for _, e := range []Entry{taken, lost} {
 		env.age(t, laneKey, "w1", e.ID, 10*time.Minute, 1)
 	}
-	claimed, _, err := w2.Reclaim(env.ctx, 0, laneKey, time.Minute, 10, 5)
+	claimed, _, err := w2.Reclaim(env.ctx, 0, laneKey, time.Minute, 10, 5, nil)
 	if err != nil || len(claimed) != 2 {
 		t.Fatalf("Reclaim: %v, %d claimed", err, len(claimed))
 	}
@@ -152,7 +152,7 @@ func TestLateAcceptedSendOfAnEndedJob(t *testing.T) {
 			laneKey := w1.LaneStream(0, "fcm")
 			if ending == "gone" {
 				env.age(t, laneKey, "w1", e.ID, 10*time.Minute, 1)
-				claimed, _, err := w2.Reclaim(env.ctx, 0, laneKey, time.Minute, 10, 5)
+				claimed, _, err := w2.Reclaim(env.ctx, 0, laneKey, time.Minute, 10, 5, nil)
 				if err != nil || len(claimed) != 1 {
 					t.Fatalf("Reclaim: %v, %d claimed", err, len(claimed))
 				}
@@ -161,7 +161,7 @@ func TestLateAcceptedSendOfAnEndedJob(t *testing.T) {
 				}
 			} else {
 				env.age(t, laneKey, "w1", e.ID, 10*time.Minute, 5)
-				if _, dead, err := w2.Reclaim(env.ctx, 0, laneKey, time.Minute, 10, 5); err != nil || dead.TooManyDeliveries != 1 {
+				if _, dead, err := w2.Reclaim(env.ctx, 0, laneKey, time.Minute, 10, 5, nil); err != nil || dead.TooManyDeliveries != 1 {
 					t.Fatalf("Reclaim: %v, dead %+v; want the entry dead-lettered", err, dead)
 				}
 			}
@@ -191,7 +191,7 @@ func TestReclaimDoesNotDeadLetterAnAcceptedJob(t *testing.T) {
 	e := env.laneEntry(t, w1, "fcm", "j")
 	laneKey := w1.LaneStream(0, "fcm")
 	env.age(t, laneKey, "w1", e.ID, 10*time.Minute, 1)
-	if claimed, _, err := w2.Reclaim(env.ctx, 0, laneKey, time.Minute, 10, 5); err != nil || len(claimed) != 1 {
+	if claimed, _, err := w2.Reclaim(env.ctx, 0, laneKey, time.Minute, 10, 5, nil); err != nil || len(claimed) != 1 {
 		t.Fatalf("Reclaim by w2: %v, %d claimed", err, len(claimed))
 	}
 	// w1's send, accepted while w2 holds the entry: recorded, and the job marked accepted.
@@ -199,7 +199,7 @@ func TestReclaimDoesNotDeadLetterAnAcceptedJob(t *testing.T) {
 		t.Fatalf("w1's late Finish: %v, %v", ok, err)
 	}
 	env.age(t, laneKey, "w2", e.ID, 10*time.Minute, 5)
-	if claimed, dead, err := w3.Reclaim(env.ctx, 0, laneKey, time.Minute, 10, 5); err != nil || len(claimed) != 0 || dead.TooManyDeliveries != 0 {
+	if claimed, dead, err := w3.Reclaim(env.ctx, 0, laneKey, time.Minute, 10, 5, nil); err != nil || len(claimed) != 0 || dead.TooManyDeliveries != 0 {
 		t.Fatalf("Reclaim by w3: %v, %d claimed, dead %+v; want the entry removed with no dead record", err, len(claimed), dead)
 	}
 	if n, d := env.xlen(t, w1.Keys(0).Results), env.xlen(t, w1.Keys(0).Dead); n != 1 || d != 0 {

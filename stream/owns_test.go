@@ -26,7 +26,7 @@ func TestOwns(t *testing.T) {
 		{"claimed from this consumer by another", func(t *testing.T, id string) Entry {
 			e := env.laneEntry(t, w1, "fcm", id)
 			env.age(t, lane, "w1", e.ID, 10*time.Minute, 1)
-			if claimed, _, err := w2.Reclaim(env.ctx, 0, lane, time.Minute, 10, 0); err != nil || len(claimed) != 1 {
+			if claimed, _, err := w2.Reclaim(env.ctx, 0, lane, time.Minute, 10, 0, nil); err != nil || len(claimed) != 1 {
 				t.Fatalf("Reclaim: %d claimed, %v", len(claimed), err)
 			}
 			return e

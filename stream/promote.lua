@@ -6,6 +6,8 @@
 -- KEYS[3] rcpt HASH
 -- KEYS[4] dead stream
 -- KEYS[5] jobs index of the shard (HASH job id -> provider): a member dead-lettered here leaves it
+-- KEYS[6] delayed:count HASH (provider -> counted retries waiting): a member to_delayed.lua
+--         marked counted leaves its provider's count
 -- ARGV[1] now, unix ms (members with a score <= now are due)
 -- ARGV[2] at most this many members
 -- ARGV[3] lane key prefix of the shard ("<prefix>:{<shard>}:lane:"); the provider id completes
@@ -34,6 +36,11 @@ for _, id in ipairs(due) do
         redis.call('HDEL', KEYS[3], d.recipient)
       end
     end
+    if d.counted == true then
+      if redis.call('HINCRBY', KEYS[6], d.provider, -1) <= 0 then
+        redis.call('HDEL', KEYS[6], d.provider)
+      end
+    end
     moved = moved + 1
   else
     -- A member without usable data cannot be delivered; say so rather than drop it.
@@ -43,5 +50,10 @@ for _, id in ipairs(due) do
   end
   redis.call('ZREM', KEYS[1], id)
   redis.call('HDEL', KEYS[2], id)
+end
+-- An empty set holds no retries: a count left by a member no script took off (written or
+-- moved by an older release) goes with it.
+if #due > 0 and redis.call('ZCARD', KEYS[1]) == 0 then
+  redis.call('DEL', KEYS[6])
 end
 return moved

@@ -29,14 +29,19 @@ var (
 // idle: a replica that was cut off from Redis, or whose send is slow, records its own
 // outcomes, and taking its entries would send them twice.
 //
+// held are entries this consumer still holds in memory (waiting for a slot or a token, or
+// sending): those still pending for it have their idle time reset first, without counting a
+// delivery, so that an entry its live owner is working on is never claimed again and counted
+// as a failed delivery. The caller passes those held long enough to near minIdle.
+//
 // Entries whose delivery count, this claim included, exceeds maxDeliveries go to the dead
 // stream ("delivered N times without finishing", code CodeTooManyDeliveries) in the same script
 // instead of being returned; maxDeliveries <= 0 means no limit. Intake entries that break the
 // entry rules are dead-lettered as ReadIntake does, so claimed entries are bounded in size.
 // Dead records carry at most job.MaxEntryBytes of a job. Claimed entries are handled like fresh
 // ones.
-func (s *Store) Reclaim(ctx context.Context, shard int, stream string, minIdle time.Duration, count int, maxDeliveries int64, alive ...string) (claimed []Entry, dead Dead, err error) {
-	return s.reclaim(ctx, shard, stream, minIdle, count, maxDeliveries, s.o.Now(), alive)
+func (s *Store) Reclaim(ctx context.Context, shard int, stream string, minIdle time.Duration, count int, maxDeliveries int64, held []string, alive ...string) (claimed []Entry, dead Dead, err error) {
+	return s.reclaim(ctx, shard, stream, minIdle, count, maxDeliveries, s.o.Now(), held, alive)
 }
 
 // Dead counts the entries a Reclaim dead-lettered, by why.
@@ -48,7 +53,7 @@ type Dead struct {
 // Total is every entry dead-lettered.
 func (d Dead) Total() int { return d.TooManyDeliveries + d.Invalid }
 
-func (s *Store) reclaim(ctx context.Context, shard int, stream string, minIdle time.Duration, count int, maxDeliveries int64, now time.Time, alive []string) ([]Entry, Dead, error) {
+func (s *Store) reclaim(ctx context.Context, shard int, stream string, minIdle time.Duration, count int, maxDeliveries int64, now time.Time, held, alive []string) ([]Entry, Dead, error) {
 	if count <= 0 {
 		return nil, Dead{}, nil
 	}
@@ -61,7 +66,10 @@ func (s *Store) reclaim(ctx context.Context, shard int, stream string, minIdle t
 		intake = "1"
 	}
 	args := []any{Group, s.o.Consumer, minIdle.Milliseconds(), count, maxDeliveries, ms(now),
-		CodeTooManyDeliveries, s.o.DeadMaxLen, intake, job.MaxEntryBytes}
+		CodeTooManyDeliveries, s.o.DeadMaxLen, intake, job.MaxEntryBytes, len(held)}
+	for _, id := range held {
+		args = append(args, id)
+	}
 	for _, c := range alive {
 		if c != s.o.Consumer {
 			args = append(args, c)

@@ -16,17 +16,30 @@
 -- ARGV[8] dead stream cap (approximate MAXLEN; 0 = none)
 -- ARGV[9] "1" for the intake stream: entries are checked as read_intake.lua checks them
 -- ARGV[10] largest job allowed, bytes (dead records carry at most this much of a job)
--- ARGV[11..] consumers that are alive (fresh heartbeats), this one excluded: their entries are
+-- ARGV[11] h, the number of held ids that follow
+-- ARGV[12..11+h] entries this consumer still holds in memory (waiting for a slot or a token,
+--          or sending): each one still pending for it has its idle time reset first, with
+--          XCLAIM ... JUSTID, which does not count a delivery. They are its own and it is
+--          working on them: claiming them would count a delivery each visibility timeout
+--          until --max-deliveries dead-lettered a job that was never failed.
+-- ARGV[12+h..] consumers that are alive (fresh heartbeats), this one excluded: their entries are
 --          theirs however long they idle (a slow send, or a replica that was cut off from
---          Redis and is writing its outcomes now). This consumer's own idle entries are
---          claimed: they are ones it lost track of.
+--          Redis and is writing its outcomes now). This consumer's own idle entries that it
+--          does not hold are claimed: they are ones it lost track of.
 -- Returns {too_many, invalid, claimed1, claimed2, ...}: the number of entries dead-lettered
 -- for too many deliveries and for breaking the entry rules, then each claimed entry as
 -- {id, {field, value, ...}}.
 local want = tonumber(ARGV[4])
 local max_bytes = tonumber(ARGV[10])
+local held = tonumber(ARGV[11])
+for i = 12, 11 + held do
+  local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1)
+  if p[1] and p[1][2] == ARGV[2] then
+    redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[i], 'JUSTID')
+  end
+end
 local alive = {}
-for i = 11, #ARGV do
+for i = 12 + held, #ARGV do
   alive[ARGV[i]] = true
 end
 -- Walk the PEL from the oldest entry, a bounded number of pages, collecting idle entries of

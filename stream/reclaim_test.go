@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/redis/go-redis/v9"
 )
 
 func TestReclaim(t *testing.T) {
@@ -24,7 +25,7 @@ func TestReclaim(t *testing.T) {
 	// pending list.
 	env.c.XDel(env.ctx, lane, gone.ID)
 
-	claimed, dead, err := w2.Reclaim(env.ctx, 0, lane, 5*time.Minute, 100, 5)
+	claimed, dead, err := w2.Reclaim(env.ctx, 0, lane, 5*time.Minute, 100, 5, nil)
 	if err != nil {
 		t.Fatalf("Reclaim: %v", err)
 	}
@@ -73,7 +74,7 @@ func TestReclaim(t *testing.T) {
 		t.Errorf("lane XLEN = %d, want 1 (at-limit only)", n)
 	}
 	// Nothing idle is left to claim.
-	claimed, dead, err = w2.Reclaim(env.ctx, 0, lane, 5*time.Minute, 100, 5)
+	claimed, dead, err = w2.Reclaim(env.ctx, 0, lane, 5*time.Minute, 100, 5, nil)
 	if err != nil || len(claimed) != 0 || dead.Total() != 0 {
 		t.Errorf("second Reclaim = %d claimed, %+v dead, %v; want none", len(claimed), dead, err)
 	}
@@ -87,7 +88,7 @@ func TestReclaimIntakeNoLimit(t *testing.T) {
 	for _, e := range in {
 		env.age(t, e.Stream, "w1", e.ID, time.Hour, 50)
 	}
-	claimed, dead, err := w2.Reclaim(env.ctx, 0, w1.IntakeStream(0), time.Minute, 100, 0)
+	claimed, dead, err := w2.Reclaim(env.ctx, 0, w1.IntakeStream(0), time.Minute, 100, 0, nil)
 	if err != nil || dead.Total() != 0 || len(claimed) != 2 {
 		t.Fatalf("Reclaim without a limit = %d claimed, %+v dead, %v; want 2, 0", len(claimed), dead, err)
 	}
@@ -96,7 +97,7 @@ func TestReclaimIntakeNoLimit(t *testing.T) {
 	}
 	// With a limit, an intake entry that is not JSON is dead-lettered without an id.
 	env.age(t, claimed[1].Stream, "w2", claimed[1].ID, time.Hour, 50)
-	_, dead, err = w1.Reclaim(env.ctx, 0, w1.IntakeStream(0), time.Minute, 100, 5)
+	_, dead, err = w1.Reclaim(env.ctx, 0, w1.IntakeStream(0), time.Minute, 100, 5, nil)
 	if err != nil || dead != (Dead{TooManyDeliveries: 1}) {
 		t.Fatalf("Reclaim = %+v dead, %v; want 1", dead, err)
 	}
@@ -118,11 +119,56 @@ func TestReclaimLooksPastBusyEntries(t *testing.T) {
 	}
 	idle := env.laneEntry(t, w1, "fcm", "idle")
 	env.age(t, lane, "w1", idle.ID, 10*time.Minute, 1)
-	claimed, dead, err := w2.Reclaim(env.ctx, 0, lane, 5*time.Minute, 1, 5)
+	claimed, dead, err := w2.Reclaim(env.ctx, 0, lane, 5*time.Minute, 1, 5, nil)
 	if err != nil || dead.Total() != 0 {
 		t.Fatalf("Reclaim: %v, %+v dead", err, dead)
 	}
 	if len(claimed) != 1 || claimed[0].ID != idle.ID {
 		t.Fatalf("claimed %+v, want the one idle entry %s behind 25 busy ones", claimed, idle.ID)
+	}
+}
+
+// TestReclaimRefreshesTheEntriesItsConsumerHolds: an entry its consumer still holds (passed as
+// held) has its idle time reset with no delivery counted, and is neither claimed nor
+// dead-lettered however often it was delivered; the same entry not held is claimed. A held id
+// pending for another consumer is left to it.
+func TestReclaimRefreshesTheEntriesItsConsumerHolds(t *testing.T) {
+	env, w1 := newStore(t, "fcm")
+	w2 := env.store(t, "w2", Options{Now: func() time.Time { return t0 }}, "fcm")
+	lane := w1.LaneStream(0, "fcm")
+	held := env.laneEntry(t, w1, "fcm", "held")
+	lost := env.laneEntry(t, w1, "fcm", "lost")
+	others := env.laneEntry(t, w1, "fcm", "others")
+	env.age(t, lane, "w1", held.ID, 10*time.Minute, 5)
+	env.age(t, lane, "w1", lost.ID, 10*time.Minute, 1)
+	env.age(t, lane, "w1", others.ID, time.Second, 1)
+
+	claimed, dead, err := w1.Reclaim(env.ctx, 0, lane, 5*time.Minute, 100, 5, []string{held.ID})
+	if err != nil {
+		t.Fatalf("Reclaim: %v", err)
+	}
+	if len(claimed) != 1 || claimed[0].ID != lost.ID || dead != (Dead{}) {
+		t.Fatalf("Reclaim with %s held: claimed %v, dead %+v; want only %s, none dead", held.ID, claimed, dead, lost.ID)
+	}
+	// w2 names w1's entry as held: nothing of w1's changes.
+	if _, _, err := w2.Reclaim(env.ctx, 0, lane, 5*time.Minute, 100, 5, []string{others.ID}, "w1"); err != nil {
+		t.Fatalf("w2 Reclaim: %v", err)
+	}
+	p, err := env.c.XPendingExt(env.ctx, &redis.XPendingExtArgs{Stream: lane, Group: Group, Start: "-", End: "+", Count: 10}).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]redis.XPendingExt{}
+	for _, x := range p {
+		got[x.ID] = x
+	}
+	if x := got[held.ID]; x.Consumer != "w1" || x.RetryCount != 5 || x.Idle > time.Minute {
+		t.Errorf("held entry: %+v; want w1's, 5 deliveries, its idle time reset", x)
+	}
+	if x := got[lost.ID]; x.Consumer != "w1" || x.RetryCount != 2 {
+		t.Errorf("lost entry: %+v; want w1's, claimed again (2 deliveries)", x)
+	}
+	if x := got[others.ID]; x.Consumer != "w1" || x.RetryCount != 1 {
+		t.Errorf("w1's entry w2 named as held: %+v; want w1's, 1 delivery", x)
 	}
 }

@@ -10,6 +10,8 @@
 -- KEYS[4] rcpt HASH (recipient -> jobs of that recipient in the delayed set)
 -- KEYS[5] dead stream
 -- KEYS[6] jobs index of the shard (HASH job id -> provider): a job dead-lettered here leaves it
+-- KEYS[7] delayed:count HASH (provider -> retries of that provider in the delayed set that
+--         were counted: those after an attempt; put-backs are not)
 -- ARGV[1]  consumer group
 -- ARGV[2]  source entry id
 -- ARGV[3]  consumer that must own the entry
@@ -20,7 +22,8 @@
 -- ARGV[8]  attempt number of the retry
 -- ARGV[9]  job (raw JSON)
 -- ARGV[10] enqueued_at, unix ms
--- ARGV[11] global cap on the delayed set (0 = none)
+-- ARGV[11] cap on one provider's retries in the delayed set (0 = none); put-backs are never
+--          refused by it and do not count toward it
 -- ARGV[12] cap per recipient (0 = none)
 -- ARGV[13] now, unix ms (the dead record's "at")
 -- ARGV[14] dead record code
@@ -29,8 +32,9 @@
 -- ARGV[17] that attempt's detail
 -- The delayed data keeps the lane entry's fields (job, provider, attempt, enqueued_at,
 -- recipient) and, for the operator, queued_at (ARGV[13]) and, after an attempt, last_code and
--- last_detail; promote.lua reads only the lane entry's fields.
--- Returns 0 not owner (nothing changed), 1 queued, 2 dead: global cap, 3 dead: recipient cap,
+-- last_detail; a retry after an attempt is marked counted, and promote.lua takes it off its
+-- provider's count; promote.lua reads nothing else but the lane entry's fields.
+-- Returns 0 not owner (nothing changed), 1 queued, 2 dead: the provider's cap, 3 dead: recipient cap,
 -- 4 acknowledged: a copy of this job is already waiting to retry (that copy keeps the job).
 if not take(KEYS[1], ARGV[1], ARGV[2], ARGV[3]) then
   return 0
@@ -38,16 +42,23 @@ end
 
 local id, recipient = ARGV[4], ARGV[6]
 local verdict, reason = 1, nil
+local provider = ARGV[5]
 local maxDelayed, maxPer = tonumber(ARGV[11]), tonumber(ARGV[12])
+-- A retry after an attempt counts toward its provider's cap; a put-back (no attempt made: a
+-- breaker open, a host or key throttled, a share full) waits for room it already had in the
+-- lane, and neither counts nor is refused.
+local counted = ARGV[16] ~= ''
 if redis.call('ZSCORE', KEYS[2], id) then
   -- Members are job ids, and the waiting copy is the job: this one ends here, with no record
   -- of its own (its data would overwrite the waiting copy's).
   return 4
 end
-if maxDelayed > 0 then
-  local n = redis.call('ZCARD', KEYS[2])
+if counted and maxDelayed > 0 then
+  -- The count is never taken above the set's size (a count an older promoter left behind
+  -- cannot refuse retries the set has room for).
+  local n = math.min(tonumber(redis.call('HGET', KEYS[7], provider) or '0'), redis.call('ZCARD', KEYS[2]))
   if n >= maxDelayed then
-    verdict, reason = 2, 'delayed set is full (' .. n .. ' jobs); not retried'
+    verdict, reason = 2, 'delayed set is full for ' .. provider .. ' (' .. n .. ' retries waiting); not retried'
   end
 end
 if verdict == 1 and recipient ~= '' and maxPer > 0 then
@@ -69,9 +80,11 @@ local data = {
   job = ARGV[9], provider = ARGV[5], attempt = ARGV[8], enqueued_at = ARGV[10], recipient = recipient,
   queued_at = ARGV[13],
 }
-if ARGV[16] ~= '' then
+if counted then
   data.last_code = ARGV[16]
   data.last_detail = ARGV[17]
+  data.counted = true
+  redis.call('HINCRBY', KEYS[7], provider, 1)
 end
 redis.call('HSET', KEYS[3], id, cjson.encode(data))
 if recipient ~= '' then

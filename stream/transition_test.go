@@ -105,7 +105,7 @@ func TestFinishAcceptedAfterReclaim(t *testing.T) {
 	e := env.laneEntry(t, w1, "fcm", "j1")
 	lane := w1.LaneStream(0, "fcm")
 	env.age(t, lane, "w1", e.ID, 10*time.Minute, 1)
-	claimed, _, err := w2.Reclaim(env.ctx, 0, lane, time.Minute, 10, 5)
+	claimed, _, err := w2.Reclaim(env.ctx, 0, lane, time.Minute, 10, 5, nil)
 	if err != nil || len(claimed) != 1 {
 		t.Fatalf("Reclaim: %v, %d claimed", err, len(claimed))
 	}

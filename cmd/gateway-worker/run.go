@@ -58,7 +58,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.Backoff.Base, "retry-base", dispatch.DefaultRetryBase, "first retry delay, doubling each attempt")
 	fs.DurationVar(&cfg.Backoff.Cap, "retry-cap", dispatch.DefaultRetryCap, "longest retry delay")
 	fs.IntVar(&cfg.Backoff.MaxRetries, "max-retries", dispatch.DefaultMaxRetries, "retries after the first attempt (0: none)")
-	fs.Int64Var(&cfg.MaxDelayed, "max-delayed", dispatch.DefaultMaxDelayed, "jobs a shard's delayed set holds before retries go to dead (0: no cap)")
+	fs.Int64Var(&cfg.MaxDelayed, "max-delayed", dispatch.DefaultMaxDelayed, "retries of one provider a shard's delayed set holds before that provider's retries go to dead; put-backs without an attempt count toward none (0: no cap)")
 	fs.Int64Var(&cfg.MaxPerRecipient, "max-per-recipient", dispatch.DefaultMaxPerRecipient, "one recipient's jobs in the delayed set before its retries go to dead (0: no cap)")
 	fs.DurationVar(&cfg.VisibilityTimeout, "visibility-timeout", dispatch.DefaultVisibilityTimeout, "idle time after which another worker reclaims an entry")
 	fs.Int64Var(&cfg.MaxDeliveries, "max-deliveries", dispatch.DefaultMaxDeliveries, "deliveries of one entry before it goes to dead")
