@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/limits"
@@ -17,13 +18,24 @@ const hostWaitMax = 250 * time.Millisecond
 // errHostWait says a host's own token is further off than hostWaitMax.
 var errHostWait = errors.New("dispatch: host throttled")
 
+// errKeyPaused says the delivery's sender (its VAPID key) is paused on the provider for longer
+// than hostWaitMax: the job waits in the delayed set until the pause ends.
+var errKeyPaused = errors.New("dispatch: sender paused by the provider")
+
 // admission is a delivery that the breakers let through, waiting to be told how it went: the
-// provider's breaker, or in a lane of client-supplied hosts (the fallback lane) the host's own
-// breaker and throttle; and for an unknown host, the host breaker.
+// provider's breaker and its sender's throttle, or in a lane of client-supplied hosts (the
+// fallback lane) the host's own breaker and throttle; and for an unknown host, the host breaker.
 type admission struct {
 	done   func(limits.Result) // the provider's breaker; nil in a per-host lane
-	bucket *limits.Bucket      // the provider's bucket, throttled by a RATE_LIMITED answer
 	permit limits.HostPermit   // the host's, in a per-host lane
+	// key is the delivery's sender (its VAPID key name) and sender that sender's throttle on the
+	// provider, in a lane of a listed provider.
+	key    string
+	sender *limits.KeyThrottle
+	// park, when set, hears of a RATE_LIMITED answer whose Retry-After is longer than the retry
+	// policy can wait (Backoff.Cap, parkAfter): the sender is parked for the whole fleet.
+	park      func(key string, until time.Time, reason string)
+	parkAfter time.Duration
 	// host is the unknown host the delivery goes to ("" for a listed provider's), and hosts
 	// the breaker that learns whether it answered.
 	host  string
@@ -31,7 +43,10 @@ type admission struct {
 }
 
 // end tells the breakers how the delivery went at now: out is nil when nothing was sent (it
-// counts neither way and gives a half-open probe's place back).
+// counts neither way and gives a half-open probe's place back). In a lane of a listed provider
+// a RATE_LIMITED answer is its sender's (push services limit each VAPID key on its own): it
+// pauses that sender, and counts neither toward the provider's breaker nor against its rate;
+// the breaker keeps counting failures (5xx) and no answer.
 func (a *admission) end(now time.Time, out *taxonomy.Outcome) {
 	result, limited, retryAfter := limits.Excluded, false, time.Duration(0)
 	if out != nil {
@@ -47,27 +62,46 @@ func (a *admission) end(now time.Time, out *taxonomy.Outcome) {
 		a.permit.Done(now, result, limited, retryAfter)
 		return
 	}
-	a.done(result)
-	if limited {
-		a.bucket.Throttle(now)
+	switch {
+	case limited:
+		a.done(limits.Excluded)
+		reason := fmt.Sprintf("%s %d, Retry-After %s", out.Code, out.Status, out.RetryAfter)
+		until := a.sender.Limited(a.key, now, out.RetryAfter, reason)
+		if a.park != nil && out.RetryAfter > a.parkAfter {
+			a.park(a.key, until, reason)
+		}
+	default:
+		a.done(result)
+		if out != nil && out.Status > 0 {
+			a.sender.Answered(a.key)
+		}
 	}
 }
 
 // passBreakers asks the breakers whether a delivery may go now. In a lane of listed providers
-// the provider's ratio breaker decides (a provider is one service). In the fallback lane every
+// the delivery's sender (key, its VAPID key name) must not be paused by the provider (a pause
+// of up to hostWaitMax is waited here, a longer one puts the job back until it ends), then the
+// provider's ratio breaker decides (a provider is one service). In the fallback lane every
 // client-supplied host has its own breaker and 429 throttle (limits.HostLimits), so one bad
 // host neither pauses nor slows the others; a delivery to a throttled host waits here for the
 // host's own token only up to hostWaitMax. When the delivery may not go, retryIn says when to
 // try it again (0: the lane is stopping, leave it where it is).
-func (l *lane) passBreakers(stop context.Context, host string) (a admission, retryIn time.Duration, err error) {
+func (l *lane) passBreakers(stop context.Context, host, key string) (a admission, retryIn time.Duration, err error) {
 	cfg := l.cfg
 	hl := l.lim.hostLimits()
 	if hl == nil {
+		if wait := l.lim.keys.Wait(key, cfg.Now()); wait > hostWaitMax {
+			return admission{}, wait + putBackDelay(cfg.Rand()), errKeyPaused
+		} else if wait > 0 {
+			if sleep(stop, wait); stop.Err() != nil {
+				return admission{}, 0, stop.Err()
+			}
+		}
 		done, err := l.lim.breaker().Allow()
 		if err != nil { // open, or half-open with every probe out
 			return admission{}, max(l.lim.breaker().OpenFor(), putBackDelay(cfg.Rand())), err
 		}
-		return admission{done: done, bucket: l.lim.bucket}, 0, nil
+		return admission{done: done, key: key, sender: l.lim.keys, park: l.lim.parkKey, parkAfter: cfg.Backoff.Cap}, 0, nil
 	}
 	now := cfg.Now()
 	p, wait, err := hl.Admit(host, now)

@@ -225,8 +225,9 @@ func (d *delivery) retryCheck(ctx, stop context.Context, what string, op func(co
 }
 
 // admit takes the entry through admission: the host breaker of unknown hosts (a skipped host's
-// delivery is recorded as CIRCUIT_OPEN), the provider's breaker or the host's own limits (a
-// refusal puts the entry back: no attempt, no slot held), then the provider's token. The
+// delivery is recorded as CIRCUIT_OPEN), the sender's pause and the provider's breaker or the
+// host's own limits (a refusal puts the entry back: no attempt, no slot held; a job its
+// sender's pause outlasts ends EXPIRED unsent), then the provider's token. The
 // breakers come before the bucket: a delivery they refuse sends nothing, so it must not spend
 // the provider's rate (a dead self-hosted server with a backlog would otherwise eat the
 // fallback lane's tokens). An entry that waited here (for a slot, for a token) for half the
@@ -245,12 +246,16 @@ func (d *delivery) admit(ctx, stop context.Context) (adm admission, ok bool) {
 		d.record(ctx, l.afterSend(d.laneJob, out, r))
 		return admission{}, false
 	}
-	adm, retryIn, err := l.passBreakers(stop, host)
+	adm, retryIn, err := l.passBreakers(stop, host, d.job.VAPIDKey)
 	if err != nil {
 		d.tok.leave()
 		if retryIn > 0 {
 			now := cfg.Now()
-			d.record(ctx, l.putBack(d.laneJob, now.Add(retryIn), now))
+			next := l.putBack(d.laneJob, now.Add(retryIn), now)
+			if errors.Is(err, errKeyPaused) {
+				next = l.parked(d.laneJob, now.Add(retryIn), now)
+			}
+			d.record(ctx, next)
 		}
 		return admission{}, false
 	}

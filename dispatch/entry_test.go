@@ -381,15 +381,34 @@ func TestEntryStepsOnAFakeStore(t *testing.T) {
 			t.Errorf("put back %+v; want attempt 3 again, due after the cooldown, no caps", back)
 		}
 	})
-	t.Run("429 halves the provider's rate", func(t *testing.T) {
+	t.Run("429 pauses its key on the provider, not the provider's rate", func(t *testing.T) {
 		u := newUnitLane(t, "apple")
 		before := u.lim.bucket.Rate()
 		u.sender.answer = func(context.Context, *adapter.Message) taxonomy.Outcome {
 			return taxonomy.Outcome{Code: taxonomy.RateLimited, Status: 429, Provider: "apple", RetryAfter: 5 * time.Second}
 		}
 		u.deliver(t, u.entry("slow-down", 0, time.Second, "web.push.apple.com"), false)
-		if got := u.lim.bucket.Rate(); got != before/2 {
-			t.Errorf("rate %g after a 429, want %g", got, before/2)
+		if got := u.lim.bucket.Rate(); got != before {
+			t.Errorf("rate %g after a 429, want %g: a 429 is its key's", got, before)
+		}
+		if w := u.lim.keys.Wait("default", u.clock.Now()); w != 5*time.Second {
+			t.Errorf("key paused for %v, want the Retry-After's 5s", w)
+		}
+		// The key's next job waits in the delayed set until the pause ends, unsent, same
+		// attempt; one whose TTL ends first is EXPIRED at once, unsent.
+		u.deliver(t, u.entry("same-key", 0, time.Second, "web.push.apple.com"), false)
+		u.deliver(t, u.entry("short-ttl", 0, time.Second, "web.push.apple.com", "ttl", 3), false)
+		writes, _ := u.store.state()
+		if d := cmp.Diff([]string{"retry:1", "retry:0", "finish:EXPIRED"}, writes); d != "" {
+			t.Errorf("writes (-want +got):\n%s", d)
+		}
+		if n := u.sender.count(); n != 1 {
+			t.Errorf("%d sends; want only the first", n)
+		}
+		u.store.mu.Lock()
+		defer u.store.mu.Unlock()
+		if back := u.store.retries[len(u.store.retries)-1]; back.ID != "same-key" || back.Due.Before(u.clock.Now().Add(5*time.Second)) {
+			t.Errorf("put back %+v; want same-key due after the pause", back)
 		}
 	})
 	t.Run("a throttled unknown host waits in the delayed set while another host is sent", func(t *testing.T) {

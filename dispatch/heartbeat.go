@@ -79,15 +79,22 @@ func (h *heartbeat) start(wg *sync.WaitGroup) {
 	})
 }
 
-// beat records this replica as alive with its state, takes the providers an operator paused,
-// and, when the number of live replicas changed, gives every bucket its new share.
+// beat records this replica as alive with its state and the senders it parked since the last
+// beat, takes the providers an operator paused and the senders parked fleet-wide, and, when
+// the number of live replicas changed, gives every bucket its new share.
 func (h *heartbeat) beat(ctx context.Context) error {
 	now := h.cfg.Now()
-	b, err := h.cfg.Store.Heartbeat(ctx, now, h.hb.StaleAfter, h.state())
+	parks := h.limits.takeParks()
+	for i := range parks {
+		parks[i].By = h.cfg.Store.Consumer()
+	}
+	b, err := h.cfg.Store.Heartbeat(ctx, now, h.hb.StaleAfter, h.state(), parks...)
 	h.health.observe(-1, telemetry.OpHeartbeat, err, h.cfg.Now())
 	if err != nil {
+		h.limits.returnParks(parks)
 		return err
 	}
+	h.limits.parked(b.KeyParks)
 	names := b.Live
 	h.view.Store(&aliveView{names: names, at: now})
 	h.limits.pause(b.Paused, h.cfg.Logger)

@@ -142,6 +142,20 @@ func (l *lane) putBack(lj *laneJob, due, now time.Time) nextState {
 	}}
 }
 
+// parked is the state change of an entry whose sender (VAPID key) the provider paused until
+// due: back to the delayed set until then with the same attempt, as putBack, when its TTL
+// lasts that long; else EXPIRED now, unsent, rather than waiting for nothing.
+func (l *lane) parked(lj *laneJob, due, now time.Time) nextState {
+	j := lj.job
+	if end := lj.enqueued.Add(time.Duration(j.TTL) * time.Second); !due.Before(end) {
+		return nextState{kind: toLedger, result: stream.Result{ID: j.ID, Provider: l.provider, Attempt: lj.attempt,
+			Code: string(taxonomy.Expired), At: now,
+			Detail: fmt.Sprintf("ttl of %ds ends while the provider has vapid key %q paused (until %s); not sent",
+				j.TTL, j.VAPIDKey, due.UTC().Format(time.RFC3339))}}
+	}
+	return l.putBack(lj, due, now)
+}
+
 // putBackDelay is how long an entry that may not start now waits in the delayed set: about a
 // second, jittered over [0.5 s, 1.5 s) so entries put back together come back spread out.
 func putBackDelay(rnd float64) time.Duration {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/webpush-gateway/webpush-gateway/limits"
 	"github.com/webpush-gateway/webpush-gateway/providers"
+	"github.com/webpush-gateway/webpush-gateway/stream"
 	"github.com/webpush-gateway/webpush-gateway/taxonomy"
 	"github.com/webpush-gateway/webpush-gateway/telemetry"
 )
@@ -38,7 +39,8 @@ type providerLimits struct {
 	// budget loop gives), the retries' share and the per-recipient cap.
 	slots *limits.Slots
 	// bucket is this replica's share of the fleet-wide rate; the heartbeat loop reconfigures it
-	// when the number of live replicas changes, RATE_LIMITED answers throttle it.
+	// when the number of live replicas changes. (A RATE_LIMITED answer pauses its sender,
+	// keys, not the provider's rate.)
 	bucket *limits.Bucket
 	// brk is the provider's ratio breaker: while it is open the lanes do not read.
 	brk atomic.Pointer[limits.Breaker]
@@ -46,6 +48,13 @@ type providerLimits struct {
 	// a 429 throttle of its own instead of the breaker and the bucket's throttling (see
 	// lane.gate); nil elsewhere.
 	perHost atomic.Pointer[limits.HostLimits]
+	// keys, in a lane of a listed provider, pauses the senders (VAPID key names) the provider
+	// answered RATE_LIMITED, each on its own (push services limit every key on its own); nil in
+	// the fallback lane, whose hosts have their own throttles instead.
+	keys *limits.KeyThrottle
+	// fleet is the fleet's limits this provider's are part of: the parks of its senders go
+	// through it to Redis.
+	fleet *fleetLimits
 	// onChange is handed every change of the breaker (Config.OnBreakerChange, metrics).
 	onChange func(name string, from, to limits.State)
 
@@ -82,6 +91,9 @@ type fleetLimits struct {
 	// paused are the providers an operator paused, as the last heartbeat read them: a provider
 	// a reload adds starts paused when it is one.
 	paused map[string]bool // guarded by mu
+	// parks are the senders this replica parked since the last beat, for the next one to write
+	// (fleetLimits.takeParks).
+	parks []stream.KeyPark // guarded by mu
 }
 
 // newFleetLimits builds the limits of every provider of the registry. Buckets start at the
@@ -108,6 +120,7 @@ func (f *fleetLimits) add(p *providers.Provider, fallback bool) *providerLimits 
 		id:     p.ID,
 		slots:  limits.NewSlots(slotsConfig(p)),
 		bucket: limits.NewBucket(p.Rate, max(1, p.Burst)),
+		fleet:  f,
 		onChange: func(name string, from, to limits.State) {
 			// Runs under gobreaker's lock: hand the change on and return.
 			cfg.Metrics.BreakerTransition(name, breakerState(to).String())
@@ -120,6 +133,8 @@ func (f *fleetLimits) add(p *providers.Provider, fallback bool) *providerLimits 
 	pl.brk.Store(limits.NewBreaker(p.ID, p.Breaker, pl.onChange))
 	if fallback {
 		pl.perHost.Store(newHostLimits(p, cfg.registry().HostBreaker()))
+	} else {
+		pl.keys = limits.NewKeyThrottle(limits.KeyThrottleConfig{})
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -357,6 +372,74 @@ func (pl *providerLimits) recoverAt(now time.Time) {
 		return
 	}
 	pl.bucket.Recover(now)
+}
+
+// parkKey parks the sender key on this provider until until for the whole fleet: the next
+// heartbeat writes it to Redis, where every replica's next beat reads it (fleetLimits.parked).
+func (pl *providerLimits) parkKey(key string, until time.Time, reason string) {
+	f := pl.fleet
+	now := f.cfg.Now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, p := range f.parks {
+		if p.Provider == pl.id && p.Key == key {
+			if until.After(p.Until) {
+				f.parks[i].Until, f.parks[i].Reason, f.parks[i].At = until, reason, now
+			}
+			return
+		}
+	}
+	f.parks = append(f.parks, stream.KeyPark{Provider: pl.id, Key: key, Until: until, Reason: reason, At: now})
+}
+
+// takeParks hands the parks not yet written to a heartbeat; a beat that fails gives them back
+// (returnParks).
+func (f *fleetLimits) takeParks() []stream.KeyPark {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p := f.parks
+	f.parks = nil
+	return p
+}
+
+func (f *fleetLimits) returnParks(parks []stream.KeyPark) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.parks = append(parks, f.parks...)
+}
+
+// parked applies the parks in force fleet-wide, as a heartbeat read them: each pauses its
+// sender on its provider here too, until its time (a longer pause this replica learnt stays).
+func (f *fleetLimits) parked(parks []stream.KeyPark) {
+	for _, p := range parks {
+		if pl := f.get(p.Provider); pl != nil && pl.keys != nil {
+			pl.keys.Park(p.Key, p.Until, p.Reason)
+		}
+	}
+}
+
+// keyGauges are, for every listed provider and every key name, whether the provider has the
+// sender paused at now and until when, read at scrape time (Metrics.SetKeySource).
+func (f *fleetLimits) keyGauges() []telemetry.KeyGauge {
+	now := f.cfg.Now()
+	var out []telemetry.KeyGauge
+	for _, pl := range f.all() {
+		if pl.keys == nil {
+			continue
+		}
+		paused := map[string]time.Time{}
+		for _, st := range pl.keys.Paused(now) {
+			paused[st.Key] = st.Until
+		}
+		for name := range f.cfg.Keys {
+			g := telemetry.KeyGauge{Provider: pl.id, Key: name}
+			if until, ok := paused[name]; ok {
+				g.Throttled, g.ParkedUntil = true, until
+			}
+			out = append(out, g)
+		}
+	}
+	return out
 }
 
 // breakerResult is what a send's outcome tells the provider's ratio breaker. The provider is

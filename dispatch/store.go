@@ -63,9 +63,10 @@ type upkeepStore interface {
 	ProbeWrite(ctx context.Context, shard int) error
 }
 
-// heartbeatStore is the heartbeat's: this replica's beat, and its leave at shutdown.
+// heartbeatStore is the heartbeat's: this replica's beat (with the senders it parked), and its
+// leave at shutdown.
 type heartbeatStore interface {
-	Heartbeat(ctx context.Context, now time.Time, staleAfter time.Duration, state string) (stream.Beat, error)
+	Heartbeat(ctx context.Context, now time.Time, staleAfter time.Duration, state string, parks ...stream.KeyPark) (stream.Beat, error)
 	Leave(ctx context.Context) error
 }
 

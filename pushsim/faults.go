@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -111,11 +112,14 @@ type faultTable struct {
 	mu     sync.Mutex
 	faults map[string]Fault // guarded by mu; by provider, absent means None
 	hosts  map[string]Fault // guarded by mu; by canonical host, which wins over its provider's
-	rng    *rand.Rand       // guarded by mu
+	// keys are the faults of single senders: by application server key (the VAPID header's k,
+	// base64url without padding), which win over the host's and the provider's.
+	keys map[string]Fault // guarded by mu
+	rng  *rand.Rand       // guarded by mu
 }
 
 func newFaultTable(seed uint64) *faultTable {
-	return &faultTable{faults: map[string]Fault{}, hosts: map[string]Fault{},
+	return &faultTable{faults: map[string]Fault{}, hosts: map[string]Fault{}, keys: map[string]Fault{},
 		rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
 }
 
@@ -135,6 +139,29 @@ func (s *Server) SetHostFault(host string, f Fault) error {
 		delete(t.hosts, h)
 	} else {
 		t.hosts[h] = f
+	}
+	return nil
+}
+
+// SetKeyFault injects f into the requests signed with one application server key only
+// (base64url, padded or not; the k of the request's VAPID header), whatever their provider or
+// host, over the faults of both: a push service that throttles one sender (a VAPID key) while
+// the others go through, as Chrome's per-sender limits do. A Fault with Kind None clears it.
+func (s *Server) SetKeyFault(applicationServerKey string, f Fault) error {
+	if err := f.validate(); err != nil {
+		return err
+	}
+	k := strings.TrimRight(applicationServerKey, "=")
+	if k == "" {
+		return fmt.Errorf("%w: empty application server key", ErrFault)
+	}
+	t := s.faults
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if f.Kind == None {
+		delete(t.keys, k)
+	} else {
+		t.keys[k] = f
 	}
 	return nil
 }
@@ -181,14 +208,18 @@ func (t *faultTable) clear() {
 	defer t.mu.Unlock()
 	clear(t.faults)
 	clear(t.hosts)
+	clear(t.keys)
 }
 
-// draw returns the fault of this request's host, or else of its provider, and whether it hits
-// this request.
-func (t *faultTable) draw(provider, host string) (Fault, bool) {
+// draw returns the fault of this request's sender (key, the VAPID header's k; "" for none), or
+// else of its host, or else of its provider, and whether it hits this request.
+func (t *faultTable) draw(provider, host, key string) (Fault, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	f, ok := t.hosts[host]
+	f, ok := t.keys[strings.TrimRight(key, "=")]
+	if !ok || key == "" {
+		f, ok = t.hosts[host]
+	}
 	if !ok {
 		f, ok = t.faults[provider]
 	}

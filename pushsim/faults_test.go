@@ -338,3 +338,40 @@ func TestSlow(t *testing.T) {
 		t.Fatalf("recorded %+v", d)
 	}
 }
+
+func TestKeyFault(t *testing.T) {
+	s, c, throttled := setup(t, pushsim.Config{})
+	other := newAppServer(t)
+	subA := subscribe(t, s, "fcm", "", throttled)
+	subB := subscribe(t, s, "fcm", "", other)
+	// Padding is ignored: the VAPID header carries the key unpadded.
+	if err := s.SetKeyFault(throttled.pub+"=", pushsim.Fault{Kind: pushsim.Throttle, RetryAfter: 24 * time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	got := do(t, c, pushRequest(t, throttled, subA, []byte("x")))
+	if got.status != 429 || got.header.Get("Retry-After") != "86400" {
+		t.Errorf("the throttled key got %d, Retry-After %q; want 429, 86400", got.status, got.header.Get("Retry-After"))
+	}
+	if got := do(t, c, pushRequest(t, other, subB, []byte("x"))); got.status != 201 {
+		t.Errorf("another key on the same provider got %d, want 201", got.status)
+	}
+	// A key fault wins over its provider's.
+	if err := s.SetFault("fcm", pushsim.Fault{Kind: pushsim.Fail, Status: 500}); err != nil {
+		t.Fatal(err)
+	}
+	if got := do(t, c, pushRequest(t, throttled, subA, []byte("x"))); got.status != 429 {
+		t.Errorf("with a provider fault too, the throttled key got %d, want its own 429", got.status)
+	}
+	if err := s.SetFault("fcm", pushsim.Fault{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetKeyFault(throttled.pub, pushsim.Fault{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := do(t, c, pushRequest(t, throttled, subA, []byte("x"))); got.status != 201 {
+		t.Errorf("after clearing, the key got %d, want 201", got.status)
+	}
+	if err := s.SetKeyFault("", pushsim.Fault{Kind: pushsim.Throttle}); err == nil {
+		t.Error("SetKeyFault took an empty key")
+	}
+}

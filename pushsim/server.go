@@ -274,7 +274,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		At:       now,
 		Proto:    r.Proto,
 	}
-	if f, hit := s.faults.draw(provider, d.Host); hit {
+	_, sender, _ := parseVapidHeader(r.Header.Get("Authorization"))
+	if f, hit := s.faults.draw(provider, d.Host, sender); hit {
 		d.Fault = f.Kind.String()
 		switch f.Kind {
 		case Stall:

@@ -18,22 +18,25 @@ var (
 )
 
 // Beat is what a heartbeat learned: the consumer names of the live replicas, this one
-// included, and the providers an operator paused (Pause).
+// included, the providers an operator paused (Pause) and the senders parked (KeyPark).
 type Beat struct {
-	Live   []string
-	Paused []string
+	Live     []string
+	Paused   []string
+	KeyParks []KeyPark
 }
 
 // Heartbeat records this replica (its consumer name) as alive at now with its state (published
 // for `gateway-worker status`; any JSON), forgets replicas whose last heartbeat is more than
 // staleAfter before now, and returns the live ones and the paused providers. One script call:
 // one round trip, and no replica can see a list that misses itself. It runs even when Redis is
-// out of memory.
+// out of memory. A second call (which runs out of memory too) records parks, the senders this
+// replica learnt to park since its last beat, and returns every park in force; its failure
+// fails the beat too, so the caller hands the same parks to the next one.
 //
 // Every replica passes its own clock: clocks must agree to well within staleAfter (NTP does).
 // A replica that dies stops counting staleAfter after its last heartbeat; one that shuts down
 // cleanly calls Leave and stops counting at once.
-func (s *Store) Heartbeat(ctx context.Context, now time.Time, staleAfter time.Duration, state string) (Beat, error) {
+func (s *Store) Heartbeat(ctx context.Context, now time.Time, staleAfter time.Duration, state string, parks ...KeyPark) (Beat, error) {
 	if s.o.Consumer == "" {
 		return Beat{}, errors.New("stream: Options.Consumer is empty; a heartbeating Store needs a consumer name")
 	}
@@ -51,7 +54,11 @@ func (s *Store) Heartbeat(ctx context.Context, now time.Time, staleAfter time.Du
 	if len(v) != 2 {
 		return Beat{}, fmt.Errorf("stream: heartbeat: unexpected reply %v", v)
 	}
-	return Beat{Live: stringsOf(v[0]), Paused: stringsOf(v[1])}, nil
+	kp, err := keyParks(ctx, s.c, s.o.Prefix, now, parks)
+	if err != nil {
+		return Beat{}, fmt.Errorf("stream: heartbeat: %w", err)
+	}
+	return Beat{Live: stringsOf(v[0]), Paused: stringsOf(v[1]), KeyParks: kp}, nil
 }
 
 // stringsOf is a reply's array of strings.

@@ -20,9 +20,22 @@ type StatusReport struct {
 	LeftShards []int           `json:"left_shards"`
 	Replicas   []ReplicaStatus `json:"replicas"`
 	// StaleAfterSeconds is the heartbeat age past which a replica no longer counts as live.
-	StaleAfterSeconds float64        `json:"stale_after_seconds"`
-	Paused            []PauseStatus  `json:"paused"`
-	Memory            []MemoryStatus `json:"memory"`
+	StaleAfterSeconds float64       `json:"stale_after_seconds"`
+	Paused            []PauseStatus `json:"paused"`
+	// KeyParks are the senders (provider, VAPID key) parked fleet-wide after a push service's
+	// long Retry-After: their jobs wait in the delayed set until the park ends.
+	KeyParks []KeyParkStatus `json:"key_parks"`
+	Memory   []MemoryStatus  `json:"memory"`
+}
+
+// KeyParkStatus is a parked sender (KeyPark).
+type KeyParkStatus struct {
+	Provider     string    `json:"provider"`
+	Key          string    `json:"key"`
+	Until        time.Time `json:"until"`
+	UntilSeconds float64   `json:"until_seconds_from_now"`
+	Reason       string    `json:"reason,omitempty"`
+	By           string    `json:"by,omitempty"`
 }
 
 // QueueStatus is one stream or set of a shard. Lag and the pending fields are only for the
@@ -72,7 +85,7 @@ type MemoryStatus struct {
 // staleAfter old, the pauses and Redis's memory.
 func (s *Inspector) Status(ctx context.Context, staleAfter time.Duration, now time.Time) (StatusReport, error) {
 	rep := StatusReport{Prefix: orDefaultPrefix(s.o.Prefix), Shards: s.Shards(), At: now.UTC(), StaleAfterSeconds: staleAfter.Seconds(),
-		Queues: []QueueStatus{}, Replicas: []ReplicaStatus{}, Paused: []PauseStatus{}, Memory: []MemoryStatus{}}
+		Queues: []QueueStatus{}, Replicas: []ReplicaStatus{}, Paused: []PauseStatus{}, KeyParks: []KeyParkStatus{}, Memory: []MemoryStatus{}}
 	lanes, err := s.AllLanes(ctx)
 	if err != nil {
 		return rep, err
@@ -136,6 +149,14 @@ func (s *Inspector) Status(ctx context.Context, staleAfter time.Duration, now ti
 	}
 	for _, p := range pauses {
 		rep.Paused = append(rep.Paused, PauseStatus{Provider: p.Provider, Reason: p.Reason, By: p.By, At: p.At.UTC()})
+	}
+	parks, err := s.KeyParks(ctx, now)
+	if err != nil {
+		return rep, err
+	}
+	for _, p := range parks {
+		rep.KeyParks = append(rep.KeyParks, KeyParkStatus{Provider: p.Provider, Key: p.Key, Until: p.Until.UTC(),
+			UntilSeconds: p.Until.Sub(now).Seconds(), Reason: p.Reason, By: p.By})
 	}
 	mem, err := s.Memory(ctx)
 	if err != nil {

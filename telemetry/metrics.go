@@ -90,6 +90,7 @@ type Metrics struct {
 
 	providers *providerCollector
 	state     *stateCollector
+	senders   *keyCollector // keys.go
 
 	sigMu   sync.Mutex
 	sigSeen map[string]uint64 // the signer's last total per key label; guarded by sigMu
@@ -152,6 +153,7 @@ func NewMetrics(reg prometheus.Registerer, o MetricsOptions) (*Metrics, error) {
 		state:     newStateCollector(log),
 		sigSeen:   make(map[string]uint64),
 	}
+	m.senders = newKeyCollector(m.keys, o.Providers, o.Keys)
 	build := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: BuildInfo,
 		Help: "Always 1; its labels are the worker's version and the Go version it was built with.",
@@ -164,7 +166,7 @@ func NewMetrics(reg prometheus.Registerer, o MetricsOptions) (*Metrics, error) {
 
 	for _, c := range []prometheus.Collector{
 		m.sends, m.duration, m.breakerTx, m.finished, m.retries, m.dead, m.unknown,
-		m.signatures, m.redisErrs, m.providers, m.state, build,
+		m.signatures, m.redisErrs, m.providers, m.state, m.senders, build,
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("telemetry: register metrics: %w", err)

@@ -49,6 +49,8 @@ var contractMetrics = map[string]struct {
 	"webpush_hosts_tracked":                           {"GAUGE", []string{"provider"}},
 	"webpush_hosts_open":                              {"GAUGE", []string{"provider"}},
 	"webpush_hosts_throttled":                         {"GAUGE", []string{"provider"}},
+	"webpush_key_throttled":                           {"GAUGE", []string{"key", "provider"}},
+	"webpush_key_parked_until_seconds":                {"GAUGE", []string{"key", "provider"}},
 }
 
 var (

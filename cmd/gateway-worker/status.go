@@ -96,6 +96,18 @@ func printStatus(w io.Writer, rep stream.StatusReport) {
 		_ = tw.Flush()
 	}
 
+	if len(rep.KeyParks) == 0 {
+		fmt.Fprintln(w, "\nparked keys: none")
+	} else {
+		fmt.Fprintf(w, "\nparked keys: %d (a push service throttled the sender; its jobs on that provider wait in the delayed set until then)\n", len(rep.KeyParks))
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "PROVIDER\tKEY\tUNTIL\tBY\tREASON")
+		for _, p := range rep.KeyParks {
+			fmt.Fprintf(tw, "%s\t%s\t%s (%s)\t%s\t%s\n", dash(p.Provider), dash(p.Key), p.Until.Format(time.RFC3339), relative(p.Until, rep.At), dash(p.By), dash(p.Reason))
+		}
+		_ = tw.Flush()
+	}
+
 	fmt.Fprintln(w, "\nredis memory")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tROLE\tUSED\tPEAK\tMAXMEMORY\tPOLICY")
