@@ -6,6 +6,7 @@
 package deploy_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -95,6 +96,10 @@ func scrapeWorker(t *testing.T) (map[string]metricFamily, error) {
 		return nil, err
 	}
 	r := redistest.Start(t)
+	// An upstream's consumer group on the ledger, so that the upstream group gauges have series.
+	if err := r.Client(t).XGroupCreateMkStream(context.Background(), "wp:{0}:results", "upstream", "$").Err(); err != nil {
+		return nil, err
+	}
 	logFile := filepath.Join(dir, "worker.log")
 	logs, err := os.Create(logFile)
 	if err != nil {
@@ -129,7 +134,7 @@ func scrapeWorker(t *testing.T) (map[string]metricFamily, error) {
 		if err != nil {
 			return nil, err
 		}
-		if fams["webpush_queue_entries"] == nil || fams["webpush_breaker_state"] == nil {
+		if fams["webpush_queue_entries"] == nil || fams["webpush_breaker_state"] == nil || fams["webpush_upstream_group_lag"] == nil {
 			continue
 		}
 		out := map[string]metricFamily{}

@@ -135,6 +135,11 @@ type Config struct {
 	Signatures func() map[string]uint64
 	// StatsEvery is how often the queue gauges are read from Redis (one script per shard).
 	StatsEvery time.Duration
+	// Upstream, when set, is read by the statistics loop for the upstreams' consumer groups on
+	// the record streams and Redis's memory (their gauges), and at start for Redis's settings
+	// (a warning when AOF is off or maxmemory unset): stream.InspectorOf the Store. Nil reads
+	// none of them.
+	Upstream UpstreamReader
 	// EndpointHashKey keys the endpoint hash in the log line of every terminal outcome
 	// (telemetry.EndpointHash): the same key on every replica lets lines about one endpoint be
 	// found together without any of them holding it. Nil leaves the hash out.

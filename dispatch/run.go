@@ -87,6 +87,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		return err
 	}
 	warnOrphanLanes(start, cfg)
+	warnRedisSettings(start, cfg)
 	cancelStart()
 	var bud *budget
 	if b := cfg.registry().Budget(); b != nil {

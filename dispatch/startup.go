@@ -77,3 +77,29 @@ func warnOrphanLanes(ctx context.Context, cfg *Config) {
 		}
 	}
 }
+
+// warnRedisSettings logs a warning for each Redis node (of Config.Upstream) that runs with AOF
+// off, where a restart of Redis loses the jobs and records written since its last snapshot,
+// or with no maxmemory, where Redis grows until the host runs out of memory rather than
+// refusing writes, which the worker rides out (docs/operations.md). Best effort: a failure to
+// look is logged and the worker starts anyway.
+func warnRedisSettings(ctx context.Context, cfg *Config) {
+	if cfg.Upstream == nil {
+		return
+	}
+	mem, err := cfg.Upstream.Memory(ctx)
+	if err != nil {
+		cfg.Logger.Warn("dispatch: could not read redis's settings (INFO)", "err", err)
+		return
+	}
+	for _, m := range mem {
+		if !m.AOF {
+			cfg.Logger.Warn("dispatch: redis has AOF off (appendonly no): a restart of redis loses the jobs and records written since its last snapshot",
+				"node", m.Addr, "role", m.Role)
+		}
+		if m.MaxMemory == 0 {
+			cfg.Logger.Warn("dispatch: redis has no maxmemory: it grows until the host runs out of memory instead of refusing writes",
+				"node", m.Addr, "role", m.Role)
+		}
+	}
+}

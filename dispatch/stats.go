@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 
+	"github.com/webpush-gateway/webpush-gateway/stream"
 	"github.com/webpush-gateway/webpush-gateway/telemetry"
 )
 
@@ -54,5 +55,50 @@ func (st *stats) round(ctx context.Context) error {
 		}
 	}
 	cfg.Metrics.SetQueueStats(all, now)
+	st.upstream(ctx)
 	return nil
+}
+
+// UpstreamReader is what a worker reads of Redis for the operators beyond its own keys: the
+// consumer groups upstreams read the record streams with, and each node's memory and
+// persistence. *stream.Inspector is one (stream.InspectorOf the worker's Store).
+type UpstreamReader interface {
+	UpstreamGroups(ctx context.Context, shard int) ([]stream.UpstreamGroup, error)
+	Memory(ctx context.Context) ([]stream.NodeMemory, error)
+}
+
+// upstream sets the gauges of the upstreams' consumer groups and of Redis's memory. Best
+// effort: a failed read (an ACL without XINFO or INFO) leaves them as they were, logged at
+// debug level, and never fails the round, whose queue gauges the scaling reads.
+func (st *stats) upstream(ctx context.Context) {
+	cfg := st.cfg
+	if cfg.Upstream == nil || cfg.Metrics == nil {
+		return
+	}
+	var groups []telemetry.UpstreamGroup
+	ok := true
+	for s := 0; s < cfg.Store.Shards(); s++ {
+		gs, err := cfg.Upstream.UpstreamGroups(ctx, s)
+		if err != nil {
+			cfg.Logger.Debug("dispatch: could not read the upstreams' consumer groups", "shard", s, "err", err)
+			ok = false
+			break
+		}
+		for _, g := range gs {
+			groups = append(groups, telemetry.UpstreamGroup{Stream: g.Stream, Group: g.Group, Lag: g.Lag, Pending: g.Pending})
+		}
+	}
+	if ok {
+		cfg.Metrics.SetUpstream(groups)
+	}
+	mem, err := cfg.Upstream.Memory(ctx)
+	if err != nil {
+		cfg.Logger.Debug("dispatch: could not read redis's memory", "err", err)
+		return
+	}
+	nodes := make([]telemetry.RedisNode, len(mem))
+	for i, m := range mem {
+		nodes[i] = telemetry.RedisNode{Node: m.Addr, Used: m.UsedMemory, MaxMemory: m.MaxMemory}
+	}
+	cfg.Metrics.SetRedisMemory(nodes)
 }

@@ -95,7 +95,7 @@ func (d *decoder) document(data []byte) (root *yaml.Node) {
 		if errors.Is(err, io.EOF) {
 			d.add(1, "", "registry is empty (want version: 1 and a providers: list)")
 		} else {
-			d.syntax(err)
+			d.syntax(err, data)
 		}
 		return nil
 	}
@@ -104,7 +104,7 @@ func (d *decoder) document(data []byte) (root *yaml.Node) {
 	case err == nil:
 		d.add(extra.Line, "", "more than one YAML document: a registry is one document (remove this ---)")
 	case !errors.Is(err, io.EOF):
-		d.syntax(err)
+		d.syntax(err, data)
 	}
 	if len(doc.Content) == 0 || doc.Content[0].ShortTag() == "!!null" {
 		d.add(1, "", "registry is empty (want version: 1 and a providers: list)")
@@ -124,16 +124,44 @@ func decode(dec *yaml.Decoder, n *yaml.Node) (err error) {
 	return dec.Decode(n)
 }
 
-// syntax records a YAML parser error at the line it names.
-func (d *decoder) syntax(err error) {
+// syntax records a YAML parser error of data at the line of its problem.
+func (d *decoder) syntax(err error, data []byte) {
 	msg, line := err.Error(), 1
 	if m := yamlLine.FindStringSubmatch(msg); m != nil {
 		line, _ = strconv.Atoi(m[1])
 		msg = m[2]
+		line = problemLine(data, line, msg)
 	} else {
 		msg = strings.TrimPrefix(msg, "yaml: ")
 	}
 	d.add(line, "", "YAML syntax: "+clip(msg))
+}
+
+// problemLineMax bounds the lines problemLine parses again one prefix at a time.
+const problemLineMax = 5000
+
+// problemLine is the line of data where the parser's error msg arises. The parser names the
+// line of the construct it was in when that construct began, not where it broke ("did not find
+// expected '-' indicator" names the line of the list, not the entry indented wrong four lines
+// below): the first prefix of data, from line on, that fails with the same message ends at the
+// line to report. A prefix that fails otherwise (cut inside a quoted or flow value) does not
+// count; without one, line stands.
+func problemLine(data []byte, line int, msg string) int {
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	if len(lines) > problemLineMax {
+		return line
+	}
+	for k := max(line, 1); k <= len(lines); k++ {
+		var n yaml.Node
+		err := decode(yaml.NewDecoder(bytes.NewReader(bytes.Join(lines[:k], nil))), &n)
+		if err == nil || errors.Is(err, io.EOF) {
+			continue
+		}
+		if m := yamlLine.FindStringSubmatch(err.Error()); m != nil && m[2] == msg {
+			return k
+		}
+	}
+	return line
 }
 
 // pair is one key and its value in a mapping.

@@ -27,6 +27,12 @@ func TestParseErrors(t *testing.T) {
 			[]string{"r.yaml:4: more than one YAML document"}},
 		{"syntax error", doc("version: 1", "providers:", fb, "    rate: 5", "    burst 3"),
 			[]string{"r.yaml:5: YAML syntax: could not find expected ':'"}},
+		// An entry's key indented less than its siblings: the parser names the list's line (2);
+		// the line to fix is the key's.
+		{"indentation error", doc("version: 1", "providers:", "  - id: fcm", "    hosts: [fcm.googleapis.com]", "    rate: 100", "   max_in_flight: 10", fb),
+			[]string{"r.yaml:6: YAML syntax: did not find expected '-' indicator"}},
+		{"indentation error on the last line", doc("version: 1", "providers:", fb, "    rate: 100", "   burst: 10"),
+			[]string{"r.yaml:5: YAML syntax: did not find expected '-' indicator"}},
 		{"top level is a list", doc("- version: 1"), []string{"r.yaml:1: want a mapping with version: and providers:, got a list"}},
 		{"file too large", []byte("version: 1\n" + strings.Repeat("#", providers.MaxFileSize)),
 			[]string{"r.yaml:1: file is larger than 1048576 bytes"}},

@@ -73,13 +73,16 @@ type NodeMemory struct {
 	// maxmemory, 0 for no limit, and Policy maxmemory_policy.
 	UsedMemory, PeakMemory, MaxMemory int64
 	Policy                            string
+	// AOF is INFO persistence's aof_enabled: with it off, a restart of Redis loses every write
+	// since its last snapshot, jobs and records included.
+	AOF bool
 }
 
-// Memory reads INFO memory of the Redis the Inspector uses: one node, or every node of a cluster
+// Memory reads INFO memory (and persistence's aof_enabled) of the Redis the Inspector uses: one node, or every node of a cluster
 // (masters and replicas), sorted by address.
 func (s *Inspector) Memory(ctx context.Context) ([]NodeMemory, error) {
 	read := func(ctx context.Context, c *redis.Client) (NodeMemory, error) {
-		info, err := c.Info(ctx, "memory", "replication").Result()
+		info, err := c.Info(ctx, "memory", "replication", "persistence").Result()
 		if err != nil {
 			return NodeMemory{}, err
 		}
@@ -87,7 +90,7 @@ func (s *Inspector) Memory(ctx context.Context) ([]NodeMemory, error) {
 		return NodeMemory{
 			Addr: c.Options().Addr, Role: infoField(info, "role"),
 			UsedMemory: n("used_memory"), PeakMemory: n("used_memory_peak"), MaxMemory: n("maxmemory"),
-			Policy: infoField(info, "maxmemory_policy"),
+			Policy: infoField(info, "maxmemory_policy"), AOF: infoField(info, "aof_enabled") == "1",
 		}, nil
 	}
 	switch c := s.c.(type) {

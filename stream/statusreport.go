@@ -26,6 +26,9 @@ type StatusReport struct {
 	// long Retry-After: their jobs wait in the delayed set until the park ends.
 	KeyParks []KeyParkStatus `json:"key_parks"`
 	Memory   []MemoryStatus  `json:"memory"`
+	// UpstreamGroups are the consumer groups upstreams read the record streams with, by shard,
+	// stream and group (UpstreamGroups).
+	UpstreamGroups []UpstreamGroup `json:"upstream_groups"`
 }
 
 // KeyParkStatus is a parked sender (KeyPark).
@@ -78,11 +81,13 @@ type MemoryStatus struct {
 	PeakBytes int64  `json:"used_memory_peak"`
 	MaxBytes  int64  `json:"maxmemory"`
 	Policy    string `json:"maxmemory_policy"`
+	AOF       bool   `json:"aof_enabled"`
 }
 
 // Status reads the state of the prefix at now: every queue of the shards read (and of those a
 // larger shard count left that still hold jobs), the replicas whose heartbeat is at most
-// staleAfter old, the pauses and Redis's memory.
+// staleAfter old, the pauses, Redis's memory and the upstreams' consumer groups on the record
+// streams.
 func (s *Inspector) Status(ctx context.Context, staleAfter time.Duration, now time.Time) (StatusReport, error) {
 	rep := StatusReport{Prefix: orDefaultPrefix(s.o.Prefix), Shards: s.Shards(), At: now.UTC(), StaleAfterSeconds: staleAfter.Seconds(),
 		Queues: []QueueStatus{}, Replicas: []ReplicaStatus{}, Paused: []PauseStatus{}, KeyParks: []KeyParkStatus{}, Memory: []MemoryStatus{}}
@@ -164,7 +169,10 @@ func (s *Inspector) Status(ctx context.Context, staleAfter time.Duration, now ti
 	}
 	for _, m := range mem {
 		rep.Memory = append(rep.Memory, MemoryStatus{Node: m.Addr, Role: m.Role, UsedBytes: m.UsedMemory,
-			PeakBytes: m.PeakMemory, MaxBytes: m.MaxMemory, Policy: m.Policy})
+			PeakBytes: m.PeakMemory, MaxBytes: m.MaxMemory, Policy: m.Policy, AOF: m.AOF})
+	}
+	if err := s.upstreamStatus(ctx, &rep); err != nil {
+		return rep, err
 	}
 	return rep, nil
 }

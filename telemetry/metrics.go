@@ -90,7 +90,8 @@ type Metrics struct {
 
 	providers *providerCollector
 	state     *stateCollector
-	senders   *keyCollector // keys.go
+	senders   *keyCollector      // keys.go
+	upstream  *upstreamCollector // the upstreams' consumer groups and Redis's memory (upstream.go)
 
 	sigMu   sync.Mutex
 	sigSeen map[string]uint64 // the signer's last total per key label; guarded by sigMu
@@ -151,6 +152,7 @@ func NewMetrics(reg prometheus.Registerer, o MetricsOptions) (*Metrics, error) {
 
 		providers: newProviderCollector(),
 		state:     newStateCollector(log),
+		upstream:  newUpstreamCollector(),
 		sigSeen:   make(map[string]uint64),
 	}
 	m.senders = newKeyCollector(m.keys, o.Providers, o.Keys)
@@ -166,7 +168,7 @@ func NewMetrics(reg prometheus.Registerer, o MetricsOptions) (*Metrics, error) {
 
 	for _, c := range []prometheus.Collector{
 		m.sends, m.duration, m.breakerTx, m.finished, m.retries, m.dead, m.unknown,
-		m.signatures, m.redisErrs, m.providers, m.state, m.senders, build,
+		m.signatures, m.redisErrs, m.providers, m.state, m.senders, m.upstream, build,
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("telemetry: register metrics: %w", err)

@@ -155,6 +155,26 @@ func TestUnknownCommand(t *testing.T) {
 	}
 }
 
+// TestMistypedCommandGetsDidYouMean: a command or subcommand 2 edits or fewer from one names it;
+// a word far from every command names none.
+func TestMistypedCommandGetsDidYouMean(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"stauts"}, `unknown command "stauts"; did you mean "status"?`},
+		{[]string{"paus", "fcm"}, `unknown command "paus"; did you mean "pause"?`},
+		{[]string{"dead", "rplay"}, `unknown command "rplay"; did you mean "replay"?`},
+	} {
+		if code, _, stderr := run(t, c.args...); code != 2 || !strings.Contains(stderr, c.want) {
+			t.Errorf("%q: exit %d, %q; want 2 and %q", c.args, code, stderr, c.want)
+		}
+	}
+	if code, _, stderr := run(t, "frobnicate"); code != 2 || strings.Contains(stderr, "did you mean") {
+		t.Errorf("frobnicate: exit %d, %q; want 2 and no suggestion", code, stderr)
+	}
+}
+
 func TestEnqueueAndAudit(t *testing.T) {
 	srv := redistest.Start(t)
 	dir := t.TempDir()

@@ -343,12 +343,25 @@ func TestPauseShowsInStatusAndTheHeartbeat(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^apple +\S+ \(\S+ ago\) +\S+ +incident 42$`).MatchString(stdout) {
 		t.Errorf("status does not list the pause:\n%s", stdout)
 	}
-	// A provider no registry lists and no lane holds: a warning, paused anyway.
+	// A provider no registry lists and no lane holds (a typo): refused, the valid ones listed,
+	// nothing paused.
 	code, _, stderr = run(t, "pause", "--redis", b.srv.URL(), "apples")
-	if code != 0 || !strings.Contains(stderr, `warning: "apples" is not in registry.yaml (built in) and no lane of it exists`) {
-		t.Errorf("pause of an unknown provider: exit %d, %q", code, stderr)
+	if code != 2 || !strings.Contains(stderr, `"apples" is not a provider of registry.yaml (built in) and no lane of it exists`) ||
+		!strings.Contains(stderr, "the providers are fcm, autopush, apple, wns, fallback") {
+		t.Errorf("pause of an unknown provider: exit %d, %q; want 2 and the providers listed", code, stderr)
 	}
-	for _, p := range []string{"apple", "apples"} {
+	if code, stdout, _ := run(t, "resume", "--redis", b.srv.URL(), "apples"); code != 0 || !strings.Contains(stdout, "apples was not paused") {
+		t.Errorf("resume apples after the refused pause: exit %d, %q; want it not paused", code, stdout)
+	}
+	// A provider the registry does not list but a lane of which exists (a fleet with another
+	// table) is paused.
+	if err := b.srv.Client(t).XAdd(ctx, &redis.XAddArgs{Stream: b.st.Keys(0).Lane("selfhosted"), Values: []any{"job", "x"}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := run(t, "pause", "--redis", b.srv.URL(), "selfhosted"); code != 0 {
+		t.Errorf("pause of a provider with a lane: exit %d, %q; want 0", code, stderr)
+	}
+	for _, p := range []string{"apple", "selfhosted"} {
 		if code, stdout, _ := run(t, "resume", "--redis", b.srv.URL(), p); code != 0 || !strings.Contains(stdout, "resumed "+p) {
 			t.Errorf("resume %s: exit %d, %q", p, code, stdout)
 		}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/user"
+	"strings"
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/internal/product/cli"
@@ -17,7 +18,7 @@ func cmdPause(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stder
 	rf.registerReader(fs)
 	fs.Group("Pause")
 	reason := fs.String("reason", "", "why, for whoever reads `status` (`TEXT`)")
-	rf.registerRegistry(fs, "Delivery", "the provider should be in; a warning says when it is not")
+	rf.registerRegistry(fs, "Delivery", "that lists the provider (one it does not list is refused unless a lane of it exists)")
 	if code, ok := fs.Parse(args); !ok {
 		return code
 	}
@@ -36,8 +37,10 @@ func cmdPause(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stder
 			return unavailable(stderr, fs.Name(), err)
 		}
 		if !has {
-			fmt.Fprintf(stderr, "%s: warning: %q is not in %s and no lane of it exists under prefix %s (a typo?); paused anyway: workers whose registry lists it will honour it\n",
-				fs.Name(), provider, registryName(rf.registry), rf.prefix)
+			// A typo would otherwise pause nothing and say so only in passing; a lane of it under
+			// the prefix says a fleet with another table serves it, and the pause goes ahead.
+			return fs.Fail(fmt.Errorf("%q is not a provider of %s and no lane of it exists under prefix %s (a typo?); the providers are %s (a fleet with another table: give it with --registry FILE)",
+				provider, registryName(rf.registry), rf.prefix, strings.Join(reg.IDs(), ", ")))
 		}
 	}
 	p := stream.Pause{Provider: provider, Reason: *reason, By: operator(), At: time.Now().UTC()}

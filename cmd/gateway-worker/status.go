@@ -36,6 +36,8 @@ func cmdStatus(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stde
 		return printJSON(fs, stdout, stderr, rep)
 	}
 	printStatus(stdout, rep)
+	printUpstreamGroups(stdout, rep)
+	printRedisWarnings(stdout, rep)
 	return cli.ExitOK
 }
 
@@ -123,6 +125,46 @@ func printStatus(w io.Writer, rep stream.StatusReport) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", dash(m.Node), dash(m.Role), bytesText(m.UsedBytes), bytesText(m.PeakBytes), limit, policy)
 	}
 	_ = tw.Flush()
+}
+
+// printUpstreamGroups prints the consumer groups upstreams read the record streams with: a
+// group that stops reading keeps its stream from being trimmed (docs/runbooks.md,
+// WebPushUpstreamGroupLagGrowing).
+func printUpstreamGroups(w io.Writer, rep stream.StatusReport) {
+	if len(rep.UpstreamGroups) == 0 {
+		fmt.Fprintln(w, "\nupstream consumer groups: none on the ledger, gone or dead streams")
+		return
+	}
+	fmt.Fprintf(w, "\nupstream consumer groups: %d (what a group has not read and acknowledged is never trimmed)\n", len(rep.UpstreamGroups))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SHARD\tSTREAM\tGROUP\tLAG\tPENDING")
+	estimated := false
+	for _, g := range rep.UpstreamGroups {
+		lag := fmt.Sprint(g.Lag)
+		if g.Estimated {
+			lag, estimated = "~"+lag, true
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\n", g.Shard, g.Stream, dash(g.Group), lag, g.Pending)
+	}
+	_ = tw.Flush()
+	if estimated {
+		fmt.Fprintln(w, "LAG ~: estimated: Redis cannot count it (entries were deleted past the group); entries added minus entries read, at most the length")
+	}
+}
+
+// printRedisWarnings says what of Redis's settings the gateway's promises need and a node
+// lacks: AOF (without it a restart loses what was written since the last snapshot) and a
+// maxmemory (without it Redis grows until the kernel kills it).
+func printRedisWarnings(w io.Writer, rep stream.StatusReport) {
+	for _, m := range rep.Memory {
+		node := dash(m.Node)
+		if !m.AOF {
+			fmt.Fprintf(w, "warning: redis %s: AOF is off (appendonly no): a restart of Redis loses the jobs and records written since its last snapshot (docs/operations.md)\n", node)
+		}
+		if m.MaxBytes == 0 {
+			fmt.Fprintf(w, "warning: redis %s: no maxmemory: Redis grows until the host runs out of memory instead of refusing writes (docs/runbooks.md, WebPushRedisNoMaxmemory)\n", node)
+		}
+	}
 }
 
 // breakers lists a replica's breaker states, the ones not closed first.

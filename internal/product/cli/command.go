@@ -65,7 +65,11 @@ func Main(ctx context.Context, program string, cmds []Command, args []string, st
 		Usage(stderr, program, cmds)
 		return ExitUsage
 	}
-	fmt.Fprintf(stderr, "%s: unknown command %q\n\n", program, args[0])
+	if near := nearest(args[0], cmds); near != "" {
+		fmt.Fprintf(stderr, "%s: unknown command %q; did you mean %q?\n\n", program, args[0], near)
+	} else {
+		fmt.Fprintf(stderr, "%s: unknown command %q\n\n", program, args[0])
+	}
 	Usage(stderr, program, cmds)
 	return ExitUsage
 }
