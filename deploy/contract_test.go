@@ -134,7 +134,15 @@ func scrapeWorker(t *testing.T) (map[string]metricFamily, error) {
 		if err != nil {
 			return nil, err
 		}
-		if fams["webpush_queue_entries"] == nil || fams["webpush_breaker_state"] == nil || fams["webpush_upstream_group_lag"] == nil {
+		// The statistics loop sets the upstream groups before Redis's memory: a scrape between
+		// the two has one and not the other, so wait for every family the loop fills.
+		complete := true
+		for _, name := range []string{"webpush_queue_entries", "webpush_breaker_state", telemetry.UpstreamGroupLag, telemetry.RedisMemoryUsed, telemetry.RedisMaxmemory} {
+			if fams[name] == nil {
+				complete = false
+			}
+		}
+		if !complete {
 			continue
 		}
 		out := map[string]metricFamily{}
