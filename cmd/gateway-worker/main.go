@@ -33,13 +33,16 @@ func commands() []cli.Command {
 			Summary: "Put jobs on the intake streams, pipelined into the right shards: one job (a JSON object with an \"id\") per line " +
 				"of FILE or of standard input (docs/job-format.md).",
 			Details: "A line without a string id cannot be sharded: it is refused with its line number, and the others are enqueued. " +
-				"Whatever else is wrong with a job is the worker's to dead-letter with a reason.",
+				"A line over 16 MiB (16777216 bytes) is refused with its line number and size and read past, never held whole, and the lines after it are still enqueued: " +
+				"nothing is lost and no run needs to start again from it. " +
+				"Whatever else is wrong with a job (a line over the 64 KiB entry limit included) is the worker's to dead-letter with a reason.",
 			Examples: []string{
 				"gateway-worker enqueue --redis redis://127.0.0.1:6379/0 jobs.jsonl",
 				"producer | gateway-worker enqueue --redis redis://127.0.0.1:6379/0 --shards 4 -",
 			},
 			Args: "FILE", MaxArgs: 1,
-			Exit: "1 some lines were refused (listed); 3 Redis could not be written (the line to run again from is printed)",
+			Exit: "1 some lines were refused (listed); 2 a line was over 16 MiB (listed; the others were enqueued), or the input could not be read " +
+				"(the line to run again from is printed); 3 Redis could not be written (the line to run again from is printed)",
 		}},
 		{Name: "status", Summary: "queues, retries, live replicas and their breakers, pauses, Redis memory", Run: cmdStatus, Help: cli.Help{
 			Usage: "--redis URL [--prefix PREFIX] [--shards N] [--json]",
