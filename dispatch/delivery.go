@@ -365,6 +365,44 @@ func recordContext(ctx context.Context, grace time.Duration) (context.Context, c
 	}
 }
 
+// recordedChecker is a store that can look for a ledger record (*stream.Store).
+type recordedChecker interface {
+	Recorded(ctx context.Context, shard int, r stream.Result, since time.Time, limit int) (found, cut bool, err error)
+}
+
+const (
+	// recordedLookBack is how long before the answer the ledger is read from, for a record
+	// of it: Redis's clock, which names the entries, may be behind the worker's.
+	recordedLookBack = time.Minute
+	// recordedScanLimit bounds that read: the records written since the answer, on a shard
+	// busy enough to write more in that time, are not all read.
+	recordedScanLimit = 10_000
+)
+
+// recordedBefore tells, for an accepted send whose outcome write found the entry no longer
+// its own, whether the ledger holds this very record: an earlier try of the write (the
+// client's or health.retry's, after Redis stalled past the read timeout) went through and only
+// its reply was lost. Then the push went out once and the outcome is recorded: mine is true.
+// Otherwise unsure says how far the ledger was read, for the warning.
+func (d *delivery) recordedBefore(ctx context.Context, r stream.Result) (mine bool, unsure string) {
+	rc, ok := d.l.store.(recordedChecker)
+	if !ok {
+		return false, "not read"
+	}
+	found, cut, err := rc.Recorded(ctx, d.e.Shard, r, r.At.Add(-recordedLookBack), recordedScanLimit)
+	switch {
+	case err != nil:
+		return false, "could not be read: " + err.Error()
+	case found:
+		d.l.cfg.Logger.Info("dispatch: outcome write answered after the entry was gone: an earlier try of it, whose reply was lost, recorded it; the push went out once",
+			"shard", d.e.Shard, "provider", d.l.provider, "id", logID(r.ID), "entry", d.e.ID)
+		return true, ""
+	case cut:
+		return false, fmt.Sprintf("no record of this attempt in the newest %d records", recordedScanLimit)
+	}
+	return false, "no record of this attempt"
+}
+
 // record writes the state change next to Redis: it retries Redis errors until the write goes
 // through or ctx ends (recordContext bounds that at shutdown), keeping the shard's gate closed
 // meanwhile. An outcome it could not write is logged, job by job: the replica that takes over
@@ -406,6 +444,10 @@ func (d *delivery) record(ctx context.Context, next nextState) {
 		owned, err = op(ctx)
 		return err
 	})
+	var unsure string // why an accepted send not recorded here may have had a second one
+	if err == nil && !owned && next.kind == toLedger && next.result.Sent {
+		owned, unsure = d.recordedBefore(ctx, next.result)
+	}
 	switch {
 	case err != nil:
 		id := ""
@@ -418,10 +460,10 @@ func (d *delivery) record(ctx context.Context, next nextState) {
 	case !owned && next.kind == toLedger && next.result.Sent:
 		// Accepted, but the consumer that took the entry over has ended the job already (an
 		// accepted send of a job still held is recorded even so): its record stands, and the
-		// push went out from both. (Or an earlier try of this very write went through and its
-		// reply was lost, which this cannot tell apart.)
+		// push went out from both. recordedBefore has ruled out the other way to get here: an
+		// earlier try of this very write that went through, its reply lost.
 		l.cfg.Logger.Warn("dispatch: push accepted after another consumer took the entry over and ended the job; that record stands, and the push may have gone out twice",
-			"shard", e.Shard, "provider", l.provider, "id", logID(next.result.ID), "entry", e.ID)
+			"shard", e.Shard, "provider", l.provider, "id", logID(next.result.ID), "entry", e.ID, "ledger", unsure)
 		return
 	case !owned:
 		// The entry idled past the visibility timeout and another consumer claimed it; that

@@ -129,6 +129,8 @@ type envOptions struct {
 	// connectTo adds connect-to overrides ("host:port=addr:port") for hosts pushsim does not
 	// serve.
 	connectTo []string
+	// redis configures the env's redis-server (DEBUG SLEEP needs enable-debug-command).
+	redis []redistest.Option
 }
 
 // record is one stream entry: its fields plus "_id", the entry id.
@@ -147,7 +149,7 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	e := &env{t: t, shards: opts.shards, opts: opts, logs: &syncBuffer{}}
 	e.clock = &clock{now: time.Now().Truncate(time.Millisecond), wall: opts.wallClock}
 
-	e.redis = redistest.Start(t)
+	e.redis = redistest.Start(t, opts.redis...)
 	rdb := e.redis.Client(t)
 	e.store = e.newStore("w1")
 	e.prod = stream.NewProducer(rdb, prefix, opts.shards)

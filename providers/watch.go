@@ -16,19 +16,33 @@ const DefaultWatchEvery = time.Second
 // while a read through the path always sees the content a fresh process would load. Reading a
 // file of a few KiB once a second costs nothing next to a worker's sends.
 //
-// A changed content is loaded only once it reads the same on two ticks in a row (the debounce:
-// an editor or a copy may write the file in more than one step), and a content is reported
-// once, good or bad, so a broken edit is logged once and not every second. Kick loads at once,
-// even unchanged content (SIGHUP is an operator asking).
+// A changed content is loaded only once it has read the same for Settle and on two ticks in a
+// row (the debounce: an editor or a copy writes the file in more than one step, and a file cut
+// short can still parse: a registry cut at "max_in_flight: 6" of 64 is a valid table), and a
+// content is reported once, good or bad, so a broken edit is logged once and not every second.
+// A writer that stops for longer than Settle in the middle of the file is not told from one that
+// finished: a file written in place is safe only written at once, which is why the way to edit
+// it is to write a new file beside it and rename it over (what a ConfigMap's update does).
+// Kick loads at once, even unchanged content (SIGHUP is an operator asking).
 type Watcher struct {
-	path    string
-	applied [sha256.Size]byte // content of the last load reported, good or bad
-	failed  string            // the read error last reported, so an unreadable file is told once
-	pending *[sha256.Size]byte
+	// Settle is how long a changed content must read the same before it is loaded, measured
+	// by Now (time.Now when nil); 0 leaves two reads in a row. NewWatcher sets DefaultSettle.
+	Settle time.Duration
+	Now    func() time.Time
+
+	path         string
+	applied      [sha256.Size]byte // content of the last load reported, good or bad
+	failed       string            // the read error last reported, so an unreadable file is told once
+	pending      *[sha256.Size]byte
+	pendingSince time.Time // when pending was first read
 }
 
+// DefaultSettle is a Watcher's Settle: far longer than any local writer pauses between the
+// writes of a small file, short enough that an edit is in force within a few seconds.
+const DefaultSettle = time.Second
+
 // NewWatcher returns a Watcher of the file at path. Call Load once for the starting table.
-func NewWatcher(path string) *Watcher { return &Watcher{path: path} }
+func NewWatcher(path string) *Watcher { return &Watcher{path: path, Settle: DefaultSettle} }
 
 // Path is the file watched.
 func (w *Watcher) Path() string { return w.path }
@@ -92,12 +106,18 @@ func (w *Watcher) poll() (*Registry, error, bool) {
 	}
 	w.failed = ""
 	sum := sha256.Sum256(data)
+	now := time.Now
+	if w.Now != nil {
+		now = w.Now
+	}
 	switch {
 	case sum == w.applied:
 		w.pending = nil
 		return nil, nil, false
 	case w.pending == nil || *w.pending != sum:
-		w.pending = &sum
+		w.pending, w.pendingSince = &sum, now()
+		return nil, nil, false
+	case now().Sub(w.pendingSince) < w.Settle:
 		return nil, nil, false
 	}
 	w.applied, w.pending = sum, nil

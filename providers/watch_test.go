@@ -45,10 +45,49 @@ func goodFile(t *testing.T) string {
 func loadedWatcher(t *testing.T, path string) *Watcher {
 	t.Helper()
 	w := NewWatcher(path)
+	// These tests step the two-reads rule by hand; TestWatcherWaitsForTheContentToSettle
+	// tests Settle.
+	w.Settle = 0
 	if reg, err := w.Load(); err != nil || fallbackRate(t, reg) != 10 {
 		t.Fatalf("Load = %v, %v; want watchGood's table", reg, err)
 	}
 	return w
+}
+
+// TestWatcherWaitsForTheContentToSettle: a file written in two steps with a pause between them
+// shorter than Settle is not loaded half (here cut at "max_in_flight: 6" of 64, which parses),
+// however many ticks read the half; the whole is loaded once it has read the same for Settle.
+func TestWatcherWaitsForTheContentToSettle(t *testing.T) {
+	path := goodFile(t)
+	w := NewWatcher(path)
+	clock := timetest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	w.Now = clock.Now
+	if _, err := w.Load(); err != nil {
+		t.Fatal(err)
+	}
+	whole := strings.Replace(watchFast, "max_in_flight: 4", "max_in_flight: 64", 1)
+	half := whole[:strings.Index(whole, "max_in_flight: 6")+len("max_in_flight: 6")]
+	if reg, err := Parse(path, []byte(half)); err != nil || reg.Fallback().MaxInFlight != 6 {
+		t.Fatalf("the half parses to %v, %v; the test needs a half that parses", reg, err)
+	}
+	writeFile(t, path, half)
+	for range 9 { // a tick every 100 ms for 900 ms: the half never settles
+		if reg, err, ok := w.poll(); ok {
+			t.Fatalf("the half-written file was loaded at %s: %v, %v", clock.Now().Format(time.StampMilli), reg, err)
+		}
+		clock.Add(100 * time.Millisecond)
+	}
+	writeFile(t, path, whole)
+	for range 10 { // read from now on: not settled before a second has passed
+		if reg, err, ok := w.poll(); ok {
+			t.Fatalf("the whole file was loaded before it settled: %v, %v", reg, err)
+		}
+		clock.Add(100 * time.Millisecond)
+	}
+	reg, err, ok := w.poll()
+	if !ok || err != nil || reg.Fallback().MaxInFlight != 64 || fallbackRate(t, reg) != 20 {
+		t.Fatalf("the whole file after a second: %v, %v, %v; want max_in_flight 64 and rate 20", reg, err, ok)
+	}
 }
 
 // The ticks are stepped by hand: a change is loaded on the second tick that reads it, a

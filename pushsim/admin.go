@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -22,10 +23,19 @@ import (
 //	POST   /reset                  -> 204
 //	GET    /ca.pem                 -> the CA certificate
 //
-// retry_after and delay are seconds (a number) or a Go duration string ("250ms").
+// retry_after and delay are seconds (a number) or a Go duration string ("250ms"). Any other
+// path answers 404 (405 for a method the path does not take) listing the endpoints, and every
+// refusal lists the values it takes; docs/pushsim.md documents each endpoint.
 
 // maxAdminBody bounds admin request bodies.
 const maxAdminBody = 64 << 10
+
+// adminEndpoints are the admin API's routes, as its refusals list them.
+var adminEndpoints = []struct{ method, path string }{
+	{"POST", "/subscriptions"}, {"POST", "/subscriptions/expire"}, {"GET", "/deliveries"},
+	{"GET", "/faults"}, {"PUT", "/faults/{provider}"}, {"DELETE", "/faults/{provider}"},
+	{"GET", "/stats"}, {"POST", "/reset"}, {"GET", "/ca.pem"},
+}
 
 func (s *Server) adminHandler() http.Handler {
 	mux := http.NewServeMux()
@@ -44,7 +54,35 @@ func (s *Server) adminHandler() http.Handler {
 		w.Header().Set("Content-Type", "application/x-pem-file")
 		_, _ = w.Write(s.ca.certPEM)
 	})
+	mux.HandleFunc("/", adminUnknown)
 	return mux
+}
+
+// adminUnknown answers what no route takes: 405 with the methods the path takes, or 404, each
+// listing what the API has, so that a caller's typo is answered with what to type.
+func adminUnknown(w http.ResponseWriter, r *http.Request) {
+	var allow, all []string
+	for _, e := range adminEndpoints {
+		all = append(all, e.method+" "+e.path)
+		if adminPathMatches(e.path, r.URL.Path) {
+			allow = append(allow, e.method)
+		}
+	}
+	if len(allow) > 0 {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		writeError(w, http.StatusMethodNotAllowed, fmt.Errorf("pushsim: %s %s: the method is not one of %s", r.Method, r.URL.Path, strings.Join(allow, ", ")))
+		return
+	}
+	writeError(w, http.StatusNotFound, fmt.Errorf("pushsim: no admin endpoint %s %s (the endpoints: %s)", r.Method, r.URL.Path, strings.Join(all, ", ")))
+}
+
+// adminPathMatches reports whether path is one pattern matches ("{provider}": one segment).
+func adminPathMatches(pattern, path string) bool {
+	if head, ok := strings.CutSuffix(pattern, "{provider}"); ok {
+		rest, ok := strings.CutPrefix(path, head)
+		return ok && rest != "" && !strings.Contains(rest, "/")
+	}
+	return pattern == path
 }
 
 // SubscribeRequest is the body of POST /subscriptions.
@@ -56,7 +94,7 @@ type SubscribeRequest struct {
 
 func (s *Server) adminSubscribe(w http.ResponseWriter, r *http.Request) {
 	var req SubscribeRequest
-	if !readJSON(w, r, &req) {
+	if !readJSON(w, r, &req, "provider, host, application_server_key") {
 		return
 	}
 	sub, err := s.Subscribe(req.Provider, req.Host, req.ApplicationServerKey)
@@ -71,11 +109,11 @@ func (s *Server) adminExpire(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Endpoint string `json:"endpoint"`
 	}
-	if !readJSON(w, r, &req) {
+	if !readJSON(w, r, &req, "endpoint") {
 		return
 	}
 	if !s.Expire(req.Endpoint) {
-		writeError(w, http.StatusNotFound, errors.New("pushsim: no such subscription"))
+		writeError(w, http.StatusNotFound, errors.New("pushsim: no such subscription (endpoint: the one POST /subscriptions answered)"))
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]bool{"expired": true})
@@ -86,7 +124,7 @@ func (s *Server) adminDeliveries(w http.ResponseWriter, r *http.Request) {
 	if v := r.URL.Query().Get("since"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
-			writeError(w, http.StatusBadRequest, errors.New("pushsim: since must be a number"))
+			writeError(w, http.StatusBadRequest, fmt.Errorf("pushsim: since %q is not a delivery's seq (a whole number, 0 or more: the deliveries after it are listed)", v))
 			return
 		}
 		since = n
@@ -120,11 +158,11 @@ func (d *JSONDuration) UnmarshalJSON(b []byte) error {
 	}
 	var str string
 	if err := json.Unmarshal(b, &str); err != nil {
-		return fmt.Errorf("%w: duration must be seconds or a string like \"250ms\"", ErrFault)
+		return fmt.Errorf("%w: a duration is seconds (a number) or a string like \"250ms\", got %s", ErrFault, b)
 	}
 	v, err := time.ParseDuration(str)
 	if err != nil {
-		return fmt.Errorf("%w: duration %q", ErrFault, str)
+		return fmt.Errorf("%w: duration %q is not a Go duration (units ns, us, ms, s, m, h: \"250ms\", \"2s\") nor seconds", ErrFault, str)
 	}
 	*d = JSONDuration(v)
 	return nil
@@ -144,7 +182,7 @@ func (s *Server) adminFaults(w http.ResponseWriter, _ *http.Request) {
 
 func (s *Server) adminSetFault(w http.ResponseWriter, r *http.Request) {
 	var req FaultJSON
-	if !readJSON(w, r, &req) {
+	if !readJSON(w, r, &req, "kind, ratio, status, retry_after, delay") {
 		return
 	}
 	f := Fault{Kind: req.Kind, Ratio: req.Ratio, Status: req.Status, RetryAfter: time.Duration(req.RetryAfter), Delay: time.Duration(req.Delay)}
@@ -163,11 +201,16 @@ func (s *Server) adminClearFault(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+// readJSON decodes the body into v; fields are v's fields, which a refusal lists.
+func readJSON(w http.ResponseWriter, r *http.Request, v any, fields string) bool {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxAdminBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		writeError(w, http.StatusBadRequest, fmt.Errorf("pushsim: bad JSON body: %w", err))
+		if errors.Is(err, ErrFault) { // a value the fault's own types refused: it says which
+			writeError(w, http.StatusBadRequest, err)
+			return false
+		}
+		writeError(w, http.StatusBadRequest, fmt.Errorf("pushsim: bad JSON body: %w (the fields: %s)", err, fields))
 		return false
 	}
 	return true

@@ -124,28 +124,46 @@ func TestAdminRoundTrip(t *testing.T) {
 	}
 }
 
+// TestAdminRefuses: every refusal of the admin API says what was wrong and lists the values
+// it takes, and changes nothing.
 func TestAdminRefuses(t *testing.T) {
 	s := start(t, pushsim.Config{})
 	app := newAppServer(t)
+	const providers = "fcm, autopush, apple, wns, generic"
 	tests := []struct {
 		name, method, path, body string
 		want                     int
+		says                     string
 	}{
-		{"unknown provider", "POST", "/subscriptions", `{"provider":"gcm","application_server_key":"` + app.pub + `"}`, 400},
-		{"host of another provider", "POST", "/subscriptions", `{"provider":"fcm","host":"web.push.apple.com","application_server_key":"` + app.pub + `"}`, 400},
-		{"bad key", "POST", "/subscriptions", `{"provider":"fcm","application_server_key":"AAAA"}`, 400},
-		{"unknown field", "POST", "/subscriptions", `{"provider":"fcm","key":"x"}`, 400},
-		{"expire unknown", "POST", "/subscriptions/expire", `{"endpoint":"https://fcm.googleapis.com/fcm/send/x"}`, 404},
-		{"unknown fault kind", "PUT", "/faults/fcm", `{"kind":"explode"}`, 400},
-		{"fault ratio over 1", "PUT", "/faults/fcm", `{"kind":"fail","ratio":2}`, 400},
-		{"bad delay", "PUT", "/faults/fcm", `{"kind":"slow","delay":"soon"}`, 400},
-		{"fault for unknown provider", "PUT", "/faults/gcm", `{"kind":"fail"}`, 400},
-		{"since not a number", "GET", "/deliveries?since=x", "", 400},
-		{"wrong method", "GET", "/reset", "", 405},
+		{"unknown provider", "POST", "/subscriptions", `{"provider":"gcm","application_server_key":"` + app.pub + `"}`, 400,
+			`unknown provider "gcm" (one of ` + providers + `)`},
+		{"host of another provider", "POST", "/subscriptions", `{"provider":"fcm","host":"web.push.apple.com","application_server_key":"` + app.pub + `"}`, 400,
+			`"web.push.apple.com" is not a fcm host (fcm.googleapis.com; empty: fcm.googleapis.com)`},
+		{"bad key", "POST", "/subscriptions", `{"provider":"fcm","application_server_key":"AAAA"}`, 400, "not a base64url P-256 public key"},
+		{"unknown field", "POST", "/subscriptions", `{"provider":"fcm","key":"x"}`, 400,
+			`unknown field "key" (the fields: provider, host, application_server_key)`},
+		{"expire unknown", "POST", "/subscriptions/expire", `{"endpoint":"https://fcm.googleapis.com/fcm/send/x"}`, 404, "no such subscription"},
+		{"unknown fault kind", "PUT", "/faults/fcm", `{"kind":"explode"}`, 400,
+			`unknown kind "explode" (one of none, stall, fail, throttle, reset, slow, echo)`},
+		{"fault ratio over 1", "PUT", "/faults/fcm", `{"kind":"fail","ratio":2}`, 400, "ratio 2 outside [0, 1]"},
+		{"fault status", "PUT", "/faults/fcm", `{"kind":"fail","status":200}`, 400, "status 200 outside 400-599"},
+		{"bad delay", "PUT", "/faults/fcm", `{"kind":"slow","delay":"soon"}`, 400, `duration "soon" is not a Go duration (units ns, us, ms, s, m, h`},
+		{"slow without delay", "PUT", "/faults/fcm", `{"kind":"slow"}`, 400, "slow needs a delay"},
+		{"negative retry_after", "PUT", "/faults/fcm", `{"kind":"throttle","retry_after":-1}`, 400, "retry_after -1s is negative"},
+		{"fault for unknown provider", "PUT", "/faults/gcm", `{"kind":"fail"}`, 400, `unknown provider "gcm" (one of ` + providers + `, or "*" for every one)`},
+		{"clear for unknown provider", "DELETE", "/faults/gcm", "", 400, `(one of ` + providers + `, or "*" for every one)`},
+		{"since not a number", "GET", "/deliveries?since=x", "", 400, `since "x" is not a delivery's seq`},
+		{"wrong method", "GET", "/reset", "", 405, "GET /reset: the method is not one of POST"},
+		{"unknown endpoint", "GET", "/subscription", "", 404, "no admin endpoint GET /subscription (the endpoints: POST /subscriptions, POST /subscriptions/expire, GET /deliveries, " +
+			"GET /faults, PUT /faults/{provider}, DELETE /faults/{provider}, GET /stats, POST /reset, GET /ca.pem)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			admin(t, s, tc.method, tc.path, tc.body, tc.want, nil)
+			var out struct{ Error string }
+			admin(t, s, tc.method, tc.path, tc.body, tc.want, &out)
+			if !strings.Contains(out.Error, tc.says) {
+				t.Errorf("%s %s: error %q; want it to say %q", tc.method, tc.path, out.Error, tc.says)
+			}
 		})
 	}
 	if len(s.Faults()) != 0 || s.Stats().Subscriptions != 0 {

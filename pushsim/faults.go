@@ -51,7 +51,7 @@ func (k FaultKind) String() string {
 // MarshalText writes the kind's name ("stall").
 func (k FaultKind) MarshalText() ([]byte, error) {
 	if k < 0 || int(k) >= len(faultNames) {
-		return nil, fmt.Errorf("%w: kind %d", ErrFault, int(k))
+		return nil, fmt.Errorf("%w: kind %d (one of %s)", ErrFault, int(k), strings.Join(faultNames[:], ", "))
 	}
 	return []byte(faultNames[k]), nil
 }
@@ -68,7 +68,7 @@ func (k *FaultKind) UnmarshalText(b []byte) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("%w: unknown kind %q", ErrFault, b)
+	return fmt.Errorf("%w: unknown kind %q (one of %s)", ErrFault, b, strings.Join(faultNames[:], ", "))
 }
 
 // Fault is a misbehaviour injected into one provider.
@@ -93,15 +93,17 @@ const defaultThrottleRetryAfter = 30 * time.Second
 func (f Fault) validate() error {
 	switch {
 	case f.Kind < None || f.Kind > Echo:
-		return fmt.Errorf("%w: kind %d", ErrFault, int(f.Kind))
+		return fmt.Errorf("%w: kind %d (one of %s)", ErrFault, int(f.Kind), strings.Join(faultNames[:], ", "))
 	case f.Ratio < 0 || f.Ratio > 1 || f.Ratio != f.Ratio:
-		return fmt.Errorf("%w: ratio %v outside [0, 1]", ErrFault, f.Ratio)
+		return fmt.Errorf("%w: ratio %v outside [0, 1] (the share of requests hit; 0 or 1: every request)", ErrFault, f.Ratio)
 	case f.Status != 0 && (f.Status < 400 || f.Status > 599):
-		return fmt.Errorf("%w: status %d outside 400-599", ErrFault, f.Status)
-	case f.RetryAfter < 0 || f.Delay < 0:
-		return fmt.Errorf("%w: negative duration", ErrFault)
+		return fmt.Errorf("%w: status %d outside 400-599 (0: 503 for fail, 404 for echo)", ErrFault, f.Status)
+	case f.RetryAfter < 0:
+		return fmt.Errorf("%w: retry_after %v is negative (0 or more; 0: none)", ErrFault, f.RetryAfter)
+	case f.Delay < 0:
+		return fmt.Errorf("%w: delay %v is negative (0 or more)", ErrFault, f.Delay)
 	case f.Kind == Slow && f.Delay == 0:
-		return fmt.Errorf("%w: slow needs a delay", ErrFault)
+		return fmt.Errorf("%w: slow needs a delay (seconds, or a duration string like \"250ms\")", ErrFault)
 	}
 	return nil
 }
@@ -173,7 +175,7 @@ func (s *Server) SetFault(provider string, f Fault) error {
 	if provider == "" || provider == "*" {
 		targets = Providers()
 	} else if !validProvider(provider) {
-		return fmt.Errorf("%w %q", ErrProvider, provider)
+		return fmt.Errorf("%w %q (one of %s, or \"*\" for every one)", ErrProvider, provider, strings.Join(Providers(), ", "))
 	}
 	if err := f.validate(); err != nil {
 		return err

@@ -38,6 +38,21 @@ func validProvider(p string) bool {
 	return false
 }
 
+// hostsOf says which hosts providerFor gives provider, for a refusal.
+func hostsOf(provider string) string {
+	switch provider {
+	case FCM:
+		return FCMHost
+	case Autopush:
+		return "push.services.mozilla.com or a host under it"
+	case Apple:
+		return AppleHost
+	case WNS:
+		return "a host under notify.windows.com"
+	}
+	return "any host the others do not take"
+}
+
 // defaultHost is the host Subscribe uses when the caller names none.
 func defaultHost(provider string) string {
 	switch provider {

@@ -79,7 +79,7 @@ func (st *subscriptionStore) len() int {
 // upstream stores and hands to the gateway with every job (and POST /subscriptions answers).
 func (s *Server) Subscribe(provider, host, applicationServerKey string) (job.Subscription, error) {
 	if !validProvider(provider) {
-		return job.Subscription{}, fmt.Errorf("%w %q", ErrProvider, provider)
+		return job.Subscription{}, fmt.Errorf("%w %q (one of %s)", ErrProvider, provider, strings.Join(Providers(), ", "))
 	}
 	host = strings.ToLower(host)
 	if host == "" {
@@ -90,7 +90,7 @@ func (s *Server) Subscribe(provider, host, applicationServerKey string) (job.Sub
 		return job.Subscription{}, fmt.Errorf("%w: %q is not a host[:port]", ErrHost, host)
 	}
 	if providerFor(host) != provider {
-		return job.Subscription{}, fmt.Errorf("%w: %q is not a %s host", ErrHost, host, provider)
+		return job.Subscription{}, fmt.Errorf("%w: %q is not a %s host (%s; empty: %s)", ErrHost, host, provider, hostsOf(provider), defaultHost(provider))
 	}
 	appKey, _, err := decodeKey(applicationServerKey)
 	if err != nil {

@@ -179,6 +179,9 @@ const (
 	ReplayCut
 	// ReplayNoJob: the record holds no job; the record stays.
 	ReplayNoJob
+	// ReplayFailsAgain: the record's code says its job would fail the same way again
+	// (FailsAgain); ReplaySelection left the record as it is. The script never answers it.
+	ReplayFailsAgain
 )
 
 func (v ReplayVerdict) String() string {
@@ -191,6 +194,8 @@ func (v ReplayVerdict) String() string {
 		return "not replayed: its job was cut to the entry limit"
 	case ReplayNoJob:
 		return "not replayed: it holds no job"
+	case ReplayFailsAgain:
+		return "not replayed: its job would fail the same way again"
 	}
 	return fmt.Sprintf("ReplayVerdict(%d)", int(v))
 }

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/webpush-gateway/webpush-gateway/taxonomy"
 )
 
 // How an operator names dead records: by entry, ENTRY_ID or SHARD/ENTRY_ID (the shard needed
@@ -95,7 +97,7 @@ type DeadSelection struct {
 	Chosen []DeadEntry
 	Walk   bool
 	Filter DeadFilter
-	// Missing are the refs that named no record (acted on before, or mistyped: not a failure);
+	// Missing are the refs that named no record (acted on before, or mistyped);
 	// Problems the refs that cannot be acted on (an entry id on several shards).
 	Missing, Problems []string
 }
@@ -176,12 +178,51 @@ func (d DeadEntry) View(withJob bool) DeadView {
 	return out
 }
 
+// FailsAgain says why the job of a dead record of code would fail the same way if it were
+// replayed unchanged: the code is one the job earned itself (taxonomy's codes that are final
+// for the job and not the service's or the path's state), and the job is replayed as it is,
+// with its own enqueued_at, so an expired one expires again. ok is false for every other code:
+// the retryable ones (the service or the path was in trouble), UNAUTHORIZED (the gateway's own
+// key, fixed by the operator) and any code this release does not know.
+func FailsAgain(code string) (why string, ok bool) {
+	switch taxonomy.Code(code) {
+	case taxonomy.InvalidJob:
+		return "an invalid job is refused again", true
+	case taxonomy.PayloadTooLarge:
+		return "its payload is over the service's limit again", true
+	case taxonomy.InvalidRequest:
+		return "the service refuses the same request again", true
+	case taxonomy.InvalidTTL:
+		return "the service refuses its TTL again", true
+	case taxonomy.Blocked:
+		return "its endpoint is refused again", true
+	case taxonomy.Expired:
+		return "its TTL counts from its enqueued_at, so it expires again", true
+	}
+	return "", false
+}
+
+// ReplayOptions are how ReplaySelection acts.
+type ReplayOptions struct {
+	// DryRun replays nothing and tells what would become of each record.
+	DryRun bool
+	// IncludeInvalid replays the records FailsAgain names too (after the cause was fixed: a
+	// vapid_key configured, a limit raised); without it they are ReplayFailsAgain.
+	IncludeInvalid bool
+}
+
 // ReplaySelection replays every record of sel (ReplayDead) and calls fn with each and what
-// became of it, until Redis fails. dry replays nothing and tells what would become of each:
+// became of it, until Redis fails. A record FailsAgain names is left as it is and is
+// ReplayFailsAgain, unless o.IncludeInvalid. A dry run tells what would become of each:
 // ReplayCut for a record whose job was cut, else Replayed.
-func (s *Inspector) ReplaySelection(ctx context.Context, sel *DeadSelection, dry bool, fn func(d DeadEntry, v ReplayVerdict, intakeID string)) error {
+func (s *Inspector) ReplaySelection(ctx context.Context, sel *DeadSelection, o ReplayOptions, fn func(d DeadEntry, v ReplayVerdict, intakeID string)) error {
 	return s.EachDead(ctx, sel, func(d DeadEntry) error {
-		if dry {
+		// A cut record cannot be replayed at all, which says more than that it would fail.
+		if _, again := FailsAgain(d.Code); again && !o.IncludeInvalid && d.Note == "" {
+			fn(d, ReplayFailsAgain, "")
+			return nil
+		}
+		if o.DryRun {
 			v := Replayed
 			if d.Note != "" {
 				v = ReplayCut

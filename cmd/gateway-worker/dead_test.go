@@ -240,8 +240,9 @@ func TestDeadReplayMovesEachRecordOnce(t *testing.T) {
 		t.Fatalf("replay: exit %d, %q, %q", code, stdout, stderr)
 	}
 	code, stdout, stderr = run(t, "dead", "replay", "--redis", d.srv.URL(), one, two)
-	if code != 0 || !strings.Contains(stdout, "replayed 0 records; 0 skipped; 2 already gone") || !strings.Contains(stderr, one+": no such record") {
-		t.Fatalf("second replay: exit %d, %q, %q; want nothing replayed, both gone, exit 0", code, stdout, stderr)
+	if code != 1 || !strings.Contains(stdout, "replayed 0 records; 0 skipped; 0 already gone (replayed or purged before); 2 entry ids not found") ||
+		!strings.Contains(stderr, one+": no such record") || !strings.Contains(stderr, two+": no such record") {
+		t.Fatalf("second replay: exit %d, %q, %q; want nothing replayed, both named as not found, exit 1", code, stdout, stderr)
 	}
 	// Each job is on its shard's intake once, exactly as it was enqueued.
 	c := d.srv.Client(t)
@@ -400,13 +401,21 @@ func TestDeadPurgeAndReplayWalkLongStreams(t *testing.T) {
 	if down, invalid := left(); down != 0 || invalid != 1100 {
 		t.Fatalf("after purging PROVIDER_DOWN: %d PROVIDER_DOWN and %d INVALID_JOB left; want 0 and 1100", down, invalid)
 	}
-	if code, stdout, _ := run(t, "dead", "replay", "--redis", srv.URL(), "--all", "--dry-run"); code != 0 ||
+	if code, stdout, _ := run(t, "dead", "replay", "--redis", srv.URL(), "--all", "--include-invalid", "--dry-run"); code != 0 ||
 		!strings.HasSuffix(stdout, "would replay 1100 records; 0 skipped; 0 already gone (replayed or purged before)\n") {
-		t.Errorf("replay --all --dry-run: exit %d, ...%q", code, stdout[max(len(stdout)-200, 0):])
+		t.Errorf("replay --all --include-invalid --dry-run: exit %d, ...%q", code, stdout[max(len(stdout)-200, 0):])
 	}
-	code, stdout, _ = run(t, "dead", "replay", "--redis", srv.URL(), "--all")
-	if code != 0 || !strings.HasSuffix(stdout, "replayed 1100 records; 0 skipped; 0 already gone (replayed or purged before)\n") {
+	// Without --include-invalid every one of them (all INVALID_JOB) is skipped, and stays.
+	if code, stdout, _ := run(t, "dead", "replay", "--redis", srv.URL(), "--all"); code != 0 ||
+		!strings.HasSuffix(stdout, "replayed 0 records; 1100 skipped (1100 would fail the same way again: --include-invalid); 0 already gone (replayed or purged before)\n") {
 		t.Errorf("replay --all: exit %d, ...%q", code, stdout[max(len(stdout)-200, 0):])
+	}
+	if _, invalid := left(); invalid != 1100 {
+		t.Fatalf("replay --all without --include-invalid left %d INVALID_JOB records; want 1100", invalid)
+	}
+	code, stdout, _ = run(t, "dead", "replay", "--redis", srv.URL(), "--all", "--include-invalid")
+	if code != 0 || !strings.HasSuffix(stdout, "replayed 1100 records; 0 skipped; 0 already gone (replayed or purged before)\n") {
+		t.Errorf("replay --all --include-invalid: exit %d, ...%q", code, stdout[max(len(stdout)-200, 0):])
 	}
 	var intake int64
 	for shard := range perShard {
@@ -414,5 +423,84 @@ func TestDeadPurgeAndReplayWalkLongStreams(t *testing.T) {
 	}
 	if down, invalid := left(); down != 0 || invalid != 0 || intake != 1100 {
 		t.Errorf("after replay --all: %d + %d records left, %d jobs on the intakes; want none and 1100", down, invalid, intake)
+	}
+}
+
+// intakeJobs returns the ids of the jobs on the intakes of both shards.
+func intakeJobs(t *testing.T, c *redis.Client) map[string]int {
+	t.Helper()
+	got := map[string]int{}
+	for shard := range 2 {
+		for _, m := range c.XRange(context.Background(), stream.KeysFor("wp", shard).Intake, "-", "+").Val() {
+			raw, _ := m.Values["job"].(string)
+			var j struct{ ID string }
+			_ = json.Unmarshal([]byte(raw), &j)
+			got[j.ID]++
+		}
+	}
+	return got
+}
+
+// TestDeadReplaySkipsWhatFailsAgain: a record whose code says its job would fail the same way
+// again (INVALID_JOB here) is skipped with the reason, counted, and kept, whether named by
+// entry id or chosen by --all, and --include-invalid replays it.
+func TestDeadReplaySkipsWhatFailsAgain(t *testing.T) {
+	d := newDeadSet(t)
+	c := d.srv.Client(t)
+	recs := d.refs(t)
+	invalid, one := ref(recs["invalid"]), ref(recs["gave-up-1"])
+
+	code, stdout, stderr := run(t, "dead", "replay", "--redis", d.srv.URL(), invalid, one)
+	if code != 0 || !strings.Contains(stdout, "replayed 1 records; 1 skipped (1 would fail the same way again: --include-invalid); 0 already gone") ||
+		!strings.Contains(stderr, "skipped "+invalid+" (job invalid, INVALID_JOB): an invalid job is refused again; --include-invalid replays it") {
+		t.Fatalf("replay of an invalid and a gave-up record: exit %d, %q, %q", code, stdout, stderr)
+	}
+	if got := intakeJobs(t, c); !cmp.Equal(got, map[string]int{"gave-up-1": 1}) {
+		t.Errorf("intake after the replay: %v; want gave-up-1 only", got)
+	}
+	if _, ok := d.refs(t)["invalid"]; !ok {
+		t.Fatal("the skipped invalid record is gone")
+	}
+
+	// --all honours it too; the cut record is the only failure.
+	code, stdout, stderr = run(t, "dead", "replay", "--redis", d.srv.URL(), "--all")
+	if code != 1 || !strings.Contains(stdout, "replayed 2 records; 2 skipped (1 would fail the same way again: --include-invalid)") ||
+		!strings.Contains(stderr, "(job invalid, INVALID_JOB): an invalid job is refused again") || !strings.Contains(stderr, "(job huge): its job was cut") {
+		t.Fatalf("replay --all: exit %d, %q, %q", code, stdout, stderr)
+	}
+	if got := d.refs(t); len(got) != 2 || got["invalid"].ID == "" || got["huge"].ID == "" {
+		t.Errorf("dead records after replay --all: %v; want invalid and huge", got)
+	}
+
+	// The dry run says the same, and --include-invalid replays it.
+	code, stdout, stderr = run(t, "dead", "replay", "--redis", d.srv.URL(), "--dry-run", invalid)
+	if code != 0 || !strings.Contains(stdout, "would replay 0 records; 1 skipped (1 would fail") || !strings.Contains(stderr, "skipped "+invalid) {
+		t.Errorf("replay --dry-run of the invalid record: exit %d, %q, %q", code, stdout, stderr)
+	}
+	code, stdout, stderr = run(t, "dead", "replay", "--redis", d.srv.URL(), "--include-invalid", invalid)
+	if code != 0 || !strings.Contains(stdout, "replayed 1 records; 0 skipped; 0 already gone") {
+		t.Fatalf("replay --include-invalid: exit %d, %q, %q", code, stdout, stderr)
+	}
+	if got := intakeJobs(t, c); got["invalid"] != 1 {
+		t.Errorf("intake after replay --include-invalid: %v; want the invalid job once", got)
+	}
+}
+
+// TestDeadReplayNamesMissingIDs: an entry id that names no record (mistyped, or replayed
+// before) makes the replay exit 1 naming it, and the ids that were found are still replayed.
+func TestDeadReplayNamesMissingIDs(t *testing.T) {
+	d := newDeadSet(t)
+	one := ref(d.refs(t)["gave-up-1"])
+	code, stdout, stderr := run(t, "dead", "replay", "--redis", d.srv.URL(), "1/1-0", one)
+	if code != 1 || !strings.Contains(stderr, "1/1-0: no such record") || !strings.Contains(stdout, "replayed "+one+" (job gave-up-1)") ||
+		!strings.Contains(stdout, "replayed 1 records; 0 skipped; 0 already gone (replayed or purged before); 1 entry ids not found") {
+		t.Fatalf("replay of a missing and a present id: exit %d, %q, %q; want 1, the missing one named, the other replayed", code, stdout, stderr)
+	}
+	if got := intakeJobs(t, d.srv.Client(t)); !cmp.Equal(got, map[string]int{"gave-up-1": 1}) {
+		t.Errorf("intake: %v; want gave-up-1", got)
+	}
+	// Replayed already: not found either.
+	if code, _, stderr := run(t, "dead", "replay", "--redis", d.srv.URL(), one); code != 1 || !strings.Contains(stderr, one+": no such record") {
+		t.Errorf("replay of a replayed id: exit %d, %q; want 1 naming it", code, stderr)
 	}
 }

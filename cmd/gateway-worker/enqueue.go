@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -40,8 +41,12 @@ func cmdEnqueue(ctx context.Context, fs *cli.FlagSet, args []string, stdout, std
 	}
 	defer st.Close()
 	res, err := cli.EnqueueLines(ctx, st.Producer(stream.WaitReplicas(*waitReplicas, *waitTimeout)), in, cli.NewProgress(stderr))
+	tooLong := 0
 	for _, r := range res.Refused {
 		fmt.Fprintf(stderr, "%s:%d: not enqueued: %s\n", name, r.Line, r.Reason)
+		if r.TooLong {
+			tooLong++
+		}
 	}
 	fmt.Fprintf(stdout, "enqueued %d jobs from %s", res.Written, name)
 	if len(res.Refused) > 0 {
@@ -50,13 +55,21 @@ func cmdEnqueue(ctx context.Context, fs *cli.FlagSet, args []string, stdout, std
 	fmt.Fprintln(stdout)
 	if err != nil {
 		if res.ResumeAt > 0 {
-			fmt.Fprintf(stderr, "gateway-worker enqueue: %v\nevery job before line %d is enqueued; run again from line %d\n", err, res.ResumeAt, res.ResumeAt)
+			fmt.Fprintf(stderr, "gateway-worker enqueue: %v\nevery job before line %d is enqueued or listed above; run again from line %d\n", err, res.ResumeAt, res.ResumeAt)
 		} else {
 			fmt.Fprintf(stderr, "gateway-worker enqueue: stopped after %d jobs: %v\n", res.Written, err)
 		}
+		var inErr *cli.InputError
+		if errors.As(err, &inErr) {
+			return cli.ExitUsage
+		}
 		return redisExitCode(err)
 	}
-	if len(res.Refused) > 0 {
+	switch {
+	case tooLong > 0:
+		// Not one bad job but input that is not job lines: the class of a refused argument.
+		return cli.ExitUsage
+	case len(res.Refused) > 0:
 		return cli.ExitNo
 	}
 	return cli.ExitOK

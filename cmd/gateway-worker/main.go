@@ -33,13 +33,16 @@ func commands() []cli.Command {
 			Summary: "Put jobs on the intake streams, pipelined into the right shards: one job (a JSON object with an \"id\") per line " +
 				"of FILE or of standard input (docs/job-format.md).",
 			Details: "A line without a string id cannot be sharded: it is refused with its line number, and the others are enqueued. " +
-				"Whatever else is wrong with a job is the worker's to dead-letter with a reason.",
+				"A line over 16 MiB (16777216 bytes) is refused with its line number and size and read past, never held whole, and the lines after it are still enqueued: " +
+				"nothing is lost and no run needs to start again from it. " +
+				"Whatever else is wrong with a job (a line over the 64 KiB entry limit included) is the worker's to dead-letter with a reason.",
 			Examples: []string{
 				"gateway-worker enqueue --redis redis://127.0.0.1:6379/0 jobs.jsonl",
 				"producer | gateway-worker enqueue --redis redis://127.0.0.1:6379/0 --shards 4 -",
 			},
 			Args: "FILE", MaxArgs: 1,
-			Exit: "1 some lines were refused (listed); 3 Redis could not be written (the line to run again from is printed)",
+			Exit: "1 some lines were refused (listed); 2 a line was over 16 MiB (listed; the others were enqueued), or the input could not be read " +
+				"(the line to run again from is printed); 3 Redis could not be written (the line to run again from is printed)",
 		}},
 		{Name: "status", Summary: "queues, retries, live replicas and their breakers, pauses, Redis memory", Run: cmdStatus, Help: cli.Help{
 			Usage: "--redis URL [--prefix PREFIX] [--shards N] [--json]",
@@ -96,18 +99,22 @@ func commands() []cli.Command {
 				Exit: "1 no such record; 3 Redis could not be read",
 			}},
 			{Name: "replay", Summary: "put chosen records' jobs back on their intake as new jobs, once each", Run: cmdDeadReplay, Help: cli.Help{
-				Usage: "--redis URL (ENTRY_ID... | [--reason TEXT] [--code CODE] [--provider ID] [--since WHEN] [--until WHEN] | --all) [--dry-run]",
+				Usage: "--redis URL (ENTRY_ID... | [--reason TEXT] [--code CODE] [--provider ID] [--since WHEN] [--until WHEN] | --all) [--include-invalid] [--dry-run]",
 				Summary: "Put the jobs of chosen dead records back on their shard's intake as new jobs (attempt 0: the intake validates and routes them again), " +
 					"each record's move one Redis script that deletes the record: a record is replayed once, however often this runs.",
 				Details: "A record whose job was cut to the entry limit (its note says so) cannot be replayed: it is skipped and named. " +
-					"A replayed job keeps its id and its enqueued_at, from which its TTL counts; an invalid job is dead-lettered again unless what refused it was fixed (a vapid_key added). " +
+					"A record whose code says the same job would fail the same way again (INVALID_JOB, PAYLOAD_TOO_LARGE, INVALID_REQUEST, INVALID_TTL, BLOCKED, " +
+					"and EXPIRED, since a replayed job keeps its enqueued_at) is skipped with the reason and counted in the summary, whether chosen by entry id, filter or --all; " +
+					"once what refused it was fixed (a vapid_key configured), --include-invalid replays it too. " +
+					"A replayed job keeps its id and its enqueued_at, from which its TTL counts. " +
 					"Filters read each shard's dead stream newest first, as `dead ls` does.",
 				Examples: []string{
 					"gateway-worker dead replay --redis redis://127.0.0.1:6379/0 1717171717171-0 1717171717172-0",
 					"gateway-worker dead replay --redis redis://127.0.0.1:6379/0 --code PROVIDER_DOWN --since 6h --dry-run",
 				},
 				Args: "ENTRY_ID", MaxArgs: -1,
-				Exit: "1 some chosen records could not be replayed (named; an entry id that names no record was replayed or purged before, and is not a failure); 3 Redis could not be read or written",
+				Exit: "1 some chosen records could not be replayed, or an entry id names no record (mistyped, or replayed or purged before): each named, the others replayed; " +
+					"records skipped as failing again are not a failure; 3 Redis could not be read or written",
 			}},
 			{Name: "purge", Summary: "delete chosen records", Run: cmdDeadPurge, Help: cli.Help{
 				Usage:   "--redis URL (ENTRY_ID... | [--reason TEXT] [--code CODE] [--provider ID] [--since WHEN] [--until WHEN] | --all --yes) [--dry-run]",

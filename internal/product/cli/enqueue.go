@@ -23,28 +23,43 @@ type Enqueuer interface {
 	Enqueue(ctx context.Context, jobs ...[]byte) (int, error)
 }
 
-// RefusedLine is an input line that was not enqueued, and why.
+// MaxEnqueueLine is the longest line EnqueueLines reads: far over the entry limit, so that a
+// job too big for an entry still reaches the worker's dead stream with its reason, and short
+// enough that one line cannot exhaust the command's memory.
+const MaxEnqueueLine = 16 << 20
+
+// RefusedLine is an input line that was not enqueued, and why. TooLong says it was over
+// MaxEnqueueLine, which is an error in the input rather than in one job.
 type RefusedLine struct {
-	Line   int
-	Reason string
+	Line    int
+	Reason  string
+	TooLong bool
 }
 
 // EnqueueResult is what EnqueueLines did.
 type EnqueueResult struct {
 	Written int
 	Refused []RefusedLine
-	// ResumeAt is the input line to run again from after a failure (0: none failed).
+	// ResumeAt is the input line to run again from after a failure (0: none failed): every
+	// line before it was enqueued or refused.
 	ResumeAt int
 }
 
+// InputError is a failure to read the input (not Redis's).
+type InputError struct{ Err error }
+
+func (e *InputError) Error() string { return e.Err.Error() }
+func (e *InputError) Unwrap() error { return e.Err }
+
 // EnqueueLines sends every line of in that is a JSON object with an id to p, in pipelined
 // batches of EnqueueBatch, counting them on prog. A line without one cannot be sharded, so it
-// is refused here with its line number rather than lost; everything else, however malformed,
-// is the worker's to dead-letter with a reason. Blank lines are skipped.
+// is refused here with its line number rather than lost; so is a line over MaxEnqueueLine,
+// with its size, which is read past (never held whole) so that the lines after it are still
+// enqueued. Everything else, however malformed, is the worker's to dead-letter with a reason.
+// Blank lines are skipped. A failure to read in is an *InputError.
 func EnqueueLines(ctx context.Context, p Enqueuer, in io.Reader, prog *Progress) (EnqueueResult, error) {
 	var res EnqueueResult
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 64<<10), 16<<20) // a line over the entry limit still reaches the worker's dead stream
+	r := newLineReader(in, MaxEnqueueLine)
 	batch := make([][]byte, 0, EnqueueBatch)
 	batchLines := make([]int, 0, EnqueueBatch)
 	flush := func() error {
@@ -61,14 +76,30 @@ func EnqueueLines(ctx context.Context, p Enqueuer, in io.Reader, prog *Progress)
 		return err
 	}
 	line := 0
-	for sc.Scan() {
+	for {
+		b, size, err := r.next()
+		if err == io.EOF {
+			break
+		}
 		line++
-		b := sc.Bytes()
+		if err != nil {
+			if ferr := flush(); ferr != nil {
+				return res, ferr
+			}
+			// Every line before this one is enqueued or refused: run again from it.
+			res.ResumeAt = line
+			return res, &InputError{fmt.Errorf("line %d: %w", line, err)}
+		}
+		if size > MaxEnqueueLine {
+			res.Refused = append(res.Refused, RefusedLine{Line: line, TooLong: true,
+				Reason: fmt.Sprintf("the line is %d bytes, over the %d-byte limit of a line (a job's entry holds at most 64 KiB)", size, MaxEnqueueLine)})
+			continue
+		}
 		if len(bytes.Trim(b, " \t\r")) == 0 {
 			continue
 		}
 		if _, reason := LineJobID(b); reason != "" {
-			res.Refused = append(res.Refused, RefusedLine{line, reason})
+			res.Refused = append(res.Refused, RefusedLine{Line: line, Reason: reason})
 			continue
 		}
 		batch = append(batch, append([]byte(nil), b...))
@@ -79,13 +110,51 @@ func EnqueueLines(ctx context.Context, p Enqueuer, in io.Reader, prog *Progress)
 			}
 		}
 	}
-	if err := sc.Err(); err != nil {
-		_ = flush()
-		return res, fmt.Errorf("line %d: %w", line+1, err)
-	}
 	err := flush()
 	prog.done(res.Written)
 	return res, err
+}
+
+// lineReader reads lines of at most max bytes; a longer one is read past and only measured.
+type lineReader struct {
+	r   *bufio.Reader
+	max int
+	buf []byte
+}
+
+func newLineReader(in io.Reader, max int) *lineReader {
+	return &lineReader{r: bufio.NewReaderSize(in, 64<<10), max: max}
+}
+
+// next returns the next line without its "\n" and its size in bytes; a line over max comes
+// back empty with its whole size. io.EOF means no line is left; a last line without "\n" is a
+// line.
+func (l *lineReader) next() (line []byte, size int, err error) {
+	l.buf = l.buf[:0]
+	for {
+		chunk, err := l.r.ReadSlice('\n')
+		size += len(chunk)
+		if size <= l.max+1 { // +1: the "\n" is not the line's
+			l.buf = append(l.buf, chunk...)
+		} else {
+			l.buf = l.buf[:0]
+		}
+		switch {
+		case err == bufio.ErrBufferFull:
+			continue
+		case err == io.EOF && size == 0:
+			return nil, 0, io.EOF
+		case err != nil && err != io.EOF:
+			return nil, size, err
+		}
+		if n := len(l.buf); n > 0 && l.buf[n-1] == '\n' {
+			l.buf = l.buf[:n-1]
+		}
+		if len(chunk) > 0 && chunk[len(chunk)-1] == '\n' {
+			size--
+		}
+		return l.buf, size, nil
+	}
 }
 
 // LineJobID is the string id of a JSON-lines job, or why the line has none to choose its

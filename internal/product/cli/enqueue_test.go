@@ -2,10 +2,12 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -32,9 +34,9 @@ func TestEnqueueLines(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := EnqueueResult{Written: EnqueueBatch + 3, Refused: []RefusedLine{
-		{5, `no "id" string (the shard is chosen from it)`},
-		{6, "not a JSON object: a JSON array"},
-		{7, `no "id" string (the shard is chosen from it)`},
+		{Line: 5, Reason: `no "id" string (the shard is chosen from it)`},
+		{Line: 6, Reason: "not a JSON object: a JSON array"},
+		{Line: 7, Reason: `no "id" string (the shard is chosen from it)`},
 	}}
 	if d := cmp.Diff(want, res); d != "" {
 		t.Errorf("result (-want +got):\n%s", d)
@@ -59,5 +61,45 @@ func TestLineJobID(t *testing.T) {
 		if id, problem := LineJobID([]byte(line)); id != want[0] || problem != want[1] {
 			t.Errorf("LineJobID(%s) = %q, %q; want %q, %q", line, id, problem, want[0], want[1])
 		}
+	}
+}
+
+// TestLineReaderLimit: a line of the limit is read whole, a longer one is measured and not
+// held, and the lines after it, the last one without "\n" too, are read as they are.
+func TestLineReaderLimit(t *testing.T) {
+	const max = 70_000 // over the reader's own buffer, so a line spans reads
+	in := strings.Repeat("a", max) + "\n" + strings.Repeat("b", max+1) + "\nc\r\n\nd"
+	r := newLineReader(strings.NewReader(in), max)
+	type got struct {
+		head string
+		len  int
+		size int
+	}
+	var out []got
+	for {
+		b, size, err := r.next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, got{string(b[:min(len(b), 2)]), len(b), size})
+	}
+	want := []got{{"aa", max, max}, {"", 0, max + 1}, {"c\r", 2, 2}, {"", 0, 0}, {"d", 1, 1}}
+	if d := cmp.Diff(want, out, cmp.AllowUnexported(got{})); d != "" {
+		t.Errorf("lines (-want +got):\n%s", d)
+	}
+}
+
+// TestEnqueueLinesReadFailure: input that fails to read is an InputError, and the line to run
+// again from is the one that could not be read, after every line before it was enqueued.
+func TestEnqueueLinesReadFailure(t *testing.T) {
+	srv := redistest.Start(t)
+	in := io.MultiReader(strings.NewReader(`{"id":"a"}`+"\n"+`{"id":"b"}`+"\n"+`{"id":"c"`), iotest.ErrReader(errors.New("disk gone")))
+	res, err := EnqueueLines(context.Background(), stream.NewProducer(srv.Client(t), "", 1), in, NewProgress(io.Discard))
+	var inErr *InputError
+	if !errors.As(err, &inErr) || res.Written != 2 || res.ResumeAt != 3 || !strings.Contains(err.Error(), "line 3: disk gone") {
+		t.Errorf("EnqueueLines = %+v, %v; want 2 written, an InputError at line 3, resume at line 3", res, err)
 	}
 }
