@@ -101,7 +101,7 @@ func NewSender(cfg Config) (*Sender, error) {
 			t = old.transport
 		} else {
 			d := &dialer{connectTo: cfg.ConnectTo, allow: cfg.Allow, timeout: p.ConnectTimeout, resolver: cfg.Resolver}
-			t = newTransport(p, d, cfg.RootCAs)
+			t = newTransport(p, d.DialContext, cfg.RootCAs)
 		}
 		s.adapters[p.ID] = &adapter{
 			provider:  p,
