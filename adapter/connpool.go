@@ -36,7 +36,7 @@ const (
 	FallbackIdleConns = 32
 	// FallbackIdleTTL is how long a fallback connection is kept without a request: long enough
 	// for a burst of pushes to one host to share it, short because of what a one-off host costs
-	// after its connection is closed: net/http's HTTP/2 client leaves a connection that carried
+	// after its connection is closed: the HTTP/2 client leaves a connection that carried
 	// a single request, closed soon after it, in its pool (with its buffers) for the lesser of
 	// 5 s and IdleConnTimeout, so the memory of closed one-off hosts' connections is this long
 	// times the rate new hosts come at.
