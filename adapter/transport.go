@@ -47,9 +47,21 @@ type dialFunc func(ctx context.Context, network, address string) (net.Conn, erro
 // connection it is given, so that a coalescingConn can sit between its framer and TLS. Both
 // share net/http's pool of dials and its settings (timeouts, header and idle limits).
 func newTransport(p *providers.Provider, dial dialFunc, roots *x509.CertPool) *budgetedTransport {
-	idle, ttl, ping := ListedIdleConns, ListedIdleTTL, pingAfterIdle
+	hc := healthCheck{after: pingAfterIdle, timeout: pingTimeout}
 	if p.ID == providers.FallbackID {
-		idle, ttl, ping = FallbackIdleConns, FallbackIdleTTL, 0
+		hc.after = 0
+	}
+	return newTransportWith(p, dial, roots, hc)
+}
+
+// healthCheck is when an idle HTTP/2 connection is pinged (after; 0 never) and how long its
+// answer may take before the connection is closed.
+type healthCheck struct{ after, timeout time.Duration }
+
+func newTransportWith(p *providers.Provider, dial dialFunc, roots *x509.CertPool, hc healthCheck) *budgetedTransport {
+	idle, ttl := ListedIdleConns, ListedIdleTTL
+	if p.ID == providers.FallbackID {
+		idle, ttl = FallbackIdleConns, FallbackIdleTTL
 	}
 	budget := newConnBudget(idle)
 	tlsConfig := &tls.Config{
@@ -111,8 +123,8 @@ func newTransport(p *providers.Provider, dial dialFunc, roots *x509.CertPool) *b
 	}
 	pool := &h2Pool{conns: make(map[string][]*http2.ClientConn)}
 	h2.ConnPool = pool
-	h2.ReadIdleTimeout = ping
-	h2.PingTimeout = pingTimeout
+	h2.ReadIdleTimeout = hc.after
+	h2.PingTimeout = hc.timeout
 	h1.TLSNextProto[http2.NextProtoTLS] = func(authority string, tc *tls.Conn) http.RoundTripper {
 		cc, err := h2.NewClientConn(newCoalescingConn(tc))
 		if err != nil {

@@ -58,6 +58,12 @@ func (c *countingConn) Write(p []byte) (int, error) {
 // counted.
 func countedTransport(t *testing.T, addr string, cert *x509.Certificate) (*budgetedTransport, *atomic.Int64, *atomic.Int64) {
 	t.Helper()
+	p := &providers.Provider{ID: providers.FallbackID, TLSTimeout: 2 * time.Second, ResponseHeaderTimeout: 5 * time.Second}
+	return countedTransportWith(t, addr, cert, p, healthCheck{})
+}
+
+func countedTransportWith(t *testing.T, addr string, cert *x509.Certificate, p *providers.Provider, hc healthCheck) (*budgetedTransport, *atomic.Int64, *atomic.Int64) {
+	t.Helper()
 	var writes, records atomic.Int64
 	dial := func(ctx context.Context, network, _ string) (net.Conn, error) {
 		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
@@ -68,8 +74,7 @@ func countedTransport(t *testing.T, addr string, cert *x509.Certificate) (*budge
 	}
 	roots := x509.NewCertPool()
 	roots.AddCert(cert)
-	p := &providers.Provider{ID: providers.FallbackID, TLSTimeout: 2 * time.Second, ResponseHeaderTimeout: 5 * time.Second}
-	tr := newTransport(p, dial, roots)
+	tr := newTransportWith(p, dial, roots, hc)
 	t.Cleanup(tr.CloseIdleConnections)
 	return tr, &writes, &records
 }
@@ -161,11 +166,37 @@ func TestClosedWindowIsNotWaitedFor(t *testing.T) {
 	}
 }
 
+// TestSilentConnectionIsFoundByPing checks the health check of idle HTTP/2 connections: a
+// server that stops answering, with its TCP connection still open, has that connection closed
+// after a ping goes unanswered, long before the idle timeout, and the next push dials anew.
+func TestSilentConnectionIsFoundByPing(t *testing.T) {
+	cert, addr := startServer(t, true)
+	p := &providers.Provider{ID: "fcm", TLSTimeout: 2 * time.Second, ResponseHeaderTimeout: 5 * time.Second}
+	tr, _, _ := countedTransportWith(t, addr, cert, p, healthCheck{after: 100 * time.Millisecond, timeout: 100 * time.Millisecond})
+	post(t, tr, "https://example.com/push/x") // the server goes silent on this connection after answering
+	deadline := time.Now().Add(5 * time.Second)
+	for tr.budget.Open() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections still open %s after the server went silent; the ping should have closed it", tr.budget.Open(), 5*time.Second)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	post(t, tr, "https://example.com/push/x")
+}
+
 // startWindowlessServer is an HTTP/2 server written with the framer: it sets
 // SETTINGS_INITIAL_WINDOW_SIZE to 0, opens each stream's window when its HEADERS arrive, and
 // answers 201 once the stream's DATA has ended it.
 func startWindowlessServer(t *testing.T) (*x509.Certificate, string) {
 	t.Helper()
+	return startServer(t, false)
+}
+
+// startServer is startWindowlessServer, whose connections, when silent is set, neither read
+// nor write again once they have answered one request.
+func startServer(t *testing.T, silent bool) (*x509.Certificate, string) {
+	t.Helper()
+	stop := make(chan struct{})
 	srv := httptest.NewUnstartedServer(http.NotFoundHandler())
 	srv.StartTLS() // for its certificate and listener configuration; the handler is not used
 	cert := srv.Certificate()
@@ -175,20 +206,20 @@ func startWindowlessServer(t *testing.T) (*x509.Certificate, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = ln.Close() })
+	t.Cleanup(func() { close(stop); _ = ln.Close() })
 	go func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			go serveWindowless(c)
+			go serveWindowless(c, silent, stop)
 		}
 	}()
 	return cert, ln.Addr().String()
 }
 
-func serveWindowless(c net.Conn) {
+func serveWindowless(c net.Conn, silent bool, stop <-chan struct{}) {
 	defer c.Close()
 	preface := make([]byte, len(http2.ClientPreface))
 	if _, err := io.ReadFull(c, preface); err != nil {
@@ -217,6 +248,10 @@ func serveWindowless(c net.Conn) {
 				hbuf.Reset()
 				_ = enc.WriteField(hpack.HeaderField{Name: ":status", Value: "201"})
 				_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: f.StreamID, BlockFragment: hbuf.Bytes(), EndStream: true, EndHeaders: true})
+				if silent {
+					<-stop
+					return
+				}
 			}
 		case *http2.PingFrame:
 			if !f.IsAck() {
