@@ -110,7 +110,7 @@ unit:
 	$(if $(strip $(PKGS)),$(GO) test -race -count=1 -p $(UNIT_P) -parallel $(UNIT_PARALLEL) $(UNIT_FIRST) $(PKGS))
 	$(if $(strip $(DEPLOY_PKGS)),cd deploy && $(GO) test -race -count=1 -p $(UNIT_P) -parallel $(UNIT_PARALLEL) $(DEPLOY_FIRST) $(DEPLOY_PKGS))
 
-## bench: the side-by-side run (gateway, webpush-go consumer, Node web-push, encryption floor)
+## bench: the side-by-side run (gateway, webpush-go consumer, Node web-push, encryption floor, send floor)
 ## and the micro-benchmarks recorded in BENCHMARKS.md
 bench: deps build
 	bin/gateway-lab bench --profile

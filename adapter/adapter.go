@@ -17,6 +17,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/ece"
@@ -101,7 +102,7 @@ func NewSender(cfg Config) (*Sender, error) {
 			t = old.transport
 		} else {
 			d := &dialer{connectTo: cfg.ConnectTo, allow: cfg.Allow, timeout: p.ConnectTimeout, resolver: cfg.Resolver}
-			t = newTransport(p, d, cfg.RootCAs)
+			t = newTransport(p, d.DialContext, cfg.RootCAs)
 		}
 		s.adapters[p.ID] = &adapter{
 			provider:  p,
@@ -211,10 +212,16 @@ func (a *adapter) Send(ctx context.Context, route providers.Route, m *Message) t
 
 	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, route.Endpoint, bytes.NewReader(body))
+	// The endpoint was parsed when it was routed; the request takes that URL rather than
+	// parsing the string again. Resolve made it for this send alone, and nothing downstream
+	// changes it.
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "", bytes.NewReader(body))
 	if err != nil {
 		return a.local(secrets, taxonomy.InvalidRequest, "endpoint is not a valid request URL")
 	}
+	u := route.URL
+	u.Host = strings.TrimSuffix(u.Host, ":") // an empty port, as NewRequest drops it
+	req.URL, req.Host = u, u.Host
 	req.Header = h
 	resp, err := a.client.Do(req)
 	if err != nil {

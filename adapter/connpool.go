@@ -3,6 +3,7 @@ package adapter
 import (
 	"container/list"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -35,7 +36,7 @@ const (
 	FallbackIdleConns = 32
 	// FallbackIdleTTL is how long a fallback connection is kept without a request: long enough
 	// for a burst of pushes to one host to share it, short because of what a one-off host costs
-	// after its connection is closed: net/http's HTTP/2 client leaves a connection that carried
+	// after its connection is closed: the HTTP/2 client leaves a connection that carried
 	// a single request, closed soon after it, in its pool (with its buffers) for the lesser of
 	// 5 s and IdleConnTimeout, so the memory of closed one-off hosts' connections is this long
 	// times the rate new hosts come at.
@@ -280,22 +281,37 @@ func (c *trackedConn) Close() error { return c.b.closed(c) }
 // budgetedTransport is a provider's transport with its connection budget: every request is
 // counted against its host for as long as it is under way, to its response body's Close.
 type budgetedTransport struct {
-	*http.Transport
+	h1     *http.Transport // the dials, HTTP/1.1, and the handing of h2 connections to h2
+	h2     *h2Pool
 	budget *connBudget
 }
 
+// errBodyNotInMemory refuses a request whose body could make a coalescingConn wait: the
+// adapter's bodies are byte slices, which the HTTP/2 client writes without pausing.
+var errBodyNotInMemory = errors.New("adapter: a request body must be in memory (GetBody set)")
+
 func (t *budgetedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
+		_ = req.Body.Close()
+		return nil, errBodyNotInMemory
+	}
 	key := requestAddr(req)
 	if err := t.budget.begin(req.Context(), key); err != nil {
 		return nil, err
 	}
-	resp, err := t.Transport.RoundTrip(req)
+	resp, err := t.h1.RoundTrip(req)
 	if err != nil {
 		t.budget.end(key)
 		return nil, err
 	}
 	resp.Body = &endOnClose{ReadCloser: resp.Body, end: func() { t.budget.end(key) }}
 	return resp, nil
+}
+
+// CloseIdleConnections closes the connections no request is using, HTTP/1.1 and HTTP/2.
+func (t *budgetedTransport) CloseIdleConnections() {
+	t.h1.CloseIdleConnections()
+	t.h2.closeIdle()
 }
 
 // requestAddr is the address net/http dials for req, in the dialer's form.

@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 golang.org/x/net/http2 marks its client deprecated in favour of net/http's, which cannot run over a connection of ours (see newTransport)
+
 package adapter
 
 import (
@@ -9,7 +11,11 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
+	"sync"
 	"time"
+
+	"golang.org/x/net/http2"
 
 	"github.com/webpush-gateway/webpush-gateway/providers"
 )
@@ -17,9 +23,7 @@ import (
 // Health checks on idle HTTP/2 connections: a push service that silently drops a connection
 // (a NAT timeout, a load balancer restart) is found by a ping, not by the next push timing out.
 // The fallback's connections are not pinged: they are closed after FallbackIdleTTL without a
-// request, sooner than a ping would be sent, and net/http's HTTP/2 client keeps a closed
-// connection's buffers until its ping timer fires, so with pings each one-off host would hold
-// them for pingAfterIdle after its connection closed.
+// request, sooner than a ping would be sent.
 const (
 	pingAfterIdle = 30 * time.Second
 	pingTimeout   = 10 * time.Second
@@ -32,47 +36,185 @@ const maxIdleConnsPerHost = 16
 // service sends, little enough that a hostile self-hosted server cannot fill memory.
 const maxResponseBody = 64 << 10
 
+// dialFunc opens the plain connection a transport runs TLS over, to the address a request
+// names ("host:port"); the address checks happen in it, at connect time.
+type dialFunc func(ctx context.Context, network, address string) (net.Conn, error)
+
 // newTransport builds the pooled transport of one provider, with its connection budget (see
-// ListedIdleConns). HTTP/2 is negotiated by ALPN with HTTP/1.1 as the fallback for self-hosted
-// servers that do not offer h2. The HTTP/2 settings are the standard library's
-// http.HTTP2Config: golang.org/x/net/http2's ConfigureTransports is deprecated in its favour and
-// drives the same implementation.
-func newTransport(p *providers.Provider, d *dialer, roots *x509.CertPool) *budgetedTransport {
-	idle, ttl, ping := ListedIdleConns, ListedIdleTTL, pingAfterIdle
+// ListedIdleConns). Each connection offers h2 and http/1.1 by ALPN and is used as the server
+// chose: HTTP/1.1, for self-hosted services that do not offer h2, on net/http's own client;
+// HTTP/2 on golang.org/x/net/http2's, which, unlike the copy bundled in net/http, runs over a
+// connection it is given, so that a coalescingConn can sit between its framer and TLS. Both
+// share net/http's pool of dials and its settings (timeouts, header and idle limits).
+func newTransport(p *providers.Provider, dial dialFunc, roots *x509.CertPool) *budgetedTransport {
+	hc := healthCheck{after: pingAfterIdle, timeout: pingTimeout}
 	if p.ID == providers.FallbackID {
-		idle, ttl, ping = FallbackIdleConns, FallbackIdleTTL, 0
+		hc.after = 0
+	}
+	return newTransportWith(p, dial, roots, hc)
+}
+
+// healthCheck is when an idle HTTP/2 connection is pinged (after; 0 never) and how long its
+// answer may take before the connection is closed.
+type healthCheck struct{ after, timeout time.Duration }
+
+func newTransportWith(p *providers.Provider, dial dialFunc, roots *x509.CertPool, hc healthCheck) *budgetedTransport {
+	idle, ttl := ListedIdleConns, ListedIdleTTL
+	if p.ID == providers.FallbackID {
+		idle, ttl = FallbackIdleConns, FallbackIdleTTL
 	}
 	budget := newConnBudget(idle)
-	dial := func(ctx context.Context, network, address string) (net.Conn, error) {
-		c, err := d.DialContext(ctx, network, address)
+	tlsConfig := &tls.Config{
+		RootCAs:    roots,
+		MinVersion: tls.VersionTLS12,
+		NextProtos: []string{"h2", "http/1.1"},
+		// A push is small and its frames are written together (coalescingConn): one record
+		// each write, rather than the small first records that speed a browser's first paint
+		// and cost a system call each.
+		DynamicRecordSizingDisabled: true,
+	}
+	handshakeTimeout := p.TLSTimeout
+	dialTLS := func(ctx context.Context, network, address string) (net.Conn, error) {
+		raw, err := dial(ctx, network, address)
 		if err != nil {
 			return nil, err
 		}
-		return budget.track(normalizeAuthority(address), c), nil
+		c := budget.track(normalizeAuthority(address), raw)
+		host, _, err := net.SplitHostPort(address)
+		if err != nil {
+			_ = c.Close()
+			return nil, err
+		}
+		cfg := tlsConfig.Clone()
+		cfg.ServerName = host // the endpoint's host, whatever address the dial reached
+		tc := tls.Client(c, cfg)
+		hctx := ctx
+		if handshakeTimeout > 0 {
+			var cancel context.CancelFunc
+			hctx, cancel = context.WithTimeout(ctx, handshakeTimeout)
+			defer cancel()
+		}
+		if err := tc.HandshakeContext(hctx); err != nil {
+			_ = c.Close()
+			if hctx.Err() != nil && ctx.Err() == nil {
+				return nil, errHandshakeTimeout
+			}
+			return nil, err
+		}
+		return tc, nil
 	}
-	protocols := new(http.Protocols)
-	protocols.SetHTTP1(true)
-	protocols.SetHTTP2(true)
-	return &budgetedTransport{budget: budget, Transport: &http.Transport{
-		Proxy:       nil, // a proxy would connect on our behalf and bypass the address checks
-		DialContext: dial,
-		TLSClientConfig: &tls.Config{
-			RootCAs:    roots,
-			MinVersion: tls.VersionTLS12,
-		},
-		TLSHandshakeTimeout:    p.TLSTimeout,
+	h1 := &http.Transport{
+		Proxy:                  nil, // a proxy would connect on our behalf and bypass the address checks
+		DialTLSContext:         dialTLS,
 		ResponseHeaderTimeout:  p.ResponseHeaderTimeout,
 		IdleConnTimeout:        ttl,
 		MaxIdleConns:           idle,
 		MaxIdleConnsPerHost:    min(maxIdleConnsPerHost, idle),
 		DisableCompression:     true,
 		MaxResponseHeaderBytes: 64 << 10,
-		Protocols:              protocols,
-		HTTP2: &http.HTTP2Config{
-			SendPingTimeout: ping,
-			PingTimeout:     pingTimeout,
-		},
-	}}
+	}
+	// ConfigureTransports links the HTTP/2 client to h1's settings (response header and idle
+	// timeouts, header limits) and registers it for the connections that negotiate h2; the
+	// registration is then pointed at a coalescingConn over the TLS connection, and the
+	// HTTP/2 client's pool at ours, which holds those connections.
+	h2, err := http2.ConfigureTransports(h1)
+	if err != nil {
+		panic("adapter: " + err.Error()) // only a transport configured twice fails
+	}
+	pool := &h2Pool{conns: make(map[string][]*http2.ClientConn)}
+	h2.ConnPool = pool
+	h2.ReadIdleTimeout = hc.after
+	h2.PingTimeout = hc.timeout
+	h1.TLSNextProto[http2.NextProtoTLS] = func(authority string, tc *tls.Conn) http.RoundTripper {
+		cc, err := h2.NewClientConn(newCoalescingConn(tc))
+		if err != nil {
+			_ = tc.Close()
+			return erringRoundTripper{err}
+		}
+		pool.add(authority, cc)
+		return h2
+	}
+	return &budgetedTransport{budget: budget, h1: h1, h2: pool}
+}
+
+// errHandshakeTimeout says what net/http said of a handshake past TLSHandshakeTimeout when it
+// did the handshake itself, so that the outcome of one reads as it always has.
+var errHandshakeTimeout = errors.New("net/http: TLS handshake timeout")
+
+// erringRoundTripper answers every request with the error that set up its connection.
+type erringRoundTripper struct{ err error }
+
+func (rt erringRoundTripper) RoundTrip(*http.Request) (*http.Response, error) { return nil, rt.err }
+
+// h2Pool holds a transport's HTTP/2 connections by the "host:port" they were dialed for. It
+// never dials: net/http does, and hands each connection that negotiated h2 to add.
+type h2Pool struct {
+	mu    sync.Mutex
+	conns map[string][]*http2.ClientConn // guarded by mu
+}
+
+func (p *h2Pool) add(addr string, cc *http2.ClientConn) {
+	key := normalizeAuthority(addr)
+	p.mu.Lock()
+	p.conns[key] = append(p.conns[key], cc)
+	p.mu.Unlock()
+}
+
+// GetClientConn reserves a stream on a connection to addr, or says there is none, upon which
+// net/http dials one.
+func (p *h2Pool) GetClientConn(_ *http.Request, addr string) (*http2.ClientConn, error) {
+	key := normalizeAuthority(addr)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, cc := range p.conns[key] {
+		if cc.ReserveNewRequest() {
+			return cc, nil
+		}
+	}
+	return nil, http2.ErrNoCachedConn
+}
+
+func (p *h2Pool) MarkDead(dead *http2.ClientConn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for key, cs := range p.conns {
+		if i := slices.Index(cs, dead); i >= 0 {
+			cs = slices.Delete(cs, i, i+1)
+			if len(cs) == 0 {
+				delete(p.conns, key)
+			} else {
+				p.conns[key] = cs
+			}
+			return
+		}
+	}
+}
+
+// closeIdle closes the connections no request is using or has reserved; a request that finds
+// none left dials anew.
+func (p *h2Pool) closeIdle() {
+	var idle []*http2.ClientConn
+	p.mu.Lock()
+	for key, cs := range p.conns {
+		kept := cs[:0]
+		for _, cc := range cs {
+			st := cc.State()
+			if st.StreamsActive == 0 && st.StreamsReserved == 0 && st.StreamsPending == 0 {
+				idle = append(idle, cc)
+				continue
+			}
+			kept = append(kept, cc)
+		}
+		if len(kept) == 0 {
+			delete(p.conns, key)
+		} else {
+			p.conns[key] = kept
+		}
+	}
+	p.mu.Unlock()
+	for _, cc := range idle {
+		_ = cc.Close()
+	}
 }
 
 // LoadRootCAs returns the system roots plus the certificates in caFile (PEM), for push

@@ -37,6 +37,7 @@ import (
 // Contender names, in the order the bench runs them.
 const (
 	contenderFloor     = "rfc8291-floor"
+	contenderSendFloor = "send-floor"
 	contenderGateway   = "gateway"
 	contenderPaced     = "gateway-paced"
 	contenderNoLinger  = "gateway-paced-no-linger"
@@ -87,7 +88,7 @@ const (
 
 // Contenders are the contenders' names, in the order the bench runs them.
 func Contenders() []string {
-	return []string{contenderFloor, contenderGateway, contenderPaced, contenderNoLinger, contenderWebpushGo, contenderNode}
+	return []string{contenderFloor, contenderSendFloor, contenderGateway, contenderPaced, contenderNoLinger, contenderWebpushGo, contenderNode}
 }
 
 // effective is o as the bench runs it: Short applied, and the latency phase no longer than
@@ -258,6 +259,8 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 		switch c {
 		case contenderFloor:
 			row, err = env.floor()
+		case contenderSendFloor:
+			row, err = env.sendFloor()
 		case contenderGateway:
 			row, err = env.gateway(ctx, false, true)
 		case contenderPaced:

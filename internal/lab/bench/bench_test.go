@@ -53,7 +53,7 @@ func TestBenchShort(t *testing.T) {
 	for _, row := range rep.Rows {
 		rows[row.Name] = row
 	}
-	for _, name := range []string{contenderFloor, contenderGateway, contenderPaced, contenderNoLinger, contenderWebpushGo, contenderNode} {
+	for _, name := range []string{contenderFloor, contenderSendFloor, contenderGateway, contenderPaced, contenderNoLinger, contenderWebpushGo, contenderNode} {
 		row, ok := rows[name]
 		switch {
 		case !ok:

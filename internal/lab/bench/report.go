@@ -20,7 +20,8 @@ import (
 type Row struct {
 	Name string `json:"name"`
 	What string `json:"what"`
-	// Floor marks the encryption-only row: no process, no network, no Redis.
+	// Floor marks the rows of the floors: the encryption alone, and the encryption with one
+	// HTTP/2 request written per message; no process of their own, no Redis.
 	Floor bool `json:"floor,omitempty"`
 	// Depth, for a row of the paced gateway behind a backlog, is how many jobs were queued
 	// behind the ones it was measured on.
@@ -106,6 +107,8 @@ func (r Row) progressLine() string {
 	switch {
 	case r.Skipped != "":
 		return fmt.Sprintf("%-14s skipped: %s", r.Name, r.Skipped)
+	case r.Floor && r.Name == contenderSendFloor:
+		return fmt.Sprintf("%-14s %d/%d sends answered 201, %.1f µs CPU each", r.Name, r.Delivered, r.Messages, r.CPUPerMsg)
 	case r.Floor:
 		return fmt.Sprintf("%-14s %d encryptions, %.1f µs CPU each", r.Name, r.Messages, r.CPUPerMsg)
 	}
@@ -170,6 +173,7 @@ func newReport(env *runEnv, rows []Row) Report {
 		fmt.Sprintf("The gateway's %d in-flight slots are shared by the mix, at least one a provider; the plain consumers run %d sends at once.", o.Concurrency, o.Concurrency),
 		"gateway-paced is the same worker at the shipped registry.yaml's rates and bursts (" + shippedRates() + "), the binding limit in production whenever there is a backlog; gateway runs with rates above what one machine sends, so that only its own cost limits it. All have the same in-flight slots. gateway-paced-no-linger is gateway-paced with --commit-linger 0 and --lane-gather 0: beside gateway-paced it shows what the two bounded waits save and what they cost in latency (p50, p99) and in the backlog's msgs/s.",
 		"The rows \"gateway-paced, N queued\" are the paced worker measured over as many deliveries as the backlog above, once N more jobs were queued behind them and the intake had moved every job to its lane; the worker is then stopped and the jobs left are deleted. Their Redis commands and CPU are over those deliveries alone (nothing is enqueued meanwhile).",
+		"rfc8291-floor is the encryption alone (key pair, ECDH, HKDF, AES-GCM) in the bench's process. send-floor adds the send: each message written as one HTTP/2 request over TLS to pushsim with x/net/http2's framer (HEADERS and DATA in one write, one message at a time, its answer read before the next); its CPU is the sending thread's alone, since pushsim runs in the same process, so the runtime's other threads (network poller, garbage collector) are not in it.",
 		"Redis commands per job: INFO commandstats from the backlog's enqueue until every backlog job had its record (commands run inside scripts included), less the upstream's XADDs and the bench's own polls, per backlog job. Redis CPU µs/job: redis-server's user+system CPU over the same span. Redis bytes kept/job: INFO used_memory once the backlog was recorded less before it, per job: the ledger records and the duplicate-suppression window. Round trips per job: the worker's own count of commands and pipelines sent over its life, idle blocking reads included, per job.",
 	}
 	rep.Targets = rep.targets()
