@@ -77,7 +77,7 @@ func aliceSends(sentAt map[string]time.Time) []time.Time {
 // included), and the other recipients' jobs behind the backlog in the lane are sent at once,
 // not after it.
 func TestRecipientOverCapWaitsWithoutChurn(t *testing.T) {
-	const backlog, others, hold = 500, 50, 10 * time.Millisecond
+	const backlog, others, hold = 200, 50, 10 * time.Millisecond
 	commands, sentAt, delayed := recipientBacklog(t, backlog, others, hold)
 	perSend := float64(commands) / float64(backlog+others)
 	t.Logf("%d jobs: %d Redis commands, %.1f a send; %d to the delayed set", backlog+others, commands, perSend, delayed)
@@ -98,9 +98,11 @@ func TestRecipientOverCapWaitsWithoutChurn(t *testing.T) {
 // TestRecipientOverflowPastTheParking: past the parking's bound an entry goes to the delayed
 // set once, due about when the entries ahead of it have gone, not back every second.
 func TestRecipientOverflowPastTheParking(t *testing.T) {
-	defer func(n int) { parkMax = n }(parkMax)
-	parkMax = 100
-	const backlog, others, hold = 300, 20, 10 * time.Millisecond
+	// Restored once the worker has stopped: cleanups run last registered first.
+	was := parkMax
+	t.Cleanup(func() { parkMax = was })
+	parkMax = 50
+	const backlog, others, hold = 200, 20, 10 * time.Millisecond
 	commands, sentAt, delayed := recipientBacklog(t, backlog, others, hold)
 	t.Logf("%d jobs: %d Redis commands, %.1f a send; %d to the delayed set", backlog+others, commands,
 		float64(commands)/float64(backlog+others), delayed)
