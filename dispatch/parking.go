@@ -235,7 +235,7 @@ func (l *lane) begin(readCtx, sendCtx context.Context, d *delivery, fresh bool) 
 		switch {
 		case errors.Is(err, limits.ErrNoCapacity):
 			if !fresh {
-				l.park.park(parkKey{recipient: d.recipient, host: hostIfNoRecipient(d)}, d, true)
+				l.park.park(l.slotKey(d, pooled), d, true)
 				return parked
 			}
 			if l.lim.slots.Wait(readCtx) != nil {
@@ -254,14 +254,14 @@ func (l *lane) begin(readCtx, sendCtx context.Context, d *delivery, fresh bool) 
 	}
 }
 
-// hostIfNoRecipient is the key a woken delivery that found no free slot goes back under: its
-// recipient's when it has one, else its host's (a delivery to a proven host without a
-// recipient parks under the empty key, which the sweep wakes like a recipient's).
-func hostIfNoRecipient(d *delivery) string {
-	if d.recipient != "" {
-		return ""
+// slotKey is the key a woken delivery that found no free slot goes back under: its
+// recipient's (the empty one when it has none, which every end of a send wakes), or, for a
+// delivery to an unproven host without a recipient, its host's, to keep its turn in the pool.
+func (l *lane) slotKey(d *delivery, pooled bool) parkKey {
+	if d.recipient == "" && pooled {
+		return parkKey{host: d.host}
 	}
-	return d.host
+	return parkKey{recipient: d.recipient}
 }
 
 // parkOrSendBack parks d under key; when the parking is full it sends d back to the delayed
