@@ -40,6 +40,9 @@ type admission struct {
 	// the breaker that learns whether it answered.
 	host  string
 	hosts *limits.HostBreaker
+	// proven, in the fallback lane, learns whether the host answered: a good answer proves it,
+	// no answer at all makes it unproven again.
+	proven *limits.ProvenHosts
 }
 
 // end tells the breakers how the delivery went at now: out is nil when nothing was sent (it
@@ -56,6 +59,14 @@ func (a *admission) end(now time.Time, out *taxonomy.Outcome) {
 		}
 		if a.host != "" {
 			a.hosts.Record(a.host, hostResult(*out), now)
+			if a.proven != nil {
+				switch {
+				case out.Code == taxonomy.TransportError:
+					a.proven.Forget(a.host)
+				case result == limits.Success && out.Status > 0:
+					a.proven.Prove(a.host)
+				}
+			}
 		}
 	}
 	if a.done == nil {
@@ -150,9 +161,9 @@ func (t *tokenWait) join(pl *providerLimits) {
 	pl.queued.Add(1)
 }
 
-// leave ends the count; once only, however often it is called.
+// leave ends the count; once only, however often it is called, and nothing before join.
 func (t *tokenWait) leave() {
-	if !t.left {
+	if t.pl != nil && !t.left {
 		t.left = true
 		t.pl.queued.Add(-1)
 	}

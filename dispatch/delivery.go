@@ -11,7 +11,6 @@ import (
 
 	"github.com/webpush-gateway/webpush-gateway/adapter"
 	jobfmt "github.com/webpush-gateway/webpush-gateway/job" // "job" names one job in this package
-	"github.com/webpush-gateway/webpush-gateway/limits"
 	"github.com/webpush-gateway/webpush-gateway/stream"
 	"github.com/webpush-gateway/webpush-gateway/taxonomy"
 	"github.com/webpush-gateway/webpush-gateway/telemetry"
@@ -50,6 +49,13 @@ type delivery struct {
 	// tok counts the delivery as queued for its provider's token from the slot until admit has
 	// the token or it leaves without needing one.
 	tok tokenWait
+	// retry, recipient and host are what its slot is counted by: a retry (attempt > 0), the
+	// job's recipient, and the unknown host it goes to ("" for a listed provider's); pooled says
+	// it holds a place in the fallback lane's unproven pool too.
+	retry     bool
+	recipient string
+	host      string
+	pooled    bool
 }
 
 // laneJob is a lane entry decoded.
@@ -99,11 +105,14 @@ func parseLaneEntry(e stream.Entry, now time.Time) (*laneJob, error) {
 	return lj, nil
 }
 
-// startDelivery takes a slot for e and runs its delivery in a new goroutine. The slot is
-// counted by the kind of delivery (a retry, attempt > 0, may use only the retries' share) and
-// by recipient. When the retries' share or the recipient's cap is full, e goes back to the
-// delayed set with the same attempt for a moment: that is neither an attempt nor a failure,
-// and the first deliveries and other recipients behind it in the lane go on. When no slot at
+// startDelivery takes a slot for e and runs its delivery in a new goroutine (lane.begin). The
+// slot is counted by the kind of delivery (a retry, attempt > 0, may use only the retries'
+// share) and by recipient; in the fallback lane a delivery to a host not seen answering also
+// needs a place in the unproven hosts' pool. When the recipient's cap or the pool is full, e
+// waits in the lane's parking (in memory, still pending for this consumer) until a send of its
+// recipient, or of an unproven host, ends: that is neither an attempt nor a failure, and the
+// first deliveries and other recipients behind it in the lane go on. When the retries' share
+// is full, e goes back to the delayed set with the same attempt for a moment. When no slot at
 // all is free (the lanes of other shards share them) it waits for one, and gives up (leaving e
 // pending, false) when the lane is told to stop. reclaimed says e came from the reclaimer
 // rather than a read. readCtx is the reader's context, sendCtx the sends' (see run).
@@ -111,36 +120,11 @@ func (l *lane) startDelivery(readCtx, sendCtx context.Context, e stream.Entry, r
 	cfg := l.cfg
 	d := &delivery{l: l, e: e, reclaimed: reclaimed, readAt: time.Now()}
 	d.laneJob, d.invalid = parseLaneEntry(e, cfg.Now())
-	retry, recipient := false, ""
 	if d.invalid == nil {
-		retry, recipient = d.attempt > 0, d.job.Recipient
+		d.retry, d.recipient = d.attempt > 0, d.job.Recipient
+		d.host = l.hostKey(d.job.Subscription.Endpoint)
 	}
-	for {
-		err := l.lim.slots.TryAcquire(retry, recipient)
-		switch {
-		case err == nil:
-			d.tok.join(l.lim)
-			l.inflight.Add(1)
-			l.workers.run(func() {
-				defer l.inflight.Done()
-				defer l.lim.slots.Release(retry, recipient)
-				defer l.release(e.ID)
-				d.run(sendCtx, readCtx)
-			})
-			return true
-		case errors.Is(err, limits.ErrNoCapacity):
-			if l.lim.slots.Wait(readCtx) != nil {
-				return false
-			}
-		default: // limits.ErrRetryShare, limits.ErrRecipientBusy
-			// A round trip in the reader: it paces the reader, which has nothing better to do
-			// than move entries it may not start, and bounds how many are moved at once.
-			now := cfg.Now()
-			d.record(readCtx, l.putBack(d.laneJob, now.Add(putBackDelay(cfg.Rand())), now))
-			l.release(e.ID)
-			return readCtx.Err() == nil
-		}
-	}
+	return l.begin(readCtx, sendCtx, d, true) != stopping
 }
 
 // run is the delivery's turn on the goroutine that holds its slot: check, admit, send, record.
@@ -236,7 +220,7 @@ func (d *delivery) retryCheck(ctx, stop context.Context, what string, op func(co
 func (d *delivery) admit(ctx, stop context.Context) (adm admission, ok bool) {
 	l := d.l
 	cfg := l.cfg
-	host := l.hostKey(d.job.Subscription.Endpoint)
+	host := d.host
 	if host != "" && !l.hosts.Allow(host, cfg.Now()) {
 		d.tok.leave()
 		out := taxonomy.Local(l.provider, taxonomy.CircuitOpen, "host "+host+" is skipped after repeated transport failures")
@@ -259,7 +243,16 @@ func (d *delivery) admit(ctx, stop context.Context) (adm admission, ok bool) {
 		}
 		return admission{}, false
 	}
-	adm.host, adm.hosts = host, l.hosts
+	adm.host, adm.hosts, adm.proven = host, l.hosts, l.lim.proven
+	if d.pooled {
+		// The unproven hosts' share of the rate first, so that what they spend of the lane's
+		// own tokens is bounded by it.
+		if l.lim.waitUnprovenToken(stop, cfg.Now) != nil {
+			adm.end(cfg.Now(), nil)
+			return admission{}, false
+		}
+		d.tok.join(l.lim)
+	}
 	if l.lim.waitToken(stop, cfg.Now) != nil {
 		adm.end(cfg.Now(), nil) // stopping before the send: nothing was sent
 		return admission{}, false

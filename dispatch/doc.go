@@ -14,7 +14,11 @@
 //
 // Provider isolation lives in the lanes. Each provider has, per process, an in-flight budget
 // (limits.Slots: a cap, a share for retries, a cap per recipient), this replica's share of its
-// token bucket, and a ratio breaker; unknown hosts share a host breaker. A provider that
+// token bucket, and a ratio breaker; unknown hosts share a host breaker, and those not yet seen
+// answering only a small pool of the fallback lane's slots and rate. An entry that may not
+// start yet because its recipient has its cap in flight (or the unproven hosts' pool is full)
+// waits in its lane's parking, in memory and still pending in Redis, without holding up the
+// entries behind it. A provider that
 // stalls fills its own slots, one that fails opens its own breaker, and in both cases its
 // lanes stop reading while the other providers' lanes go on at their own rates.
 //

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/limits"
@@ -90,6 +91,10 @@ type lane struct {
 	// before its delivery asks Redis whether it is still ours: half the visibility timeout, after
 	// which another replica may reclaim it. Immutable after newLane.
 	recheckAfter time.Duration
+	// park holds the entries that wait for their recipient's place or the unproven pool's
+	// (parking.go); meanHold is the mean time a delivery holds its slot, in ns.
+	park     parking
+	meanHold atomic.Int64
 }
 
 func newLane(p laneParams) *lane {
@@ -166,6 +171,7 @@ func (l *lane) readLoop() {
 	sendCtx, cancelSends := untilClosed(l.abort)
 	defer func() {
 		l.inflight.Wait()
+		l.dropParked()
 		cancelSends()
 		l.workers.wait() // done is closed: readLoop returns only once the lane is told to stop
 	}()
@@ -183,6 +189,7 @@ func (l *lane) readLoop() {
 		if !l.startOffered(ctx, sendCtx) {
 			return
 		}
+		l.sweepParked(ctx, sendCtx)
 		state := l.lim.breaker().State()
 		if state != last {
 			// Every lane of the provider sees the change; the first shard's lane logs it.
@@ -205,6 +212,9 @@ func (l *lane) readLoop() {
 			n = min(1, l.lim.slots.Free())
 		default:
 			n = l.lim.readable()
+			if n > 0 {
+				n += l.readPastParked()
+			}
 			if n > 0 && !gathered {
 				if wait := l.tokenGather(); wait > 0 {
 					gathered = true
@@ -231,7 +241,7 @@ func (l *lane) readLoop() {
 			}
 			continue
 		}
-		entries, err := l.store.ReadLane(ctx, l.shard, l.provider, n, cfg.Block)
+		entries, err := l.store.ReadLane(ctx, l.shard, l.provider, n, l.readBlock())
 		if ctx.Err() == nil {
 			l.health.observe(l.shard, telemetry.OpRead, err, cfg.Now())
 		}

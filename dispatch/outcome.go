@@ -130,7 +130,7 @@ func (l *lane) afterSend(lj *laneJob, out taxonomy.Outcome, r stream.Result) nex
 }
 
 // putBack is the state change that returns an entry that may not start now (its provider's breaker,
-// its host's limits, the retries' share or its recipient's cap refused it) to the delayed set,
+// its host's limits or the retries' share refused it, or the parking was full) to the delayed set,
 // due at due, with the same attempt: nothing was tried. It passes no recipient and no caps: the
 // job already takes room in Redis (in the lane), so moving it to the delayed set adds nothing
 // the caps protect, and counting it as its recipient's retry would dead-letter that

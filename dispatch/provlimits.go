@@ -48,6 +48,14 @@ type providerLimits struct {
 	// a 429 throttle of its own instead of the breaker and the bucket's throttling (see
 	// lane.gate); nil elsewhere.
 	perHost atomic.Pointer[limits.HostLimits]
+	// proven, in the fallback lane only, are the hosts seen answering. The others (unproven)
+	// share a small pool of the lane's slots (unprovenIn of unprovenCap) and of its rate
+	// (unprovenBucket, taken before the lane's own bucket), so hosts that never answer, however
+	// many and however new, cannot hold the slots or spend the tokens the answering hosts need.
+	// nil elsewhere.
+	proven         *limits.ProvenHosts
+	unprovenIn     atomic.Int64
+	unprovenBucket *limits.Bucket
 	// keys, in a lane of a listed provider, pauses the senders (VAPID key names) the provider
 	// answered RATE_LIMITED, each on its own (push services limit every key on its own); nil in
 	// the fallback lane, whose hosts have their own throttles instead.
@@ -132,7 +140,10 @@ func (f *fleetLimits) add(p *providers.Provider, fallback bool) *providerLimits 
 	pl.cfg.Store(p)
 	pl.brk.Store(limits.NewBreaker(p.ID, p.Breaker, pl.onChange))
 	if fallback {
-		pl.perHost.Store(newHostLimits(p, cfg.registry().HostBreaker()))
+		hb := cfg.registry().HostBreaker()
+		pl.proven = limits.NewProvenHosts(hb.MaxHosts)
+		pl.unprovenBucket = limits.NewBucket(unprovenRate(p.Rate), unprovenBurst(p.Burst))
+		pl.perHost.Store(pl.newHostLimits(p, hb))
 	} else {
 		pl.keys = limits.NewKeyThrottle(limits.KeyThrottleConfig{})
 	}
@@ -219,7 +230,7 @@ func (pl *providerLimits) reconfigure(p *providers.Provider, budgeted bool, hb l
 		changed = append(changed, "breaker")
 		pl.brk.Store(limits.NewBreaker(p.ID, p.Breaker, pl.onChange))
 		if pl.hostLimits() != nil {
-			pl.perHost.Store(newHostLimits(p, hb))
+			pl.perHost.Store(pl.newHostLimits(p, hb))
 		}
 	}
 	if old.Timeout != p.Timeout || old.ConnectTimeout != p.ConnectTimeout || old.TLSTimeout != p.TLSTimeout ||
@@ -242,10 +253,75 @@ func slotsConfig(p *providers.Provider) limits.SlotsConfig {
 	return limits.SlotsConfig{Cap: p.MaxInFlight, RetryShare: p.RetryShare, PerRecipient: perRecipient}
 }
 
-func newHostLimits(p *providers.Provider, hb limits.HostBreakerConfig) *limits.HostLimits {
+// newHostLimits are the per-host limits of the fallback lane: a host whose breaker opens is
+// no longer proven, so its probes and retries go through the unproven pool.
+func (pl *providerLimits) newHostLimits(p *providers.Provider, hb limits.HostBreakerConfig) *limits.HostLimits {
+	proven := pl.proven
 	return limits.NewHostLimits(limits.HostLimitsConfig{
 		Breaker: p.Breaker, Rate: p.Rate, Burst: max(1, p.Burst), MaxHosts: hb.MaxHosts,
+		OnChange: func(host string, _, to limits.State) {
+			if to == limits.Open {
+				proven.Forget(host)
+			}
+		},
 	})
+}
+
+// unprovenShare is the part of the fallback lane's slots and rate that hosts not seen
+// answering share: small, so that the answering hosts keep nearly all of the lane, and at
+// least one slot, so that a new host can prove itself.
+const unprovenShare = 8
+
+// unprovenRate is the unproven hosts' share of a lane rate (<= 0: no limit, as the lane's).
+func unprovenRate(r float64) float64 {
+	if r <= 0 || math.IsInf(r, 1) {
+		return r
+	}
+	return r / unprovenShare
+}
+
+func unprovenBurst(b int) int { return max(1, b/unprovenShare) }
+
+// unprovenCap is how many deliveries to unproven hosts may hold slots at once.
+func (pl *providerLimits) unprovenCap() int64 {
+	return int64(max(1, pl.slots.Cap()/unprovenShare))
+}
+
+// tryUnproven takes a place in the unproven hosts' pool; false when it is full.
+func (pl *providerLimits) tryUnproven() bool {
+	limit := pl.unprovenCap()
+	for {
+		n := pl.unprovenIn.Load()
+		if n >= limit {
+			return false
+		}
+		if pl.unprovenIn.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+func (pl *providerLimits) releaseUnproven() { pl.unprovenIn.Add(-1) }
+
+// unprovenFull reports whether the unproven hosts' pool has no place free.
+func (pl *providerLimits) unprovenFull() bool { return pl.unprovenIn.Load() >= pl.unprovenCap() }
+
+// waitUnprovenToken takes a token of the unproven hosts' share of the rate, sleeping until its
+// reservation is due; it gives up, handing the token back, when stop ends first.
+func (pl *providerLimits) waitUnprovenToken(stop context.Context, now func() time.Time) error {
+	d, r := pl.unprovenBucket.Delay(now())
+	if d <= 0 {
+		return nil
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-stop.Done():
+		r.CancelAt(now())
+		return stop.Err()
+	}
 }
 
 // pause marks the providers ids as paused and every other one as not, logging each change.
@@ -288,6 +364,9 @@ func (f *fleetLimits) share(now time.Time, live int) {
 		pl.bucket.Configure(now, rate, burst)
 		if hl := pl.hostLimits(); hl != nil {
 			hl.Configure(now, rate, burst)
+		}
+		if pl.unprovenBucket != nil {
+			pl.unprovenBucket.Configure(now, unprovenRate(rate), unprovenBurst(burst))
 		}
 	}
 }

@@ -41,7 +41,8 @@ type HostLimitsConfig struct {
 //
 //   - Per provider, shared by every host of the lane in this replica: the in-flight slots
 //     (Slots: max_in_flight or the budget's share, retry_share, per_recipient_in_flight) and the
-//     token bucket (Bucket: this replica's share of rate and burst), which is not throttled.
+//     token bucket (Bucket: this replica's share of rate and burst), which is not throttled;
+//     and the part of both that the hosts not yet seen answering share (see ProvenHosts).
 //   - Per host (host:port, case-folded, no trailing dot), through HostLimits: the ratio breaker,
 //     with the provider's breaker settings (failure_ratio, window, min_samples, cooldown,
 //     probes); the 429 throttle, which halves that host's own rate on every RATE_LIMITED

@@ -11,7 +11,9 @@
 //   - HostLimits: a ratio breaker (a Breaker) and a 429 throttle for each host of a lane whose
 //     hosts are client-supplied, bounded to MaxHosts, so one host's 5xx and 429 answers neither
 //     pause nor slow the lane's other hosts (its doc says which limits are per provider and
-//     which per host).
+//     which per host);
+//   - ProvenHosts: the client-supplied hosts seen answering, bounded to MaxHosts, so a lane can
+//     give the hosts never seen answering only a small part of its capacity.
 //
 // One meaning of zero, here as in every configuration struct of this project: a zero field takes
 // its documented default (the Default* constants), and a cap that may be switched off is

@@ -7,8 +7,9 @@ import (
 	"sync"
 )
 
-// Errors of Slots.TryAcquire besides ErrNoCapacity. A lane puts the job back for a moment on
-// either: neither is an attempt nor a failure.
+// Errors of Slots.TryAcquire besides ErrNoCapacity. Neither is an attempt nor a failure: a lane
+// puts the job back for a moment on ErrRetryShare, and keeps it waiting for its recipient on
+// ErrRecipientBusy.
 var (
 	// ErrRetryShare: retries already hold their share of the slots; a first delivery may still go.
 	ErrRetryShare = errors.New("limits: retries hold their share of the slots")

@@ -61,6 +61,8 @@ type scenario struct {
 	warmup time.Duration
 	// phase is the length of the baseline and of each fault phase.
 	phase time.Duration
+	// hosts are more hosts than the targets' that the sender reaches pushsim at.
+	hosts []string
 }
 
 // target is one feed of a scenario: subscriptions of pushsim provider at host ("": the
@@ -98,6 +100,7 @@ type run struct {
 	insp     *stream.Inspector // the operators' view of the same Redis: audit, counts, ledger
 	producer *stream.Producer
 	subs     map[string][]job.Subscription
+	key      *vapid.Key // the subscriptions' application server key
 	breakers registrytest.BreakerLog
 
 	mu  sync.Mutex
@@ -146,7 +149,7 @@ func startRun(tb testing.TB, sc scenario) *run {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	var hosts []string
+	hosts := append([]string(nil), sc.hosts...)
 	for _, f := range sc.feeds() {
 		if f.host != "" {
 			hosts = append(hosts, f.host)
@@ -159,7 +162,7 @@ func startRun(tb testing.TB, sc scenario) *run {
 	}
 	tb.Cleanup(func() { store.Close() })
 
-	r := &run{tb: tb, sc: sc, sim: sim, store: store, insp: stream.NewInspector(srv.Client(tb), stream.Options{}), subs: map[string][]job.Subscription{}}
+	r := &run{tb: tb, sc: sc, sim: sim, store: store, insp: stream.NewInspector(srv.Client(tb), stream.Options{}), subs: map[string][]job.Subscription{}, key: key}
 	r.producer = stream.NewProducer(srv.Client(tb), "", 1)
 	for _, f := range sc.feeds() {
 		for range 8 {
