@@ -56,7 +56,8 @@ type Options struct {
 	// no write trims them on its own.
 	ResultsMaxLen, GoneMaxLen, DeadMaxLen int64
 	// Now is the clock for the "at" of records the Store writes on its own (dead records of
-	// Reclaim); time.Now when nil.
+	// Reclaim); time.Now when nil. The duplicate-suppression window never reads it: it ages its
+	// jobs by Redis's clock, the one clock every replica shares.
 	Now func() time.Time
 }
 
