@@ -19,7 +19,7 @@ import (
 var (
 	//go:embed read_intake.lua
 	readIntakeLua    string
-	readIntakeScript = redis.NewScript(takeLua + entryCheckLua + readIntakeLua)
+	readIntakeScript = redis.NewScript(takeLua + entryCheckLib() + readIntakeLua)
 )
 
 // The defaults of Options' zero fields.

@@ -122,21 +122,41 @@ type DeadRecord struct {
 	Reason   string
 	Attempt  int
 	Provider string
-	// Job is the original entry; it is cut to job.MaxEntryBytes with a note when larger.
+	// Job is the original entry; it is cut to job.MaxEntryBytes with a note when larger, or to
+	// MaxInvalidJobBytes when JobInvalid.
 	Job string
-	At  time.Time
+	// JobInvalid says the job itself is what is wrong (it is not a valid job: replaying it as
+	// it is would fail the same way), so the record keeps only the first MaxInvalidJobBytes of
+	// it, with its size and a note, and cannot be replayed. A valid job refused for the
+	// gateway's configuration (its key, its endpoint's route) or for its outcomes is kept whole,
+	// for replay.
+	JobInvalid bool
+	At         time.Time
 }
+
+// MaxInvalidJobBytes is the most of an invalid job that its dead record keeps: enough to see
+// what the upstream sent, and a bound on the dead stream's bytes however large the entries
+// were (a record of a valid job keeps it whole, and a valid job is bounded by the entry limit).
+const MaxInvalidJobBytes = 4 << 10
 
 // deadFields are the dead stream fields of d, which left stream `from` (entry id `entry`).
 func deadFields(d DeadRecord, from, entry string) []any {
-	raw := d.Job
+	raw, id, keep := d.Job, d.ID, job.MaxEntryBytes
+	if d.JobInvalid {
+		keep = MaxInvalidJobBytes
+		if len(id) > keep {
+			// No valid id is that long (job.MaxIDLen), and keeping it would undo the cut: the
+			// record is found by its entry id instead.
+			id = ""
+		}
+	}
 	f := []any{
-		"id", d.ID, "code", d.Code, "reason", d.Reason, "from", from, "entry", entry,
+		"id", id, "code", d.Code, "reason", d.Reason, "from", from, "entry", entry,
 		"provider", d.Provider, "attempt", d.Attempt, "at", ms(d.At),
 	}
-	if len(raw) > job.MaxEntryBytes {
-		f = append(f, "note", fmt.Sprintf("job cut to its first %d of %d bytes", job.MaxEntryBytes, len(raw)))
-		raw = raw[:job.MaxEntryBytes]
+	if len(raw) > keep {
+		f = append(f, "note", fmt.Sprintf("job cut to its first %d of %d bytes", keep, len(raw)), "job_bytes", len(raw))
+		raw = raw[:keep]
 	}
 	return append(f, "job", raw)
 }

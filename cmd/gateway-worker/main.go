@@ -99,7 +99,7 @@ func commands() []cli.Command {
 				Usage: "--redis URL (ENTRY_ID... | [--reason TEXT] [--code CODE] [--provider ID] [--since WHEN] [--until WHEN] | --all) [--dry-run]",
 				Summary: "Put the jobs of chosen dead records back on their shard's intake as new jobs (attempt 0: the intake validates and routes them again), " +
 					"each record's move one Redis script that deletes the record: a record is replayed once, however often this runs.",
-				Details: "A record whose job was cut to the entry limit (its note says so) cannot be replayed: it is skipped and named. " +
+				Details: "A record that keeps only the first bytes of its job (its note says so) cannot be replayed: it is skipped and named. " +
 					"A replayed job keeps its id and its enqueued_at, from which its TTL counts; an invalid job is dead-lettered again unless what refused it was fixed (a vapid_key added). " +
 					"Filters read each shard's dead stream newest first, as `dead ls` does.",
 				Examples: []string{
