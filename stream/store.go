@@ -245,7 +245,8 @@ var (
 )
 
 // MinRedisVersion is the oldest Redis the gateway runs on: its scripts declare flags
-// (allow-oom), which Redis 7.0 introduced.
+// (allow-oom), which Redis 7.0 introduced, and read TIME before they write (the window's
+// clock), which Redis 7.0 allows since it replicates every script by its effects.
 const MinRedisVersion = "7.0"
 
 // checkVersion refuses a Redis older than MinRedisVersion with an error that says so, rather
