@@ -9,11 +9,12 @@
 -- purge what the others still count. Lookups read TIME (w_since), and only once a looked-for
 -- field is found, so that a first delivery, whose field is absent, costs no command more;
 -- acceptances take the time of the ledger entry that finish.lua writes in the same call (an
--- entry id is Redis's clock in ms, kept from running backwards), which costs no command at all. The fields live in buckets small
--- enough for Redis to keep as listpacks (a field and its value packed together, with none of a
--- key's own overhead; BENCHMARKS.md has the bytes per job), in a linear hash table that grows
--- one bucket at a time as jobs come, so a lookup is one HGET of one bucket however large the
--- table. Its keys share the shard's hash tag:
+-- entry id is Redis's clock in ms, kept from running backwards), which costs no command at all.
+--
+-- The fields live in buckets small enough for Redis to keep as listpacks (a field and its value
+-- packed together, with none of a key's own overhead; BENCHMARKS.md has the bytes per job), in a
+-- linear hash table that grows one bucket at a time as jobs come, so a lookup is one HGET of one
+-- bucket however large the table. Its keys share the shard's hash tag:
 --   <base>            HASH: L (level), p (the next bucket to split), n (fields held, about),
 --                     c, d, s, a (the sweep's cursor and counts, below)
 --   <base>:<i>        HASH: field -> accepted at (unix s), bucket i
