@@ -12,6 +12,7 @@ import (
 
 	jobfmt "github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
+	"github.com/webpush-gateway/webpush-gateway/stream"
 	"github.com/webpush-gateway/webpush-gateway/taxonomy"
 	"github.com/webpush-gateway/webpush-gateway/vapid"
 )
@@ -131,7 +132,12 @@ func TestPoisonJobsAreDeadLetteredAmongGoodOnes(t *testing.T) {
 	good(1)
 	e.xadd(in, "job", `{"id":"no-sub"}`)
 	good(2)
-	e.enqueue(job("unknown-key", sub, "x", "vapid_key", "marketing"))
+	// A valid job larger than an invalid one's cut: its record keeps it whole, for replay.
+	unknownKey := job("unknown-key", sub, strings.Repeat("k", 3900), "vapid_key", "marketing")
+	if len(unknownKey) <= stream.MaxInvalidJobBytes {
+		t.Fatalf("the unknown-key job is %d bytes, want more than %d", len(unknownKey), stream.MaxInvalidJobBytes)
+	}
+	e.enqueue(unknownKey)
 	good(3)
 	e.enqueue(job("plain-http", httpSub, "x"))
 	good(4)
@@ -139,7 +145,9 @@ func TestPoisonJobsAreDeadLetteredAmongGoodOnes(t *testing.T) {
 	good(5)
 	e.xadd(in, "data", "upstream used the wrong field name")
 	good(6)
-	e.enqueue(job("colourful", sub, "x", "colour", "red"))
+	// An invalid job of 64 KiB: its record keeps its first bytes only.
+	colourful := job("colourful", sub, "x", "colour", strings.Repeat("r", 60000))
+	e.enqueue(colourful)
 	good(7)
 	e.xadd(in, "job", `[1,2]`)
 	good(8)
@@ -182,9 +190,13 @@ func TestPoisonJobsAreDeadLetteredAmongGoodOnes(t *testing.T) {
 			t.Errorf("dead record %d: id %q code %q reason %q from %q attempt %q; want id %q INVALID_JOB %q from %s attempt 0",
 				i, d["id"], d["code"], d["reason"], d["from"], d["attempt"], w.id, w.reason, in)
 		}
-		if w.id == "huge" && (len(d["job"]) != jobfmt.MaxEntryBytes || d["note"] == "") {
-			t.Errorf("the 10 MB entry's dead record keeps %d bytes with note %q; want the first %d and a note",
-				len(d["job"]), d["note"], jobfmt.MaxEntryBytes)
+		cut := map[string]string{"huge": huge, "colourful": string(colourful)}
+		if raw, ok := cut[w.id]; ok && (d["job"] != raw[:stream.MaxInvalidJobBytes] || d["note"] == "" || d["job_bytes"] != strconv.Itoa(len(raw))) {
+			t.Errorf("the dead record of %s (%d bytes) keeps %d bytes with note %q and job_bytes %q; want the first %d, a note and its size",
+				w.id, len(raw), len(d["job"]), d["note"], d["job_bytes"], stream.MaxInvalidJobBytes)
+		}
+		if w.id == "unknown-key" && (d["job"] != string(unknownKey) || d["note"] != "" || d["job_bytes"] != "") {
+			t.Errorf("the dead record of a valid job of %d bytes keeps %d bytes with note %q; want it whole", len(unknownKey), len(d["job"]), d["note"])
 		}
 	}
 	if d := byReason[wantDead[0].reason]; d["job"] != `{"id":"bad-json","subscription":` {

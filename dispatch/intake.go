@@ -95,7 +95,7 @@ func (in *intake) handle(ctx context.Context, e stream.Entry) error {
 	cfg := in.cfg
 	raw, ok := e.Fields["job"]
 	if !ok {
-		return in.dead(ctx, e, "", `entry has no "job" field`, "")
+		return in.dead(ctx, e, "", `entry has no "job" field`, "", true)
 	}
 	job, err := jobfmt.DecodeString(raw, cfg.Now())
 	if err != nil {
@@ -104,16 +104,16 @@ func (in *intake) handle(ctx context.Context, e stream.Entry) error {
 		if errors.As(err, &ie) {
 			reason = ie.Reason
 		}
-		return in.dead(ctx, e, bestEffortID(raw), reason, raw)
+		return in.dead(ctx, e, bestEffortID(raw), reason, raw, true)
 	}
 	route, err := cfg.registry().Resolve(job.Subscription.Endpoint)
 	if err != nil {
-		return in.dead(ctx, e, job.ID, jobfmt.EndpointReason(err), raw)
+		return in.dead(ctx, e, job.ID, jobfmt.EndpointReason(err), raw, false)
 	}
 	if _, ok := cfg.Keys[job.VAPIDKey]; !ok {
 		// The key name is configuration, not a secret: naming it tells the operator which
 		// --vapid-key is missing.
-		return in.dead(ctx, e, job.ID, fmt.Sprintf("vapid_key: no key named %q is configured", job.VAPIDKey), raw)
+		return in.dead(ctx, e, job.ID, fmt.Sprintf("vapid_key: no key named %q is configured", job.VAPIDKey), raw, false)
 	}
 	provider := route.Provider.ID
 	var v stream.LaneVerdict
@@ -138,10 +138,12 @@ func (in *intake) handle(ctx context.Context, e stream.Entry) error {
 	return err
 }
 
-// dead dead-letters an intake entry as INVALID_JOB: it was never sent.
-func (in *intake) dead(ctx context.Context, e stream.Entry, id, reason, raw string) error {
+// dead dead-letters an intake entry as INVALID_JOB: it was never sent. invalid says the job
+// itself failed validation (its record keeps only its first bytes); a valid job refused for
+// the configuration (its endpoint's route, its key) is kept whole, to replay once that is fixed.
+func (in *intake) dead(ctx context.Context, e stream.Entry, id, reason, raw string, invalid bool) error {
 	d := stream.DeadRecord{
-		ID: id, Code: string(taxonomy.InvalidJob), Reason: reason, Job: raw, At: in.cfg.Now(),
+		ID: id, Code: string(taxonomy.InvalidJob), Reason: reason, Job: raw, JobInvalid: invalid, At: in.cfg.Now(),
 	}
 	in.cfg.Logger.Info("dispatch: invalid job dead-lettered", "shard", e.Shard, "id", logID(id), "reason", reason)
 	var owned bool

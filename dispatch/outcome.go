@@ -52,7 +52,7 @@ type marks struct {
 func (l *lane) beforeSend(lj *laneJob, invalid error, m marks, now time.Time) *nextState {
 	if invalid != nil {
 		return &nextState{kind: toDead, dead: stream.DeadRecord{ID: bestEffortID(lj.raw), Code: string(taxonomy.InvalidJob),
-			Reason: invalid.Error(), Attempt: lj.attempt, Provider: l.provider, Job: lj.raw, At: now}}
+			Reason: invalid.Error(), Attempt: lj.attempt, Provider: l.provider, Job: lj.raw, JobInvalid: true, At: now}}
 	}
 	j := lj.job
 	base := stream.Result{ID: j.ID, Provider: l.provider, Attempt: lj.attempt, At: now}

@@ -25,9 +25,12 @@ type DeadEntry struct {
 	DeadRecord
 	// From and Entry are the stream the job left and its entry id there.
 	From, Entry string
-	// Note is set when Job was cut to the entry limit ("job cut to its first ..."); such a
-	// record cannot be replayed.
+	// Note is set when Job was cut ("job cut to its first ..."): an invalid job, whose record
+	// keeps only its first MaxInvalidJobBytes, or an entry over the entry limit. Such a record
+	// cannot be replayed.
 	Note string
+	// JobBytes is the size of the job before the cut, when Note is set.
+	JobBytes int
 }
 
 // Written is when the record was written: the time of its entry id.
@@ -41,7 +44,7 @@ func deadEntry(shard int, m redis.XMessage) DeadEntry {
 			ID: str(f["id"]), Code: str(f["code"]), Reason: str(f["reason"]), Attempt: atoi(f["attempt"]),
 			Provider: str(f["provider"]), Job: str(f["job"]), At: time.UnixMilli(int64(atoi(f["at"]))),
 		},
-		From: str(f["from"]), Entry: str(f["entry"]), Note: str(f["note"]),
+		From: str(f["from"]), Entry: str(f["entry"]), Note: str(f["note"]), JobBytes: atoi(f["job_bytes"]),
 	}
 }
 
@@ -175,7 +178,8 @@ const (
 	ReplayGone ReplayVerdict = iota
 	// Replayed: the job is a new entry of the shard's intake, and the record is deleted.
 	Replayed
-	// ReplayCut: the record's job was cut to the entry limit; the record stays.
+	// ReplayCut: the record keeps only the first bytes of its job (it has a note); the record
+	// stays.
 	ReplayCut
 	// ReplayNoJob: the record holds no job; the record stays.
 	ReplayNoJob
@@ -191,7 +195,7 @@ func (v ReplayVerdict) String() string {
 	case Replayed:
 		return "replayed"
 	case ReplayCut:
-		return "not replayed: its job was cut to the entry limit"
+		return "not replayed: its record keeps only the first bytes of the job"
 	case ReplayNoJob:
 		return "not replayed: it holds no job"
 	case ReplayFailsAgain:

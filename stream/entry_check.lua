@@ -44,15 +44,21 @@ local function check_entry(fields, max_bytes)
   return job, nil, nil
 end
 
--- dead_fields is the dead record of a refused intake entry, its job cut to max_bytes.
-local function dead_fields(id, code, reason, from, entry, provider, attempt, at, job, max_bytes)
+-- dead_fields is a dead record, its job cut to keep bytes: MAX_INVALID_JOB for an entry that
+-- broke the entry rules (Go sets it to stream.MaxInvalidJobBytes in front of the script), so
+-- that the dead stream's bytes stay bounded however large the entries upstreams wrote; the
+-- entry limit for a job the gateway took, which replay needs whole. A cut record says so
+-- (note) and keeps the job's size (job_bytes); it cannot be replayed.
+local function dead_fields(id, code, reason, from, entry, provider, attempt, at, job, keep)
   local f = {'id', id, 'code', code, 'reason', reason, 'from', from, 'entry', entry,
     'provider', provider, 'attempt', attempt, 'at', at}
   job = job or ''
-  if #job > max_bytes then
+  if #job > keep then
     table.insert(f, 'note')
-    table.insert(f, 'job cut to its first ' .. max_bytes .. ' of ' .. #job .. ' bytes')
-    job = string.sub(job, 1, max_bytes)
+    table.insert(f, 'job cut to its first ' .. keep .. ' of ' .. #job .. ' bytes')
+    table.insert(f, 'job_bytes')
+    table.insert(f, #job)
+    job = string.sub(job, 1, keep)
   end
   table.insert(f, 'job')
   table.insert(f, job)

@@ -16,7 +16,8 @@ import (
 
 // TestReadIntakeRefusesBadEntriesInRedis: entries that break the entry rules are dead-lettered
 // by the read itself, so none of them reaches the worker; the good ones around them are read.
-// A refused entry's dead record carries at most job.MaxEntryBytes of it, with a note.
+// A refused entry's dead record carries at most MaxInvalidJobBytes of it, with its size and a
+// note; one at most that large is kept whole.
 func TestReadIntakeRefusesBadEntriesInRedis(t *testing.T) {
 	env, s := newStore(t, "fcm")
 	k := s.Keys(0)
@@ -64,10 +65,13 @@ func TestReadIntakeRefusesBadEntriesInRedis(t *testing.T) {
 		t.Fatalf("%d dead records, want 4", len(dead))
 	}
 	first := fieldsOf(dead[0])
-	if len(first["job"]) != job.MaxEntryBytes || first["note"] != fmt.Sprintf("job cut to its first %d of %d bytes", job.MaxEntryBytes, len(big)) ||
-		first["code"] != "INVALID_JOB" || first["id"] != "big-1" || first["from"] != k.Intake {
-		t.Errorf("dead record of the big entry: id %q code %q from %q note %q, job of %d bytes",
-			first["id"], first["code"], first["from"], first["note"], len(first["job"]))
+	if first["job"] != big[:MaxInvalidJobBytes] || first["note"] != fmt.Sprintf("job cut to its first %d of %d bytes", MaxInvalidJobBytes, len(big)) ||
+		first["job_bytes"] != itoa(int64(len(big))) || first["code"] != "INVALID_JOB" || first["id"] != "big-1" || first["from"] != k.Intake {
+		t.Errorf("dead record of the big entry: id %q code %q from %q note %q job_bytes %q, job of %d bytes",
+			first["id"], first["code"], first["from"], first["note"], first["job_bytes"], len(first["job"]))
+	}
+	if last := fieldsOf(dead[3]); last["job"] != validJob("extra-1") || last["note"] != "" || last["job_bytes"] != "" {
+		t.Errorf("dead record of a small entry with an extra field: %v; want its job whole, no note", last)
 	}
 	// Only the two good entries are left, pending for w1.
 	if n, p := env.xlen(t, k.Intake), env.pending(t, k.Intake); n != 2 || p != 2 {
@@ -197,8 +201,8 @@ func TestReclaimSparesLiveOwners(t *testing.T) {
 
 // TestReclaimChecksIntakeEntries: an intake entry that a dead consumer read, and that breaks
 // the entry rules, is dead-lettered by the claim and never returned whole; a lane entry
-// dead-lettered for too many deliveries carries at most job.MaxEntryBytes of its job and leaves
-// the jobs index.
+// dead-lettered for too many deliveries carries at most job.MaxEntryBytes of its job (a job the
+// gateway took, kept for replay) and leaves the jobs index.
 func TestReclaimChecksIntakeEntries(t *testing.T) {
 	env := newEnv(t)
 	ghost := env.store(t, "ghost", Options{}, "fcm")
@@ -217,8 +221,10 @@ func TestReclaimChecksIntakeEntries(t *testing.T) {
 		t.Fatalf("Reclaim = %d claimed, %+v dead, %v; want 0, 1 invalid", len(got), dead, err)
 	}
 	rec := fieldsOf(env.entries(t, k.Dead)[0])
-	if rec["reason"] != fmt.Sprintf("entry is %d bytes; at most %d", len(big), job.MaxEntryBytes) || len(rec["job"]) != job.MaxEntryBytes {
-		t.Errorf("dead record: reason %q, job of %d bytes", rec["reason"], len(rec["job"]))
+	if rec["reason"] != fmt.Sprintf("entry is %d bytes; at most %d", len(big), job.MaxEntryBytes) || len(rec["job"]) != MaxInvalidJobBytes ||
+		rec["job_bytes"] != itoa(int64(len(big))) || rec["note"] == "" {
+		t.Errorf("dead record: reason %q, job of %d bytes, job_bytes %q, note %q; want the first %d bytes, the size and a note",
+			rec["reason"], len(rec["job"]), rec["job_bytes"], rec["note"], MaxInvalidJobBytes)
 	}
 
 	e := env.laneEntry(t, ghost, "fcm", "too-many")

@@ -18,15 +18,18 @@
 -- ARGV[3] the window's TTL, ms (Options.SentTTL)
 -- ARGV[4] gone mark TTL, ms
 -- ARGV[5] n, the number of items
--- then for each item: the count of its arguments (14, or 15 with an endpoint), source entry
--- id, job id, "1" to put the job in the window (accepted), the job's window field, now (unix
--- s), "1" to write the gone stream (GONE and KEY_MISMATCH: the upstream must act), "1" to set
+-- then for each item: the count of its arguments (13, or 14 with an endpoint), source entry
+-- id, job id, "1" to put the job in the window (accepted), the job's window field, "1" to write
+-- the gone stream (GONE and KEY_MISMATCH: the upstream must act), "1" to set
 -- the endpoint's gone mark as well (GONE only: queued retries to the endpoint are dropped; a
 -- KEY_MISMATCH endpoint may still take a job signed with the right key), then the ledger
 -- record's values: provider, code, status, detail, attempt, latency_ms, at; and the endpoint,
 -- for the gone record (which repeats the job id, provider, code, detail and at).
 -- Returns one result per item: 1 when recorded (or already recorded by another attempt); 0 when
 -- nothing changed.
+--
+-- An accepted job enters the window at the time of its ledger entry's id: Redis's clock, read
+-- with no command of its own (window.lua).
 --
 -- Exactly one terminal record per job, even when a send overlaps a reclaim:
 -- * not the owner any more (the entry was reclaimed while this send was in flight) and the
@@ -44,7 +47,7 @@ local items, streams, byStream, jobIds = {}, {}, {}, {}
 local a = 6
 for i = 1, n do
   local it = {entry = ARGV[a + 1], id = ARGV[a + 2], sent = ARGV[a + 3] == '1', field = ARGV[a + 4],
-    now = ARGV[a + 5], gone = ARGV[a + 6] == '1', mark = ARGV[a + 7] == '1', v = a + 8,
+    gone = ARGV[a + 5] == '1', mark = ARGV[a + 6] == '1', v = a + 7,
     stream = KEYS[3 + 2 * i], goneKey = KEYS[4 + 2 * i]}
   items[i], jobIds[i] = it, it.id
   if not byStream[it.stream] then
@@ -55,10 +58,11 @@ for i = 1, n do
   a = a + 1 + tonumber(ARGV[a])
 end
 
--- ledger writes item it's ledger record; gone its gone record.
+-- ledger writes item it's ledger record and returns the record's entry id; gone writes its
+-- gone record.
 local function ledger(it)
   local v = it.v
-  redis.call('XADD', KEYS[1], '*', 'id', it.id, 'provider', ARGV[v], 'code', ARGV[v + 1], 'status', ARGV[v + 2],
+  return redis.call('XADD', KEYS[1], '*', 'id', it.id, 'provider', ARGV[v], 'code', ARGV[v + 1], 'status', ARGV[v + 2],
     'detail', ARGV[v + 3], 'attempt', ARGV[v + 4], 'latency_ms', ARGV[v + 5], 'at', ARGV[v + 6])
 end
 local function gone(it)
@@ -75,25 +79,26 @@ local index = redis.call('HMGET', KEYS[3], unpack(jobIds))
 -- An accepted send whose entry is not ours (any more) may be this very record written before
 -- (a retry of a call whose reply was lost): the window says so. Owned entries need no look:
 -- an attempt accepted while another held the entry marked the jobs index.
-local look, lookFields, lookSince = {}, {}, {}
+local look, lookFields = {}, {}
 for i, it in ipairs(items) do
   if it.sent and not mine[it.stream][it.entry] and index[i] ~= 'accepted' then
     table.insert(look, i)
     table.insert(lookFields, it.field)
-    table.insert(lookSince, tonumber(it.now) - math.floor(tonumber(ARGV[3]) / 1000))
   end
 end
 local inWindow = {}
 if #look > 0 then
-  for j, v in ipairs(w_seen_all(KEYS[4], w_state(KEYS[4]), lookFields, lookSince)) do
+  local since = w_since(math.floor(tonumber(ARGV[3]) / 1000))
+  for j, v in ipairs(w_seen_all(KEYS[4], w_state(KEYS[4]), lookFields, since)) do
     inWindow[look[j]] = v
   end
 end
 local markedNow, acks, unindex, accepted, fields, nows, out = {}, {}, {}, {}, {}, {}, {}
-local function accept(it)
+-- accept puts item it in the window as accepted when its ledger entry entryId was written.
+local function accept(it, entryId)
   markedNow[it.id] = true
   table.insert(fields, it.field)
-  table.insert(nows, it.now)
+  table.insert(nows, math.floor(tonumber(string.match(entryId, '^%d+')) / 1000))
 end
 for i, it in ipairs(items) do
   local owner = mine[it.stream][it.entry]
@@ -102,8 +107,7 @@ for i, it in ipairs(items) do
   out[i] = 1
   if not owner then
     if it.sent and not isMarked and index[i] then
-      accept(it)
-      ledger(it)
+      accept(it, ledger(it))
       table.insert(accepted, it.id)
       table.insert(accepted, 'accepted')
     else
@@ -119,16 +123,16 @@ for i, it in ipairs(items) do
     table.insert(acks[it.stream], it.entry)
     table.insert(unindex, it.id)
     if not isMarked then
-      if it.sent then
-        accept(it)
-      end
       if it.mark then
         redis.call('SET', it.goneKey, '1', 'PX', ARGV[4])
       end
       if it.gone then
         gone(it)
       end
-      ledger(it)
+      local entryId = ledger(it)
+      if it.sent then
+        accept(it, entryId)
+      end
     end
   end
 end

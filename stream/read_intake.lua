@@ -30,7 +30,7 @@ if r then
     else
       local jobId = best_id(raw, max_bytes)
       xadd_capped(KEYS[2], ARGV[6], dead_fields(jobId, 'INVALID_JOB', reason, KEYS[1], id, '', '0',
-        ARGV[5], raw, max_bytes))
+        ARGV[5], raw, MAX_INVALID_JOB))
       redis.call('XACK', KEYS[1], ARGV[1], id)
       redis.call('XDEL', KEYS[1], id)
       table.insert(refused, jobId)

@@ -19,8 +19,14 @@ var (
 
 	//go:embed reclaim.lua
 	reclaimLua    string
-	reclaimScript = redis.NewScript(takeLua + entryCheckLua + reclaimLua)
+	reclaimScript = redis.NewScript(takeLua + entryCheckLib() + reclaimLua)
 )
+
+// entryCheckLib is entry_check.lua with the Lua constant it cuts an invalid entry's dead
+// record to, so the scripts and Go's own dead records cut at the same size.
+func entryCheckLib() string {
+	return fmt.Sprintf("local MAX_INVALID_JOB = %d\n", MaxInvalidJobBytes) + entryCheckLua
+}
 
 // Reclaim claims for this consumer up to count entries of stream (on shard) that have been
 // pending longer than minIdle with a consumer that is not alive (a crashed worker, or one that

@@ -15,7 +15,8 @@
 -- ARGV[7] dead record code
 -- ARGV[8] dead stream cap (approximate MAXLEN; 0 = none)
 -- ARGV[9] "1" for the intake stream: entries are checked as read_intake.lua checks them
--- ARGV[10] largest job allowed, bytes (dead records carry at most this much of a job)
+-- ARGV[10] largest job allowed, bytes (a dead record of a job delivered too often carries at
+--          most this much of it; one of an entry that broke the entry rules, MAX_INVALID_JOB)
 -- ARGV[11] h, the number of held ids that follow
 -- ARGV[12..11+h] entries this consumer still holds in memory (waiting for a slot or a token,
 --          or sending): each one still pending for it has its idle time reset first, with
@@ -84,7 +85,7 @@ for _, e in ipairs(claimed) do
     end
     if reason then
       xadd_capped(KEYS[2], ARGV[8], dead_fields(best_id(raw, max_bytes), 'INVALID_JOB', reason,
-        KEYS[1], id, '', '0', ARGV[6], raw, max_bytes))
+        KEYS[1], id, '', '0', ARGV[6], raw, MAX_INVALID_JOB))
       redis.call('XACK', KEYS[1], ARGV[1], id)
       redis.call('XDEL', KEYS[1], id)
       invalid = invalid + 1

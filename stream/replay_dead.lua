@@ -6,8 +6,8 @@
 -- KEYS[2] intake stream of the same shard
 -- ARGV[1] the dead record's entry id
 -- Returns {1, intake entry id} when replayed; {0, ''} when the record is gone (replayed or
--- purged before); {2, ''} when its job was cut to the entry limit (a "note" field), which
--- cannot be replayed; {3, ''} when it has no job. The last two leave the record as it is.
+-- purged before); {2, ''} when the record keeps only the first bytes of its job (a "note"
+-- field: an invalid job, or an entry over the entry limit), which cannot be replayed; {3, ''} when it has no job. The last two leave the record as it is.
 --
 -- The XADD is the first write: when Redis is out of memory it refuses the whole script there,
 -- and the record stays.

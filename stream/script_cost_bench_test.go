@@ -22,7 +22,7 @@ func BenchmarkScriptParts(b *testing.B) {
 	}{
 		{name: "call", body: "return 1"},
 		{name: "window state", body: "w_state(KEYS[1]) return 1"},
-		{name: "window seen", body: "return w_seen(KEYS[1], w_state(KEYS[1]), ARGV[1], ARGV[2]) and 1 or 0"},
+		{name: "window seen", body: "return w_seen(KEYS[1], w_state(KEYS[1]), ARGV[1], w_since(3600)) and 1 or 0"},
 		{name: "window add", body: "w_add(KEYS[1], w_state(KEYS[1]), {ARGV[1]}, {ARGV[2]}, ARGV[3]) return 1"},
 		{name: "window add, no sweep", body: "w_add(KEYS[1], w_state(KEYS[1]), {ARGV[1]}, {ARGV[2]}, ARGV[3]) return 1", noSweep: true},
 		{name: "pending for one", body: "pending_for(KEYS[2], 'g', 'c', {'1-1'}) return 1"},

@@ -19,7 +19,7 @@ import (
 var (
 	//go:embed read_intake.lua
 	readIntakeLua    string
-	readIntakeScript = redis.NewScript(takeLua + entryCheckLua + readIntakeLua)
+	readIntakeScript = redis.NewScript(takeLua + entryCheckLib() + readIntakeLua)
 )
 
 // The defaults of Options' zero fields.
@@ -56,7 +56,8 @@ type Options struct {
 	// no write trims them on its own.
 	ResultsMaxLen, GoneMaxLen, DeadMaxLen int64
 	// Now is the clock for the "at" of records the Store writes on its own (dead records of
-	// Reclaim); time.Now when nil.
+	// Reclaim); time.Now when nil. The duplicate-suppression window never reads it: it ages its
+	// jobs by Redis's clock, the one clock every replica shares.
 	Now func() time.Time
 }
 
@@ -244,7 +245,8 @@ var (
 )
 
 // MinRedisVersion is the oldest Redis the gateway runs on: its scripts declare flags
-// (allow-oom), which Redis 7.0 introduced.
+// (allow-oom), which Redis 7.0 introduced, and read TIME before they write (the window's
+// clock), which Redis 7.0 allows since it replicates every script by its effects.
 const MinRedisVersion = "7.0"
 
 // checkVersion refuses a Redis older than MinRedisVersion with an error that says so, rather

@@ -10,10 +10,11 @@
 -- KEYS[3 + i]  lane stream of item i's provider, for i = 1 .. n
 -- ARGV[1] consumer group
 -- ARGV[2] consumer that must own the entries
--- ARGV[3] n, the number of items
--- then for each item: 7 (the count of its arguments), source entry id, job (raw JSON as
--- received), provider id, enqueued_at (unix ms), job id, the job's window field, and the
--- oldest acceptance (unix s) that still counts
+-- ARGV[3] the window's TTL, whole seconds (Options.SentTTL): an acceptance counts for that long
+--         by Redis's clock (window.lua)
+-- ARGV[4] n, the number of items
+-- then for each item: 6 (the count of its arguments), source entry id, job (raw JSON as
+-- received), provider id, enqueued_at (unix ms), job id, and the job's window field
 -- The lanes' consumer groups exist (Setup, or Store.ToLane before its first use of a lane).
 -- Returns one verdict per item: 1 moved; 2 acknowledged as a copy of a job already here or
 -- sent (an earlier item of the same call included); 0 the entry is not pending for ARGV[2]
@@ -22,29 +23,28 @@
 -- The first write is an XADD to a lane (or, when every item is a copy, an XACK, which frees
 -- memory): when Redis is out of memory it refuses the whole script there, so new work waits
 -- in the intake and nothing is half done.
-local n = tonumber(ARGV[3])
+local n = tonumber(ARGV[4])
 local items, entries, jobIds = {}, {}, {}
-local a = 4
+local a = 5
 for i = 1, n do
   local it = {entry = ARGV[a + 1], job = ARGV[a + 2], provider = ARGV[a + 3], at = ARGV[a + 4],
-    id = ARGV[a + 5], field = ARGV[a + 6], since = ARGV[a + 7], lane = KEYS[3 + i]}
+    id = ARGV[a + 5], field = ARGV[a + 6], lane = KEYS[3 + i]}
   items[i], entries[i], jobIds[i] = it, it.entry, it.id
   a = a + 1 + tonumber(ARGV[a])
 end
 local mine = pending_for(KEYS[1], ARGV[1], ARGV[2], entries)
 local held = redis.call('HMGET', KEYS[2], unpack(jobIds))
 -- The window is looked in for the jobs not held.
-local look, lookFields, lookSince = {}, {}, {}
+local look, lookFields = {}, {}
 for i, it in ipairs(items) do
   if mine[it.entry] and not held[i] then
     table.insert(look, i)
     table.insert(lookFields, it.field)
-    table.insert(lookSince, it.since)
   end
 end
 local accepted = {}
 if #look > 0 then
-  for j, v in ipairs(w_seen_all(KEYS[3], w_state(KEYS[3]), lookFields, lookSince)) do
+  for j, v in ipairs(w_seen_all(KEYS[3], w_state(KEYS[3]), lookFields, w_since(ARGV[3]))) do
     accepted[look[j]] = v
   end
 end

@@ -107,9 +107,9 @@ func (s *Store) ToLane(ctx context.Context, e Entry, provider, jobID, rawJob str
 func (s *Store) toLaneItem(e Entry, lane, provider, jobID, rawJob string, enqueuedAtMs int64) *batchItem {
 	k := s.Keys(e.Shard)
 	return &batchItem{script: toLaneScript,
-		sharedKeys: []string{e.Stream, k.Jobs, k.Window}, sharedArgs: []any{Group, s.o.Consumer},
+		sharedKeys: []string{e.Stream, k.Jobs, k.Window}, sharedArgs: []any{Group, s.o.Consumer, s.windowTTL()},
 		keys: []string{lane},
-		args: []any{e.ID, rawJob, provider, enqueuedAtMs, jobID, windowField(jobID), s.windowSince()}}
+		args: []any{e.ID, rawJob, provider, enqueuedAtMs, jobID, windowField(jobID)}}
 }
 
 // DeadRecord is a dead-letter entry.
@@ -122,21 +122,41 @@ type DeadRecord struct {
 	Reason   string
 	Attempt  int
 	Provider string
-	// Job is the original entry; it is cut to job.MaxEntryBytes with a note when larger.
+	// Job is the original entry; it is cut to job.MaxEntryBytes with a note when larger, or to
+	// MaxInvalidJobBytes when JobInvalid.
 	Job string
-	At  time.Time
+	// JobInvalid says the job itself is what is wrong (it is not a valid job: replaying it as
+	// it is would fail the same way), so the record keeps only the first MaxInvalidJobBytes of
+	// it, with its size and a note, and cannot be replayed. A valid job refused for the
+	// gateway's configuration (its key, its endpoint's route) or for its outcomes is kept whole,
+	// for replay.
+	JobInvalid bool
+	At         time.Time
 }
+
+// MaxInvalidJobBytes is the most of an invalid job that its dead record keeps: enough to see
+// what the upstream sent, and a bound on the dead stream's bytes however large the entries
+// were (a record of a valid job keeps it whole, and a valid job is bounded by the entry limit).
+const MaxInvalidJobBytes = 4 << 10
 
 // deadFields are the dead stream fields of d, which left stream `from` (entry id `entry`).
 func deadFields(d DeadRecord, from, entry string) []any {
-	raw := d.Job
+	raw, id, keep := d.Job, d.ID, job.MaxEntryBytes
+	if d.JobInvalid {
+		keep = MaxInvalidJobBytes
+		if len(id) > keep {
+			// No valid id is that long (job.MaxIDLen), and keeping it would undo the cut: the
+			// record is found by its entry id instead.
+			id = ""
+		}
+	}
 	f := []any{
-		"id", d.ID, "code", d.Code, "reason", d.Reason, "from", from, "entry", entry,
+		"id", id, "code", d.Code, "reason", d.Reason, "from", from, "entry", entry,
 		"provider", d.Provider, "attempt", d.Attempt, "at", ms(d.At),
 	}
-	if len(raw) > job.MaxEntryBytes {
-		f = append(f, "note", fmt.Sprintf("job cut to its first %d of %d bytes", job.MaxEntryBytes, len(raw)))
-		raw = raw[:job.MaxEntryBytes]
+	if len(raw) > keep {
+		f = append(f, "note", fmt.Sprintf("job cut to its first %d of %d bytes", keep, len(raw)), "job_bytes", len(raw))
+		raw = raw[:keep]
 	}
 	return append(f, "job", raw)
 }
@@ -149,7 +169,7 @@ func (s *Store) ToDead(ctx context.Context, e Entry, d DeadRecord) (bool, error)
 	if e.Stream != k.Intake {
 		unindex = d.ID // only lane entries' jobs are indexed (ToLane)
 	}
-	args := append([]any{Group, e.ID, s.o.Consumer, s.o.DeadMaxLen, unindex, windowField(d.ID), s.windowSince()},
+	args := append([]any{Group, e.ID, s.o.Consumer, s.o.DeadMaxLen, unindex, windowField(d.ID), s.windowTTL()},
 		deadFields(d, e.Stream, e.ID)...)
 	return s.runBool(ctx, toDeadScript, "to dead", []string{e.Stream, k.Dead, k.Jobs, k.Window}, args...)
 }
@@ -206,8 +226,8 @@ func (s *Store) finishItem(e Entry, r Result) *batchItem {
 	// The ledger record's values, in the order of its fields (finish.lua names them), and the
 	// endpoint for the gone record: the one record that carries one, since the upstream needs it
 	// to prune the subscription.
-	args := make([]any, 0, 15)
-	args = append(args, e.ID, r.ID, boolArg(r.Sent), windowField(r.ID), s.o.Now().Unix(), boolArg(r.Gone), boolArg(r.MarkGone),
+	args := make([]any, 0, 14)
+	args = append(args, e.ID, r.ID, boolArg(r.Sent), windowField(r.ID), boolArg(r.Gone), boolArg(r.MarkGone),
 		r.Provider, r.Code, r.Status, detail, r.Attempt, r.Latency.Milliseconds(), ms(r.At))
 	if r.Gone {
 		args = append(args, r.Endpoint)
@@ -287,12 +307,14 @@ func (s *Store) WasSent(ctx context.Context, shard int, id string) (bool, error)
 // wasSentCall is the keys and arguments of was_sent.lua for job id on shard.
 func (s *keyspace) wasSentCall(shard int, id string) ([]string, []any) {
 	k := KeysFor(s.o.Prefix, shard)
-	return []string{k.Jobs, k.Window}, []any{id, windowField(id), s.windowSince()}
+	return []string{k.Jobs, k.Window}, []any{id, windowField(id), s.windowTTL()}
 }
 
-// windowSince is the oldest acceptance (unix s) the window still counts now.
-func (s *keyspace) windowSince() int64 {
-	return s.o.Now().Unix() - int64(s.o.SentTTL/time.Second)
+// windowTTL is how long the window counts an acceptance, in the whole seconds it keeps. The
+// scripts count it by Redis's clock, not by o.Now: the replicas' clocks differ, and a window
+// that each of them read by its own would hold a different span for each (window.lua).
+func (s *keyspace) windowTTL() int64 {
+	return int64(s.o.SentTTL / time.Second)
 }
 
 // IsGone reports whether endpoint was reported gone within GoneTTL (its mark on shard exists).

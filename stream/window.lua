@@ -3,11 +3,18 @@
 -- was_sent.lua read it, finish.lua writes it; Go puts this file in front of each).
 --
 -- A job is named by 10 bytes that Go derives from its id (windowField: the first bytes of its
--- SHA-256), with the unix second it was accepted as the value. The fields live in buckets small
--- enough for Redis to keep as listpacks (a field and its value packed together, with none of a
--- key's own overhead; BENCHMARKS.md has the bytes per job), in a linear hash table that grows
--- one bucket at a time as jobs come, so a lookup is one HGET of one bucket however large the
--- table. Its keys share the shard's hash tag:
+-- SHA-256), with the unix second it was accepted as the value. Every time here is Redis's own
+-- clock, never a worker's: workers' clocks drift apart, and one an hour behind would write
+-- acceptances that the others already count as stale (its copies sent again), one ahead would
+-- purge what the others still count. Lookups read TIME (w_since), and only once a looked-for
+-- field is found, so that a first delivery, whose field is absent, costs no command more;
+-- acceptances take the time of the ledger entry that finish.lua writes in the same call (an
+-- entry id is Redis's clock in ms, kept from running backwards), which costs no command at all.
+--
+-- The fields live in buckets small enough for Redis to keep as listpacks (a field and its value
+-- packed together, with none of a key's own overhead; BENCHMARKS.md has the bytes per job), in a
+-- linear hash table that grows one bucket at a time as jobs come, so a lookup is one HGET of one
+-- bucket however large the table. Its keys share the shard's hash tag:
 --   <base>            HASH: L (level), p (the next bucket to split), n (fields held, about),
 --                     c, d, s, a (the sweep's cursor and counts, below)
 --   <base>:<i>        HASH: field -> accepted at (unix s), bucket i
@@ -54,10 +61,23 @@ local function w_key(base, st, f)
   return base .. ':' .. string.format('%d', i)
 end
 
--- w_seen reports whether f was accepted at or after since (unix s).
+-- w_since returns a function giving the oldest acceptance (unix s, Redis's clock) that still
+-- counts for a TTL of ttlS seconds; it reads TIME on its first call only.
+local function w_since(ttlS)
+  local since
+  return function()
+    if not since then
+      since = tonumber(redis.call('TIME')[1]) - tonumber(ttlS)
+    end
+    return since
+  end
+end
+
+-- w_seen reports whether f was accepted at or after since() (see w_since), which it calls only
+-- when f is in the window.
 local function w_seen(base, st, f, since)
   local v = redis.call('HGET', w_key(base, st, f), f)
-  return v and tonumber(v) >= tonumber(since)
+  return v and tonumber(v) >= since() or false
 end
 
 -- w_by_bucket groups fields by the bucket each falls in: the buckets' keys in the order first
@@ -75,9 +95,9 @@ local function w_by_bucket(base, st, fields)
   return keys, byKey
 end
 
--- w_seen_all reports, for each of fields, whether it was accepted at or after sinces[i]: one
--- HMGET per bucket the fields fall in.
-local function w_seen_all(base, st, fields, sinces)
+-- w_held_all returns, for each of fields, the time (unix s) it was accepted, or false when
+-- the window holds no such field: one HMGET per bucket the fields fall in.
+local function w_held_all(base, st, fields)
   local keys, byKey = w_by_bucket(base, st, fields)
   local out = {}
   for _, k in ipairs(keys) do
@@ -87,8 +107,18 @@ local function w_seen_all(base, st, fields, sinces)
     end
     local v = redis.call('HMGET', k, unpack(fs))
     for j, i in ipairs(idx) do
-      out[i] = v[j] and tonumber(v[j]) >= tonumber(sinces[i]) or false
+      out[i] = v[j] and tonumber(v[j]) or false
     end
+  end
+  return out
+end
+
+-- w_seen_all reports, for each of fields, whether it was accepted at or after since() (see
+-- w_since), which it calls only when one of them is in the window.
+local function w_seen_all(base, st, fields, since)
+  local out = w_held_all(base, st, fields)
+  for i, v in ipairs(out) do
+    out[i] = v and v >= since() or false
   end
   return out
 end
@@ -143,8 +173,8 @@ local function w_split(base, st, since, expireMs)
   end
 end
 
--- w_add records fields[i] as accepted at nows[i] (unix s; the TTL in ms gives what is stale
--- and the buckets' expiry): one HSET per bucket touched, buckets split while the table is over
+-- w_add records fields[i] as accepted at nows[i] (unix s, Redis's clock; the TTL in ms gives
+-- what is stale and the buckets' expiry): one HSET per bucket touched, buckets split while the table is over
 -- its load, and the state written once.
 local function w_add(base, st, fields, nows, ttlMs)
   if #fields == 0 then

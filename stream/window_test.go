@@ -30,10 +30,16 @@ local fields, nows = fields_from(3)
 w_add(KEYS[1], w_state(KEYS[1]), fields, nows, ARGV[2])
 return 1`)
 	windowSeenScript = redis.NewScript(windowOpsLua + `
-local fields, sinces = fields_from(2)
+local fields = fields_from(2)
 local out = {}
-for i, v in ipairs(w_seen_all(KEYS[1], w_state(KEYS[1]), fields, sinces)) do
-  out[i] = v and 1 or 0
+for i, v in ipairs(w_held_all(KEYS[1], w_state(KEYS[1]), fields)) do
+  out[i] = v and v >= tonumber(ARGV[1]) and 1 or 0
+end
+return out`)
+	windowHeldScript = redis.NewScript(windowOpsLua + `
+local st, out = w_state(KEYS[1]), {}
+for i, f in ipairs(ARGV) do
+  out[i] = tonumber(redis.call('HGET', w_key(KEYS[1], st, f), f)) or -1
 end
 return out`)
 )

@@ -297,7 +297,7 @@ func cmdDeadReplay(ctx context.Context, fs *cli.FlagSet, args []string, stdout, 
 		case v == stream.ReplayGone:
 			gone++
 		case v == stream.ReplayCut:
-			skip(fmt.Sprintf("%s (job %s): its job was cut to the entry limit; it cannot be replayed", ref, printable(r.ID)))
+			skip(fmt.Sprintf("%s (job %s): its record keeps only the first bytes of its job; it cannot be replayed", ref, printable(r.ID)))
 		case v == stream.ReplayNoJob:
 			skip(fmt.Sprintf("%s: the record holds no job to replay", ref))
 		case v == stream.ReplayFailsAgain:

@@ -161,7 +161,7 @@ func TestDeadLsFilters(t *testing.T) {
 		!strings.HasSuffix(r.From, ":lane:apple") || time.Since(r.At) > time.Minute {
 		t.Errorf("gave-up-1 as listed: %+v; want its code, provider, attempt and lane, and no job", r)
 	}
-	if r := all["huge"]; !strings.HasPrefix(r.Note, "job cut to its first 65536") {
+	if r := all["huge"]; !strings.HasPrefix(r.Note, "job cut to its first 4096 of ") {
 		t.Errorf("huge as listed: %+v; want its note", r)
 	}
 
@@ -264,7 +264,7 @@ func TestDeadReplayMovesEachRecordOnce(t *testing.T) {
 	}
 	// The cut record: skipped, named, kept.
 	code, _, stderr = run(t, "dead", "replay", "--redis", d.srv.URL(), "--reason", "65536")
-	if code != 1 || !strings.Contains(stderr, "(job huge): its job was cut to the entry limit; it cannot be replayed") {
+	if code != 1 || !strings.Contains(stderr, "(job huge): its record keeps only the first bytes of its job; it cannot be replayed") {
 		t.Errorf("replay of the cut record: exit %d, %q; want 1 and the record named", code, stderr)
 	}
 	if _, ok := d.refs(t)["huge"]; !ok {

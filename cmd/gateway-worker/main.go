@@ -102,7 +102,7 @@ func commands() []cli.Command {
 				Usage: "--redis URL (ENTRY_ID... | [--reason TEXT] [--code CODE] [--provider ID] [--since WHEN] [--until WHEN] | --all) [--include-invalid] [--dry-run]",
 				Summary: "Put the jobs of chosen dead records back on their shard's intake as new jobs (attempt 0: the intake validates and routes them again), " +
 					"each record's move one Redis script that deletes the record: a record is replayed once, however often this runs.",
-				Details: "A record whose job was cut to the entry limit (its note says so) cannot be replayed: it is skipped and named. " +
+				Details: "A record that keeps only the first bytes of its job (its note says so: an invalid job, or an entry over the entry limit) cannot be replayed: it is skipped and named. " +
 					"A record whose code says the same job would fail the same way again (INVALID_JOB, PAYLOAD_TOO_LARGE, INVALID_REQUEST, INVALID_TTL, BLOCKED, " +
 					"and EXPIRED, since a replayed job keeps its enqueued_at) is skipped with the reason and counted in the summary, whether chosen by entry id, filter or --all; " +
 					"once what refused it was fixed (a vapid_key configured), --include-invalid replays it too. " +

@@ -59,7 +59,8 @@ var providerIDs = []string{"fcm", "autopush", "apple", "wns", "fallback"}
 
 // TestCluster runs the whole pipeline on a Redis Cluster of 3 masters and 3 replicas with 6
 // shards and three worker processes, then, each on a prefix of its own on the same cluster,
-// checks the fleet-wide token rate and changes the shard count of a live system. It does not
+// checks the fleet-wide token rate, changes the shard count of a live system and checks that
+// the duplicate-suppression window reads Redis's clock on every master. It does not
 // call t.Parallel, so the rate is measured before the failover tests start.
 func TestCluster(t *testing.T) {
 	c := redistest.StartCluster(t)
@@ -114,6 +115,7 @@ func TestCluster(t *testing.T) {
 	t.Run("pipeline", func(t *testing.T) { testPipeline(t, c.URL()) })
 	t.Run("fleet rate", func(t *testing.T) { testFleetRate(t, c.URL()) })
 	t.Run("reshard", func(t *testing.T) { testReshard(t, c.URL()) })
+	t.Run("window", func(t *testing.T) { testWindowOnCluster(t, c.URL()) })
 }
 
 // testPipeline: three workers; jobs enqueued with `gateway-worker enqueue` before and
