@@ -58,6 +58,9 @@ type laneJob struct {
 	job      *jobfmt.Job
 	attempt  int
 	enqueued time.Time // fixed at intake: every attempt's TTL is counted from it
+	// class is the class of the lane the entry came from: what decides its turn for slots and
+	// tokens, and the lane its retries go back to.
+	class jobfmt.Class
 }
 
 // invalidEntry says why a lane entry cannot be sent. Its text is the reason its dead record
@@ -74,7 +77,7 @@ func (e *invalidEntry) Unwrap() error { return e.err }
 // written by something else than this gateway, and says what is wrong; the fields read before
 // the fault are set even so.
 func parseLaneEntry(e stream.Entry, now time.Time) (*laneJob, error) {
-	lj := &laneJob{raw: e.Fields["job"]}
+	lj := &laneJob{raw: e.Fields["job"], class: stream.ClassOfLane(e.Stream)}
 	if lj.raw == "" {
 		return lj, &invalidEntry{reason: `lane entry has no "job" field`}
 	}
@@ -119,12 +122,12 @@ func (l *lane) startDelivery(readCtx, sendCtx context.Context, e stream.Entry, r
 		err := l.lim.slots.TryAcquire(retry, recipient)
 		switch {
 		case err == nil:
-			d.tok.join(l.lim)
+			d.tok.join(l.lim, d.laneJob.class.IsBulk())
 			l.inflight.Add(1)
 			l.workers.run(func() {
 				defer l.inflight.Done()
 				defer l.lim.slots.Release(retry, recipient)
-				defer l.release(e.ID)
+				defer l.release(e)
 				d.run(sendCtx, readCtx)
 			})
 			return true
@@ -137,7 +140,7 @@ func (l *lane) startDelivery(readCtx, sendCtx context.Context, e stream.Entry, r
 			// than move entries it may not start, and bounds how many are moved at once.
 			now := cfg.Now()
 			d.record(readCtx, l.putBack(d.laneJob, now.Add(putBackDelay(cfg.Rand())), now))
-			l.release(e.ID)
+			l.release(e)
 			return readCtx.Err() == nil
 		}
 	}
@@ -260,7 +263,7 @@ func (d *delivery) admit(ctx, stop context.Context) (adm admission, ok bool) {
 		return admission{}, false
 	}
 	adm.host, adm.hosts = host, l.hosts
-	if l.lim.waitToken(stop, cfg.Now) != nil {
+	if l.lim.waitClassToken(stop, cfg.Now, d.laneJob.class) != nil {
 		adm.end(cfg.Now(), nil) // stopping before the send: nothing was sent
 		return admission{}, false
 	}

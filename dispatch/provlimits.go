@@ -69,6 +69,11 @@ type providerLimits struct {
 	// or left without needing one; the lanes read no further ahead than readAhead's worth of
 	// tokens.
 	queued atomic.Int64
+	// bulkQueued counts those of queued that are bulk jobs: readable leaves them out, because
+	// a transactional job never waits behind them for a token (waitClassToken).
+	bulkQueued atomic.Int64
+	// mix is the recent split of the provider's tokens between the classes.
+	mix classMix
 	// recovered is cfg.Now (unix ns) at the last bucket.Recover.
 	recovered atomic.Int64
 }
@@ -307,7 +312,7 @@ func (pl *providerLimits) paceWait(block time.Duration) time.Duration {
 // their token yet) take to get them at the bucket's rate: 0 when none wait or the rate is
 // unbounded.
 func (pl *providerLimits) tokenQueue() time.Duration {
-	r, q := pl.bucket.Rate(), pl.queued.Load()
+	r, q := pl.bucket.Rate(), pl.txQueued()
 	if q <= 0 || r <= 0 || math.IsInf(r, 1) {
 		return 0
 	}
@@ -328,7 +333,7 @@ func (pl *providerLimits) readable() int {
 		return free // no limit, or more tokens than slots: the slots decide
 	}
 	ahead := max(1, int(math.Ceil(r*readAhead.Seconds())))
-	return max(0, min(free, ahead-int(pl.queued.Load())))
+	return max(0, min(free, ahead-int(pl.txQueued())))
 }
 
 // waitToken takes a token from the provider's bucket, sleeping until its reservation is due.

@@ -113,12 +113,9 @@ func (s *Store) readStreams(ctx context.Context, shard int, streams []string, co
 		return nil, errors.New("stream: Options.Consumer is empty; a reading Store needs a consumer name")
 	}
 	args := &redis.XReadGroupArgs{Group: Group, Consumer: s.o.Consumer, Count: int64(count), Block: block}
+	args.Streams = append(args.Streams, streams...)
 	for range streams {
-		args.Streams = append(args.Streams, "")
-	}
-	copy(args.Streams, streams)
-	for i := range streams {
-		args.Streams[len(streams)+i] = ">"
+		args.Streams = append(args.Streams, ">")
 	}
 	res, err := s.blocking.XReadGroup(ctx, args).Result()
 	if err != nil && strings.HasPrefix(err.Error(), "NOGROUP") {

@@ -1,0 +1,204 @@
+package dispatch
+
+import (
+	"context"
+	"math"
+	"sync"
+	"time"
+
+	jobfmt "github.com/webpush-gateway/webpush-gateway/job"
+	"github.com/webpush-gateway/webpush-gateway/stream"
+)
+
+// How a provider serves its two classes (docs/architecture.md, "Priority classes").
+//
+// A transactional job never waits behind bulk jobs: the lane reads the transactional lane
+// first; bulk jobs are read only with the slots the transactional ones leave, less a reserve,
+// and no further ahead than bulkReadAhead of tokens; and a bulk job takes a token only when the
+// bucket keeps one for the next transactional job. Bulk jobs are owed their share
+// (bulk_min_share) while transactional ones take most of the provider: then they read and
+// reserve tokens in turn like transactional ones, until the recent split gives them the share.
+
+// bulkReadAhead is how far ahead of its tokens the lane reads bulk jobs. Short, because the
+// slots a bulk job holds while it waits for its token are slots a transactional job may need.
+const bulkReadAhead = 100 * time.Millisecond
+
+// bulkIdleRecheck is how long a lane whose bulk lane had nothing new skips reading it while
+// transactional jobs keep it busy; an idle lane waits on both lanes at once (Store.WaitLanes),
+// so a bulk job is never left unread longer than this.
+const bulkIdleRecheck = 100 * time.Millisecond
+
+// mixSpan is the span of the recent split between the classes: two of these are counted.
+const mixSpan = time.Second
+
+// classMix counts the tokens the provider's deliveries took by class, over the current and the
+// previous mixSpan, to tell whether bulk jobs are getting their share.
+type classMix struct {
+	mu        sync.Mutex
+	start     time.Time  // guarded by mu; when the current span began
+	cur, prev [2]float64 // guarded by mu; [transactional, bulk]
+}
+
+func classIndex(c jobfmt.Class) int {
+	if c.IsBulk() {
+		return 1
+	}
+	return 0
+}
+
+// roll moves the spans on to now. Called with mu held.
+func (m *classMix) roll(now time.Time) {
+	switch el := now.Sub(m.start); {
+	case m.start.IsZero() || el >= 2*mixSpan:
+		m.prev, m.cur, m.start = [2]float64{}, [2]float64{}, now
+	case el >= mixSpan:
+		m.prev, m.cur, m.start = m.cur, [2]float64{}, m.start.Add(mixSpan)
+	}
+}
+
+// took counts a token taken by a delivery of class c.
+func (m *classMix) took(now time.Time, c jobfmt.Class) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.roll(now)
+	m.cur[classIndex(c)]++
+}
+
+// bulkOwed says whether bulk jobs got less than share of the tokens recently while
+// transactional jobs took some: then bulk takes its turn like a transactional job.
+func (m *classMix) bulkOwed(now time.Time, share float64) bool {
+	if share <= 0 {
+		return false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.roll(now)
+	tx, bulk := m.cur[0]+m.prev[0], m.cur[1]+m.prev[1]
+	return tx > 0 && bulk < share*(tx+bulk)
+}
+
+// txQueued are the deliveries waiting for a token that are not bulk jobs.
+func (pl *providerLimits) txQueued() int64 { return pl.queued.Load() - pl.bulkQueued.Load() }
+
+// bulkSlotReserve is how many of the provider's slots bulk jobs leave free for transactional
+// ones: a tenth (rounded up), none when the provider has a single slot.
+func bulkSlotReserve(capacity int) int {
+	return min(int(math.Ceil(float64(capacity)/10)), capacity-1)
+}
+
+// bulkReadable is how many bulk entries the lane may start now: the free slots less the
+// transactional jobs' reserve (none of it while bulk is owed its share), and no more than
+// bulkReadAhead of tokens beyond those bulk jobs already waiting for theirs.
+func (pl *providerLimits) bulkReadable(owed bool) int {
+	free := pl.slots.Free()
+	if !owed {
+		free -= bulkSlotReserve(pl.slots.Cap())
+	}
+	if free <= 0 {
+		return 0
+	}
+	r := pl.bucket.Rate()
+	if math.IsInf(r, 1) {
+		return free
+	}
+	ahead := max(1, int(math.Ceil(r*bulkReadAhead.Seconds())))
+	return max(0, min(free, ahead-int(pl.bulkQueued.Load())))
+}
+
+// waitClassToken is waitToken for a delivery of class c. A transactional delivery reserves its
+// token at once. A bulk delivery, unless bulk is owed its share, reserves only when the bucket
+// holds a token more than it takes (when its burst allows one), so that the next transactional
+// job finds a token at once rather than behind the bulk jobs' reservations; until then it looks
+// again when the bucket will have refilled.
+func (pl *providerLimits) waitClassToken(stop context.Context, now func() time.Time, c jobfmt.Class) error {
+	if !c.IsBulk() {
+		if err := pl.waitToken(stop, now); err != nil {
+			return err
+		}
+		pl.mix.took(now(), c)
+		return nil
+	}
+	for {
+		t := now()
+		r := pl.bucket.Rate()
+		keep := min(1.0, float64(pl.bucket.Burst()-1))
+		if math.IsInf(r, 1) || pl.mix.bulkOwed(t, pl.provider().BulkMinShare) {
+			break
+		}
+		have := pl.bucket.Tokens(t)
+		if have >= 1+keep {
+			break
+		}
+		d := time.Duration((1 + keep - have) / r * float64(time.Second))
+		sleep(stop, min(max(d, time.Millisecond), 50*time.Millisecond))
+		if stop.Err() != nil {
+			return stop.Err()
+		}
+	}
+	if err := pl.waitToken(stop, now); err != nil {
+		return err
+	}
+	pl.mix.took(now(), c)
+	return nil
+}
+
+// readClasses reads up to n transactional entries and up to nb bulk entries of the lane, most
+// in all and no more than the free slots, without blocking: bulk first for its share when it
+// is owed, then transactional, then bulk with what is left.
+func (l *lane) readClasses(ctx context.Context, n, nb, most int, owed bool) ([]stream.Entry, error) {
+	var out []stream.Entry
+	free := min(l.lim.slots.Free(), most)
+	readBulk := func(count int) error {
+		count = min(count, nb, free-len(out))
+		if count <= 0 || (!owed && time.Now().Before(l.bulkIdleUntil)) {
+			return nil
+		}
+		got, err := l.store.ReadClassLane(ctx, l.shard, l.provider, jobfmt.ClassBulk, count, 0)
+		if err != nil {
+			return err
+		}
+		if len(got) < count {
+			l.bulkIdleUntil = time.Now().Add(bulkIdleRecheck)
+		} else {
+			l.bulkIdleUntil = time.Time{}
+		}
+		nb -= len(got)
+		out = append(out, got...)
+		return nil
+	}
+	if owed {
+		if err := readBulk(max(1, int(math.Ceil(l.lim.provider().BulkMinShare*float64(n))))); err != nil {
+			return out, err
+		}
+	}
+	if n = min(n, free-len(out)); n > 0 {
+		got, err := l.store.ReadClassLane(ctx, l.shard, l.provider, jobfmt.ClassTransactional, n, 0)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, got...)
+	}
+	return out, readBulk(nb)
+}
+
+// waitNew is the lane's wait when neither class had anything it may read: up to Block on both
+// lanes at once when bulk may be read (or its lane looked empty), so a job of either class is
+// read as it arrives; otherwise, while bulk jobs are held back by their limits, on the
+// transactional lane only, up to the time a bulk job may go again.
+func (l *lane) waitNew(ctx context.Context, n, nb int) ([]stream.Entry, error) {
+	cfg := l.cfg
+	if nb > 0 || !l.bulkIdleUntil.IsZero() {
+		got, err := l.store.WaitLanes(ctx, l.shard, l.provider, cfg.Block)
+		for _, e := range got {
+			if stream.ClassOfLane(e.Stream).IsBulk() {
+				l.bulkIdleUntil = time.Time{}
+			}
+		}
+		return got, err
+	}
+	if n <= 0 {
+		sleep(ctx, l.lim.paceWait(cfg.Block))
+		return nil, nil
+	}
+	return l.store.ReadClassLane(ctx, l.shard, l.provider, jobfmt.ClassTransactional, n, min(l.lim.paceWait(cfg.Block), cfg.Block))
+}
