@@ -31,8 +31,10 @@ const bulkIdleRecheck = 100 * time.Millisecond
 // mixSpan is the span of the recent split between the classes: two of these are counted.
 const mixSpan = time.Second
 
-// classMix counts the tokens the provider's deliveries took by class, over the current and the
-// previous mixSpan, to tell whether bulk jobs are getting their share.
+// classMix counts the tokens the provider's deliveries reserved by class, over the current and
+// the previous mixSpan, to tell whether bulk jobs are getting their share. A reservation is
+// counted when it is made, not when its token comes: transactional jobs reserve up to
+// readAhead ahead, and counting at the send would see a bulk job's turn that late.
 type classMix struct {
 	mu        sync.Mutex
 	start     time.Time  // guarded by mu; when the current span began
@@ -56,7 +58,7 @@ func (m *classMix) roll(now time.Time) {
 	}
 }
 
-// took counts a token taken by a delivery of class c.
+// took counts a token reserved by a delivery of class c.
 func (m *classMix) took(now time.Time, c jobfmt.Class) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -112,11 +114,8 @@ func (pl *providerLimits) bulkReadable(owed bool) int {
 // again when the bucket will have refilled.
 func (pl *providerLimits) waitClassToken(stop context.Context, now func() time.Time, c jobfmt.Class) error {
 	if !c.IsBulk() {
-		if err := pl.waitToken(stop, now); err != nil {
-			return err
-		}
 		pl.mix.took(now(), c)
-		return nil
+		return pl.waitToken(stop, now)
 	}
 	for {
 		t := now()
@@ -135,11 +134,8 @@ func (pl *providerLimits) waitClassToken(stop context.Context, now func() time.T
 			return stop.Err()
 		}
 	}
-	if err := pl.waitToken(stop, now); err != nil {
-		return err
-	}
 	pl.mix.took(now(), c)
-	return nil
+	return pl.waitToken(stop, now)
 }
 
 // readClasses reads up to n transactional entries and up to nb bulk entries of the lane, most

@@ -93,3 +93,44 @@ func TestBulkBacklogNeverDelaysTransactional(t *testing.T) {
 		}
 	}
 }
+
+// TestBulkKeepsItsShareUnderTransactionalLoad: transactional jobs arrive faster than FCM's rate
+// while a bulk backlog waits; bulk still gets bulk_min_share of the sends, and transactional
+// jobs the rest. Without the share a steady transactional flow would hold bulk back for as long
+// as it lasts.
+func TestBulkKeepsItsShareUnderTransactionalLoad(t *testing.T) {
+	const rate, share = 40.0, 0.25
+	e := newEnv(t, envOptions{wallClock: true, registry: testRegistry(map[string]string{
+		"fcm": fmt.Sprintf("rate: %g\nburst: 4\nbulk_min_share: %g", rate, share)})})
+	sub := e.subscribe(pushsim.FCM, e.key)
+	var bulk [][]byte
+	for i := range 800 {
+		bulk = append(bulk, job(fmt.Sprintf("bulk-%d", i), sub, "newsletter", "class", "bulk"))
+	}
+	e.enqueue(bulk...)
+	stop := e.feed("tx", sub, 1.5*rate) // more than the provider takes: transactional never runs dry
+	e.start(e.config(e.store))
+	from := time.Now().Add(2 * time.Second)
+	const window = 5 * time.Second
+	waitFor(t, "the measuring window to pass", func() bool { return time.Now().After(from.Add(window + 200*time.Millisecond)) })
+	stop()
+	var tx, bk int
+	for _, d := range e.sim.Deliveries() {
+		if d.At.Before(from) || !d.At.Before(from.Add(window)) {
+			continue
+		}
+		if strings.HasPrefix(d.JobID, "bulk-") {
+			bk++
+		} else {
+			tx++
+		}
+	}
+	got := float64(bk) / float64(bk+tx)
+	t.Logf("in %v at %.0f/s: %d transactional, %d bulk sends (bulk %.2f, its share %.2f)", window, rate, tx, bk, got, share)
+	if got < 0.8*share {
+		t.Errorf("bulk got %.2f of the sends under a saturating transactional flow, want at least about its share %.2f", got, share)
+	}
+	if float64(tx)/float64(bk+tx) < 1-share-0.1 {
+		t.Errorf("transactional got %d of %d sends, want about %.0f%%: bulk took more than its share", tx, bk+tx, 100*(1-share))
+	}
+}

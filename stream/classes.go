@@ -47,7 +47,10 @@ func ParseLaneName(name string) (provider string, class job.Class, ok bool) {
 		return "", "", false
 	}
 	if p, bulk := strings.CutSuffix(rest, bulkSuffix); bulk {
-		return p, job.ClassBulk, p != ""
+		if p == "" {
+			return "", "", false
+		}
+		return p, job.ClassBulk, true
 	}
 	return rest, job.ClassTransactional, true
 }
