@@ -76,7 +76,7 @@ func transactionalWaits(b *testing.B, backlog int) (p50, p99 time.Duration) {
 }
 
 // BenchmarkClassCPU measures the test process's CPU per message (the worker and pushsim, which
-// runs in it; Redis is a process of its own) for 5,000 jobs of each class sent unthrottled:
+// runs in it; Redis is a process of its own) for 2,000 jobs of each class sent unthrottled:
 // bulk jobs should cost what transactional ones (today's jobs) do.
 func BenchmarkClassCPU(b *testing.B) {
 	for _, class := range []string{"", "bulk"} {
@@ -96,7 +96,7 @@ func classCPU(b *testing.B, class string) float64 {
 	b.StopTimer()
 	e := newEnv(b, envOptions{wallClock: true, registry: testRegistry(map[string]string{"fcm": "rate: 1000000\nburst: 100000\nmax_in_flight: 256"})})
 	sub := e.subscribe(pushsim.FCM, e.key)
-	const jobs = 5000
+	const jobs = 2000
 	var lines [][]byte
 	for i := range jobs {
 		var extra []any
