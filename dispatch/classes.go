@@ -117,25 +117,49 @@ func (pl *providerLimits) waitClassToken(stop context.Context, now func() time.T
 		pl.mix.took(now(), c)
 		return pl.waitToken(stop, now)
 	}
+	took, err := pl.spareToken(stop, now)
+	if err != nil || took {
+		return err
+	}
+	pl.mix.took(now(), c)
+	return pl.waitToken(stop, now)
+}
+
+// spareToken waits until a bulk delivery may reserve: at once while bulk is owed its share (it
+// then reserves in turn, like a transactional job: took is false), else once the bucket holds
+// a token more than it takes, which it takes (took is true). One bulk delivery at a time looks, and it reserves before the next looks:
+// several that saw the spare token at once would all reserve, and the next transactional job
+// would wait behind them.
+func (pl *providerLimits) spareToken(stop context.Context, now func() time.Time) (took bool, err error) {
+	select {
+	case pl.bulkTurn <- struct{}{}:
+	case <-stop.Done():
+		return false, stop.Err()
+	}
 	for {
 		t := now()
 		r := pl.bucket.Rate()
-		keep := min(1.0, float64(pl.bucket.Burst()-1))
 		if math.IsInf(r, 1) || pl.mix.bulkOwed(t, pl.provider().BulkMinShare) {
-			break
+			<-pl.bulkTurn
+			return false, nil
 		}
+		keep := min(1.0, float64(pl.bucket.Burst()-1))
 		have := pl.bucket.Tokens(t)
 		if have >= 1+keep {
-			break
+			// The token is there: reserving it takes no wait, so the next bulk delivery looks
+			// only after this one's reservation counts.
+			pl.mix.took(t, jobfmt.ClassBulk)
+			err := pl.waitToken(stop, now)
+			<-pl.bulkTurn
+			return err == nil, err
 		}
 		d := time.Duration((1 + keep - have) / r * float64(time.Second))
 		sleep(stop, min(max(d, time.Millisecond), 50*time.Millisecond))
 		if stop.Err() != nil {
-			return stop.Err()
+			<-pl.bulkTurn
+			return false, stop.Err()
 		}
 	}
-	pl.mix.took(now(), c)
-	return pl.waitToken(stop, now)
 }
 
 // readClasses reads up to n transactional entries and up to nb bulk entries of the lane, most

@@ -74,6 +74,8 @@ type providerLimits struct {
 	bulkQueued atomic.Int64
 	// mix is the recent split of the provider's tokens between the classes.
 	mix classMix
+	// bulkTurn holds the one bulk delivery that may look for a spare token (waitClassToken).
+	bulkTurn chan struct{}
 	// recovered is cfg.Now (unix ns) at the last bucket.Recover.
 	recovered atomic.Int64
 }
@@ -122,10 +124,11 @@ func newFleetLimits(cfg *Config) *fleetLimits {
 func (f *fleetLimits) add(p *providers.Provider, fallback bool) *providerLimits {
 	cfg := f.cfg
 	pl := &providerLimits{
-		id:     p.ID,
-		slots:  limits.NewSlots(slotsConfig(p)),
-		bucket: limits.NewBucket(p.Rate, max(1, p.Burst)),
-		fleet:  f,
+		id:       p.ID,
+		slots:    limits.NewSlots(slotsConfig(p)),
+		bucket:   limits.NewBucket(p.Rate, max(1, p.Burst)),
+		fleet:    f,
+		bulkTurn: make(chan struct{}, 1),
 		onChange: func(name string, from, to limits.State) {
 			// Runs under gobreaker's lock: hand the change on and return.
 			cfg.Metrics.BreakerTransition(name, breakerState(to).String())
