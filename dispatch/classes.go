@@ -201,13 +201,19 @@ func (l *lane) readClasses(ctx context.Context, n, nb, most int, owed bool) ([]s
 	return out, readBulk(nb)
 }
 
-// waitNew is the lane's wait when neither class had anything it may read: up to Block on both
-// lanes at once when bulk may be read (or its lane looked empty), so a job of either class is
-// read as it arrives; otherwise, while bulk jobs are held back by their limits, on the
-// transactional lane only, up to the time a bulk job may go again.
+// waitNew is the lane's wait when neither class had anything it may read. With room for both
+// classes it blocks up to Block on both lanes at once, so a job of either class is read as it
+// arrives (one of each at most). With room for transactional jobs only (bulk jobs are held back
+// by their limits), it blocks on the transactional lane alone, up to the time a bulk job may go
+// again. With no room for transactional jobs (enough of them wait for tokens) it only paces, as
+// a lane always did: reading one more would make it wait in the process rather than in Redis.
 func (l *lane) waitNew(ctx context.Context, n, nb int) ([]stream.Entry, error) {
 	cfg := l.cfg
-	if nb > 0 || !l.bulkIdleUntil.IsZero() {
+	switch {
+	case n <= 0:
+		sleep(ctx, l.lim.paceWait(cfg.Block))
+		return nil, nil
+	case nb > 0:
 		got, err := l.store.WaitLanes(ctx, l.shard, l.provider, cfg.Block)
 		for _, e := range got {
 			if stream.ClassOfLane(e.Stream).IsBulk() {
@@ -215,10 +221,6 @@ func (l *lane) waitNew(ctx context.Context, n, nb int) ([]stream.Entry, error) {
 			}
 		}
 		return got, err
-	}
-	if n <= 0 {
-		sleep(ctx, l.lim.paceWait(cfg.Block))
-		return nil, nil
 	}
 	return l.store.ReadClassLane(ctx, l.shard, l.provider, jobfmt.ClassTransactional, n, min(l.lim.paceWait(cfg.Block), cfg.Block))
 }
