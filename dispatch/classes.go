@@ -89,8 +89,8 @@ func bulkSlotReserve(capacity int) int {
 }
 
 // bulkReadable is how many bulk entries the lane may start now: the free slots less the
-// transactional jobs' reserve (none of it while bulk is owed its share), and no more than
-// bulkReadAhead of tokens beyond those bulk jobs already waiting for theirs.
+// transactional jobs' reserve, and no more than bulkReadAhead of tokens beyond those bulk jobs
+// already waiting for theirs; while bulk is owed its share, no reserve and readAhead.
 func (pl *providerLimits) bulkReadable(owed bool) int {
 	free := pl.slots.Free()
 	if !owed {
@@ -103,7 +103,13 @@ func (pl *providerLimits) bulkReadable(owed bool) int {
 	if math.IsInf(r, 1) {
 		return free
 	}
-	ahead := max(1, int(math.Ceil(r*bulkReadAhead.Seconds())))
+	// Owed, bulk reserves in turn behind transactional reservations up to readAhead out: with
+	// only bulkReadAhead of them waiting it could not reach its share.
+	span := bulkReadAhead
+	if owed {
+		span = readAhead
+	}
+	ahead := max(1, int(math.Ceil(r*span.Seconds())))
 	return max(0, min(free, ahead-int(pl.bulkQueued.Load())))
 }
 
