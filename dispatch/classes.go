@@ -204,6 +204,11 @@ func (l *lane) readClasses(ctx context.Context, n, nb, most int, owed bool) ([]s
 		}
 		out = append(out, got...)
 	}
+	if owed {
+		// The slots transactional jobs did not take now stay theirs, less the share read
+		// above: bulk jobs waiting for their turn must not hold every slot.
+		return out, readBulk(free - len(out) - bulkSlotReserve(l.lim.slots.Cap()))
+	}
 	return out, readBulk(nb)
 }
 
