@@ -153,12 +153,16 @@ func (l *lane) hostKey(endpoint string) string {
 // Owned by the delivery's goroutine.
 type tokenWait struct {
 	pl   *providerLimits
+	bulk bool
 	left bool
 }
 
-func (t *tokenWait) join(pl *providerLimits) {
-	t.pl = pl
+func (t *tokenWait) join(pl *providerLimits, bulk bool) {
+	t.pl, t.bulk = pl, bulk
 	pl.queued.Add(1)
+	if bulk {
+		pl.bulkQueued.Add(1)
+	}
 }
 
 // leave ends the count; once only, however often it is called, and nothing before join.
@@ -166,5 +170,8 @@ func (t *tokenWait) leave() {
 	if t.pl != nil && !t.left {
 		t.left = true
 		t.pl.queued.Add(-1)
+		if t.bulk {
+			t.pl.bulkQueued.Add(-1)
+		}
 	}
 }

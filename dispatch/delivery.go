@@ -64,6 +64,9 @@ type laneJob struct {
 	job      *jobfmt.Job
 	attempt  int
 	enqueued time.Time // fixed at intake: every attempt's TTL is counted from it
+	// class is the class of the lane the entry came from: what decides its turn for slots and
+	// tokens, and the lane its retries go back to.
+	class jobfmt.Class
 }
 
 // invalidEntry says why a lane entry cannot be sent. Its text is the reason its dead record
@@ -80,7 +83,7 @@ func (e *invalidEntry) Unwrap() error { return e.err }
 // written by something else than this gateway, and says what is wrong; the fields read before
 // the fault are set even so.
 func parseLaneEntry(e stream.Entry, now time.Time) (*laneJob, error) {
-	lj := &laneJob{raw: e.Fields["job"]}
+	lj := &laneJob{raw: e.Fields["job"], class: stream.ClassOfLane(e.Stream)}
 	if lj.raw == "" {
 		return lj, &invalidEntry{reason: `lane entry has no "job" field`}
 	}
@@ -251,9 +254,9 @@ func (d *delivery) admit(ctx, stop context.Context) (adm admission, ok bool) {
 			adm.end(cfg.Now(), nil)
 			return admission{}, false
 		}
-		d.tok.join(l.lim)
+		d.tok.join(l.lim, d.laneJob.class.IsBulk())
 	}
-	if l.lim.waitToken(stop, cfg.Now) != nil {
+	if l.lim.waitClassToken(stop, cfg.Now, d.laneJob.class) != nil {
 		adm.end(cfg.Now(), nil) // stopping before the send: nothing was sent
 		return admission{}, false
 	}

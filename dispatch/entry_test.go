@@ -64,7 +64,11 @@ func newFakeStore() *fakeStore {
 	return &fakeStore{sent: map[string]bool{}, gone: map[string]bool{}, notOwned: map[string]bool{}}
 }
 
-func (f *fakeStore) ReadLane(context.Context, int, string, int, time.Duration) ([]stream.Entry, error) {
+func (f *fakeStore) ReadClassLane(context.Context, int, string, jobfmt.Class, int, time.Duration) ([]stream.Entry, error) {
+	return nil, nil
+}
+
+func (f *fakeStore) WaitLanes(context.Context, int, string, time.Duration) ([]stream.Entry, error) {
 	return nil, nil
 }
 
@@ -226,7 +230,7 @@ func (u *unitLane) entry(id string, attempt int, age time.Duration, host string,
 // for it to finish.
 func (u *unitLane) deliver(t *testing.T, e stream.Entry, reclaimed bool) {
 	t.Helper()
-	u.hold(e.ID)
+	u.hold(e)
 	if !u.startDelivery(context.Background(), context.Background(), e, reclaimed) {
 		t.Fatal("startDelivery refused the entry")
 	}
@@ -293,6 +297,9 @@ func TestAfterSendDecides(t *testing.T) {
 	lj, _ := parseLaneEntry(u.entry("j", 0, time.Minute, "web.push.apple.com", "ttl", 3600, "recipient", "r1"), now)
 	last, _ := parseLaneEntry(u.entry("j", 8, time.Minute, "web.push.apple.com", "ttl", 3600), now)
 	short, _ := parseLaneEntry(u.entry("j", 0, time.Minute, "web.push.apple.com", "ttl", 62), now)
+	be := u.entry("j", 0, time.Minute, "web.push.apple.com", "ttl", 3600, "recipient", "r1")
+	be.Stream += ":bulk" // read from the provider's bulk lane
+	bulk, _ := parseLaneEntry(be, now)
 	out := func(code taxonomy.Code, status int, retryAfter time.Duration) taxonomy.Outcome {
 		return taxonomy.Outcome{Code: code, Status: status, Provider: "apple", Detail: "said so", RetryAfter: retryAfter}
 	}
@@ -312,10 +319,13 @@ func TestAfterSendDecides(t *testing.T) {
 			nextState{kind: toLedger, result: stream.Result{Code: "INVALID_REQUEST", Status: 400}}},
 		{"rate limited: a retry no sooner than Retry-After", lj, out(taxonomy.RateLimited, 429, 30*time.Second),
 			nextState{kind: toDelayed, retry: stream.RetryRecord{Provider: "apple", Recipient: "r1", Due: now.Add(30 * time.Second), Attempt: 1,
-				MaxDelayed: 1_000_000, MaxPerRecipient: 1_000, Code: "RATE_LIMITED", Detail: "said so", At: now}}},
+				MaxDelayed: 1_000_000, MaxPerRecipient: 1_000, Code: "RATE_LIMITED", Detail: "said so", At: now, Class: jobfmt.ClassTransactional}}},
+		{"a bulk job's retry: back to the bulk lane when due", bulk, out(taxonomy.RateLimited, 429, 30*time.Second),
+			nextState{kind: toDelayed, retry: stream.RetryRecord{Provider: "apple", Recipient: "r1", Due: now.Add(30 * time.Second), Attempt: 1,
+				MaxDelayed: 1_000_000, MaxPerRecipient: 1_000, Code: "RATE_LIMITED", Detail: "said so", At: now, Class: jobfmt.ClassBulk}}},
 		{"provider down: a retry after half the first backoff ceiling (Rand 0.5)", lj, out(taxonomy.ProviderDown, 503, 0),
 			nextState{kind: toDelayed, retry: stream.RetryRecord{Provider: "apple", Recipient: "r1", Due: now.Add(2500 * time.Millisecond), Attempt: 1,
-				MaxDelayed: 1_000_000, MaxPerRecipient: 1_000, Code: "PROVIDER_DOWN", Detail: "said so", At: now}}},
+				MaxDelayed: 1_000_000, MaxPerRecipient: 1_000, Code: "PROVIDER_DOWN", Detail: "said so", At: now, Class: jobfmt.ClassTransactional}}},
 		{"the last retry used: dead", last, out(taxonomy.ProviderDown, 503, 0),
 			nextState{kind: toDead, result: stream.Result{Code: "PROVIDER_DOWN", Status: 503, Detail: "said so"},
 				dead: stream.DeadRecord{Code: "PROVIDER_DOWN", Reason: "gave up after 9 attempts: PROVIDER_DOWN 503: said so",
@@ -473,7 +483,7 @@ func TestEntryStepsOnAFakeStore(t *testing.T) {
 			return taxonomy.Outcome{Code: taxonomy.TransportError, Provider: "apple", Detail: "context canceled"}
 		}
 		e := u.entry("cut", 0, time.Second, "web.push.apple.com")
-		u.hold(e.ID)
+		u.hold(e)
 		if !u.startDelivery(context.Background(), ctx, e, false) {
 			t.Fatal("startDelivery refused the entry")
 		}

@@ -92,7 +92,7 @@ func (b *syncBuffer) String() string {
 // env is one redis-server, one pushsim and a Sender wired to it under the real provider host
 // names, plus what a test needs to look at Redis.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	redis  *redistest.Server
 	store  *stream.Store
 	prod   *stream.Producer
@@ -136,7 +136,7 @@ type envOptions struct {
 // record is one stream entry: its fields plus "_id", the entry id.
 type record map[string]string
 
-func newEnv(t *testing.T, opts envOptions) *env {
+func newEnv(t testing.TB, opts envOptions) *env {
 	t.Helper()
 	if testing.Short() {
 		// `go test -short ./dispatch/` runs the decision tests alone, in a second; make test runs
@@ -389,7 +389,7 @@ func (e *env) config(store *stream.Store) Config {
 
 // worker is one running Run.
 type worker struct {
-	t      *testing.T
+	t      testing.TB
 	cancel context.CancelFunc
 	errc   chan error
 	once   sync.Once
@@ -421,7 +421,7 @@ func (w *worker) stop() error {
 }
 
 // waitFor polls cond until it holds, failing the test after waitLimit.
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(waitLimit)
 	tick := time.NewTicker(5 * time.Millisecond)

@@ -118,7 +118,7 @@ func (in *intake) handle(ctx context.Context, e stream.Entry) error {
 	provider := route.Provider.ID
 	var v stream.LaneVerdict
 	err = in.health.retry(ctx, in.done, e.Shard, telemetry.OpWrite, "to lane", false, cfg.Now, func(ctx context.Context) (err error) {
-		v, err = cfg.Store.ToLane(ctx, e, provider, job.ID, raw, job.EnqueuedAt.UnixMilli())
+		v, err = cfg.Store.ToClassLane(ctx, e, provider, job.Class, job.ID, raw, job.EnqueuedAt.UnixMilli())
 		return err
 	})
 	switch {

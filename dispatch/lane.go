@@ -86,7 +86,7 @@ type lane struct {
 	// goroutine that held it finished it is offered once that goroutine lets go: its delivery
 	// checks that a reclaimed entry is still ours before it sends it (delivery.stillOurs).
 	// Guarded by mu.
-	held map[string]time.Time
+	held map[heldKey]time.Time
 	// recheckAfter is how long an entry may wait in this process (for a slot, for a token)
 	// before its delivery asks Redis whether it is still ours: half the visibility timeout, after
 	// which another replica may reclaim it. Immutable after newLane.
@@ -95,11 +95,18 @@ type lane struct {
 	// (parking.go); meanHold is the mean time a delivery holds its slot, in ns.
 	park     parking
 	meanHold atomic.Int64
+	// bulkIdleUntil is when the reader next looks at the bulk lane after it found nothing new
+	// there (bulkIdleRecheck). Owned by the reader goroutine.
+	bulkIdleUntil time.Time
 }
+
+// heldKey names an entry the lane holds: entry ids are unique within a stream only, and the
+// lane reads two (one per class).
+type heldKey struct{ stream, id string }
 
 func newLane(p laneParams) *lane {
 	l := &lane{laneParams: p, stopper: newStopper(), offered: make(chan stream.Entry, max(1, p.lim.provider().MaxInFlight)),
-		held: make(map[string]time.Time), recheckAfter: p.cfg.VisibilityTimeout / 2}
+		held: make(map[heldKey]time.Time), recheckAfter: p.cfg.VisibilityTimeout / 2}
 	l.workers = newWorkers(l.done)
 	return l
 }
@@ -114,49 +121,50 @@ func (l *lane) start(wg *sync.WaitGroup) {
 // the entry stays pending and a later reclaim round takes it. An entry this lane already holds
 // is taken as handed over: the goroutine that has it finishes it.
 func (l *lane) offer(e stream.Entry) bool {
-	if !l.hold(e.ID) {
+	if !l.hold(e) {
 		return true
 	}
 	select {
 	case l.offered <- e:
 		return true
 	default:
-		l.release(e.ID)
+		l.release(e)
 		return false
 	}
 }
 
 // hold marks an entry as in this lane's hands; false when it already was.
-func (l *lane) hold(id string) bool {
+func (l *lane) hold(e stream.Entry) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if _, ok := l.held[id]; ok {
+	k := heldKey{e.Stream, e.ID}
+	if _, ok := l.held[k]; ok {
 		return false
 	}
-	l.held[id] = time.Now()
+	l.held[k] = time.Now()
 	return true
 }
 
-// heldSince are the entries this lane has held since before cutoff without a refresh of
-// their idle time (real time, as Redis keeps it), now marked refreshed at now: the reclaimer
-// passes them to Store.Reclaim, which resets their idle time.
-func (l *lane) heldSince(cutoff, now time.Time) []string {
+// heldSince are the entries of stream (one of the lane's two) this lane has held since before
+// cutoff without a refresh of their idle time (real time, as Redis keeps it), now marked
+// refreshed at now: the reclaimer passes them to Store.Reclaim, which resets their idle time.
+func (l *lane) heldSince(stream string, cutoff, now time.Time) []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var ids []string
-	for id, at := range l.held {
-		if at.Before(cutoff) {
-			ids = append(ids, id)
-			l.held[id] = now
+	for k, at := range l.held {
+		if k.stream == stream && at.Before(cutoff) {
+			ids = append(ids, k.id)
+			l.held[k] = now
 		}
 	}
 	return ids
 }
 
-func (l *lane) release(id string) {
+func (l *lane) release(e stream.Entry) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	delete(l.held, id)
+	delete(l.held, heldKey{e.Stream, e.ID})
 }
 
 // readLoop is the reader. Each round it decides how much to read from the provider's limits:
@@ -198,7 +206,9 @@ func (l *lane) readLoop() {
 			}
 			last = state
 		}
-		n := 0
+		// n transactional entries, nb bulk ones, most in all (readClasses).
+		n, nb, most, past := 0, 0, 0, 0
+		owed := l.lim.mix.bulkOwed(time.Now(), l.lim.provider().BulkMinShare)
 		if l.lim.paused.Load() {
 			// An operator paused the provider: its jobs wait in Redis, spending nothing.
 			sleep(ctx, cfg.Block)
@@ -209,12 +219,16 @@ func (l *lane) readLoop() {
 			sleep(ctx, min(l.lim.breaker().OpenFor(), cfg.Block))
 			continue
 		case limits.HalfOpen:
+			// One probe, of either class: a provider with only bulk jobs must close too.
 			n = min(1, l.lim.slots.Free())
+			nb, most = n, n
 		default:
-			n = l.lim.readable()
+			n, nb = l.lim.readable(), l.lim.bulkReadable(owed)
 			if n > 0 {
-				n += l.readPastParked()
+				past = l.readPastParked()
+				n += past
 			}
+			most = n + nb
 			if n > 0 && !gathered {
 				if wait := l.tokenGather(); wait > 0 {
 					gathered = true
@@ -229,7 +243,7 @@ func (l *lane) readLoop() {
 			}
 		}
 		gathered = false
-		if n == 0 {
+		if n == 0 && nb == 0 {
 			if l.lim.slots.Free() == 0 {
 				// Wait for a slot without keeping it, then read as many as are free then.
 				if l.lim.slots.Wait(ctx) != nil {
@@ -241,7 +255,10 @@ func (l *lane) readLoop() {
 			}
 			continue
 		}
-		entries, err := l.store.ReadLane(ctx, l.shard, l.provider, n, l.readBlock())
+		entries, err := l.readClasses(ctx, n, nb, most, past, owed)
+		if err == nil && len(entries) == 0 && most > 0 {
+			entries, err = l.waitNew(ctx, n, nb)
+		}
 		if ctx.Err() == nil {
 			l.health.observe(l.shard, telemetry.OpRead, err, cfg.Now())
 		}
@@ -255,7 +272,7 @@ func (l *lane) readLoop() {
 		}
 		backoff.reset()
 		for _, e := range entries {
-			l.hold(e.ID) // a fresh read: no one else in this process has it
+			l.hold(e) // a fresh read: no one else in this process has it
 			if !l.startDelivery(ctx, sendCtx, e, false) {
 				return // stopping: the rest were never started and stay pending
 			}

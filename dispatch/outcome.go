@@ -122,7 +122,7 @@ func (l *lane) afterSend(lj *laneJob, out taxonomy.Outcome, r stream.Result) nex
 				ID: j.ID, Provider: l.provider, Recipient: j.Recipient, Due: due, Attempt: lj.attempt + 1,
 				Job: lj.raw, EnqueuedAtMs: lj.enqueued.UnixMilli(),
 				MaxDelayed: capArg(cfg.MaxDelayed), MaxPerRecipient: capArg(cfg.MaxPerRecipient),
-				Code: string(out.Code), Detail: out.Detail, At: r.At,
+				Code: string(out.Code), Detail: out.Detail, At: r.At, Class: lj.class,
 			}}
 		}
 	}
@@ -138,7 +138,7 @@ func (l *lane) afterSend(lj *laneJob, out taxonomy.Outcome, r stream.Result) nex
 func (l *lane) putBack(lj *laneJob, due, now time.Time) nextState {
 	return nextState{kind: toDelayed, retry: stream.RetryRecord{
 		ID: lj.job.ID, Provider: l.provider, Due: due, Attempt: lj.attempt,
-		Job: lj.raw, EnqueuedAtMs: lj.enqueued.UnixMilli(), At: now,
+		Job: lj.raw, EnqueuedAtMs: lj.enqueued.UnixMilli(), At: now, Class: lj.class,
 	}}
 }
 

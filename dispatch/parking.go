@@ -248,7 +248,7 @@ func (l *lane) begin(readCtx, sendCtx context.Context, d *delivery, fresh bool) 
 			// entries it may not start, and bounds how many are moved at once.
 			now := cfg.Now()
 			d.record(readCtx, l.putBack(d.laneJob, now.Add(putBackDelay(cfg.Rand())), now))
-			l.release(d.e.ID)
+			l.release(d.e)
 			return sentBack
 		}
 	}
@@ -286,7 +286,7 @@ func (l *lane) parkOrSendBack(readCtx context.Context, d *delivery, key parkKey,
 	l.inflight.Add(1)
 	l.workers.run(func() {
 		defer l.inflight.Done()
-		defer l.release(d.e.ID)
+		defer l.release(d.e)
 		d.record(readCtx, next)
 	})
 	return sentBack
@@ -297,7 +297,7 @@ func (l *lane) parkOrSendBack(readCtx context.Context, d *delivery, key parkKey,
 func (l *lane) run(readCtx, sendCtx context.Context, d *delivery, pooled bool) {
 	d.pooled = pooled
 	if !pooled {
-		d.tok.join(l.lim) // a pooled delivery joins once it has its unproven token (admit)
+		d.tok.join(l.lim, d.laneJob.class.IsBulk()) // a pooled delivery joins once it has its unproven token (admit)
 	}
 	l.inflight.Add(1)
 	began := time.Now()
@@ -305,7 +305,7 @@ func (l *lane) run(readCtx, sendCtx context.Context, d *delivery, pooled bool) {
 		defer l.inflight.Done()
 		defer func() {
 			l.noteHold(time.Since(began))
-			l.release(d.e.ID)
+			l.release(d.e)
 			if pooled {
 				l.lim.releaseUnproven()
 			}
@@ -419,7 +419,7 @@ func (l *lane) readBlock() time.Duration {
 // stay pending, for the replica that takes them over.
 func (l *lane) dropParked() {
 	for _, d := range l.park.drain() {
-		l.release(d.e.ID)
+		l.release(d.e)
 	}
 }
 

@@ -77,6 +77,13 @@ type providerLimits struct {
 	// or left without needing one; the lanes read no further ahead than readAhead's worth of
 	// tokens.
 	queued atomic.Int64
+	// bulkQueued counts those of queued that are bulk jobs: readable leaves them out, because
+	// a transactional job never waits behind them for a token (waitClassToken).
+	bulkQueued atomic.Int64
+	// mix is the recent split of the provider's tokens between the classes.
+	mix classMix
+	// bulkTurn holds the one bulk delivery that may look for a spare token (waitClassToken).
+	bulkTurn chan struct{}
 	// recovered is cfg.Now (unix ns) at the last bucket.Recover.
 	recovered atomic.Int64
 }
@@ -125,10 +132,11 @@ func newFleetLimits(cfg *Config) *fleetLimits {
 func (f *fleetLimits) add(p *providers.Provider, fallback bool) *providerLimits {
 	cfg := f.cfg
 	pl := &providerLimits{
-		id:     p.ID,
-		slots:  limits.NewSlots(slotsConfig(p)),
-		bucket: limits.NewBucket(p.Rate, max(1, p.Burst)),
-		fleet:  f,
+		id:       p.ID,
+		slots:    limits.NewSlots(slotsConfig(p)),
+		bucket:   limits.NewBucket(p.Rate, max(1, p.Burst)),
+		fleet:    f,
+		bulkTurn: make(chan struct{}, 1),
 		onChange: func(name string, from, to limits.State) {
 			// Runs under gobreaker's lock: hand the change on and return.
 			cfg.Metrics.BreakerTransition(name, breakerState(to).String())
@@ -386,7 +394,7 @@ func (pl *providerLimits) paceWait(block time.Duration) time.Duration {
 // their token yet) take to get them at the bucket's rate: 0 when none wait or the rate is
 // unbounded.
 func (pl *providerLimits) tokenQueue() time.Duration {
-	r, q := pl.bucket.Rate(), pl.queued.Load()
+	r, q := pl.bucket.Rate(), pl.txQueued()
 	if q <= 0 || r <= 0 || math.IsInf(r, 1) {
 		return 0
 	}
@@ -407,7 +415,7 @@ func (pl *providerLimits) readable() int {
 		return free // no limit, or more tokens than slots: the slots decide
 	}
 	ahead := max(1, int(math.Ceil(r*readAhead.Seconds())))
-	return max(0, min(free, ahead-int(pl.queued.Load())))
+	return max(0, min(free, ahead-int(pl.txQueued())))
 }
 
 // waitToken takes a token from the provider's bucket, sleeping until its reservation is due.

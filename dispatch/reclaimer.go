@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	jobfmt "github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/limits"
 	"github.com/webpush-gateway/webpush-gateway/providers"
 	"github.com/webpush-gateway/webpush-gateway/stream"
@@ -120,18 +121,26 @@ func (r *reclaimer) reclaim(ctx context.Context) error {
 			// The entries the lane has held for half the visibility timeout get their idle time
 			// reset in the same script, before it looks for idle ones: they are ours, and in
 			// hand. Without a claim round nothing counts their deliveries, so they can wait.
-			now := time.Now()
-			held := l.heldSince(now.Add(-cfg.VisibilityTimeout/2), now)
-			claimed, err := r.claim(ctx, s, cfg.Store.LaneStream(s, p), n, held, alive)
-			if err != nil {
-				return err
-			}
-			room -= len(claimed)
-			for _, e := range claimed {
-				if !l.offer(e) {
-					// Only the reclaimer offers, and it claimed no more than the room: this
-					// cannot happen, but if it did the entry stays pending for the next round.
-					cfg.Logger.Warn("dispatch: lane had no room for a reclaimed entry", "stream", e.Stream, "entry", e.ID)
+			// Both classes' lanes, transactional first, while there is room.
+			for _, class := range jobfmt.Classes {
+				if n <= 0 {
+					break
+				}
+				st := cfg.Store.ClassLaneStream(s, p, class)
+				now := time.Now()
+				held := l.heldSince(st, now.Add(-cfg.VisibilityTimeout/2), now)
+				claimed, err := r.claim(ctx, s, st, n, held, alive)
+				if err != nil {
+					return err
+				}
+				room -= len(claimed)
+				n -= len(claimed)
+				for _, e := range claimed {
+					if !l.offer(e) {
+						// Only the reclaimer offers, and it claimed no more than the room: this
+						// cannot happen, but if it did the entry stays pending for the next round.
+						cfg.Logger.Warn("dispatch: lane had no room for a reclaimed entry", "stream", e.Stream, "entry", e.ID)
+					}
 				}
 			}
 		}

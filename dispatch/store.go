@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	jobfmt "github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/stream"
 )
 
@@ -27,6 +28,7 @@ type storeLayout interface {
 	Consumer() string
 	IntakeStream(shard int) string
 	LaneStream(shard int, provider string) string
+	ClassLaneStream(shard int, provider string, class jobfmt.Class) string
 }
 
 // startupStore is what the start of a worker does: the groups and scripts, the check of lanes
@@ -41,7 +43,7 @@ type startupStore interface {
 // intakeStore is the intake reader's: new entries, and their move to a lane or the dead stream.
 type intakeStore interface {
 	ReadIntake(ctx context.Context, shard, count int, block time.Duration) ([]stream.Entry, []stream.Refusal, error)
-	ToLane(ctx context.Context, e stream.Entry, provider, jobID, rawJob string, enqueuedAtMs int64) (stream.LaneVerdict, error)
+	ToClassLane(ctx context.Context, e stream.Entry, provider string, class jobfmt.Class, jobID, rawJob string, enqueuedAtMs int64) (stream.LaneVerdict, error)
 	ToDead(ctx context.Context, e stream.Entry, d stream.DeadRecord) (bool, error)
 }
 

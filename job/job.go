@@ -33,7 +33,7 @@ const (
 // jobFields are the top-level fields of format v1, in the order they are validated.
 var jobFields = []string{
 	"id", "subscription", "payload", "payload_encoding", "ciphertext", "notification", "ttl",
-	"urgency", "topic", "vapid_key", "recipient", "enqueued_at",
+	"urgency", "topic", "vapid_key", "recipient", "class", "enqueued_at",
 }
 
 // subscriptionFields and keysFields are the members of "subscription" and of its "keys".
@@ -63,6 +63,9 @@ type Job struct {
 	Topic     string
 	VAPIDKey  string
 	Recipient string
+	// Class is the job's priority class inside its provider's lane: ClassTransactional (the
+	// default) or ClassBulk.
+	Class Class
 	// EnqueuedAt is when the upstream enqueued the job (or when intake first saw it).
 	EnqueuedAt time.Time
 }
@@ -118,7 +121,7 @@ func DecodeString(raw string, now time.Time) (*Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	j := &Job{TTL: DefaultTTL, VAPIDKey: DefaultVAPIDKey, EnqueuedAt: now}
+	j := &Job{TTL: DefaultTTL, VAPIDKey: DefaultVAPIDKey, Class: ClassTransactional, EnqueuedAt: now}
 
 	if j.ID, err = requiredString(&fields, "id"); err != nil {
 		return nil, err
@@ -171,6 +174,15 @@ func DecodeString(raw string, now time.Time) (*Job, error) {
 			return nil, invalid("%s: %v", f.name, err)
 		}
 		*f.dst = v
+	}
+	if v, ok, err := optionalString(&fields, "class"); err != nil {
+		return nil, err
+	} else if ok {
+		c, err := ParseClass(v)
+		if err != nil {
+			return nil, invalid("class: %v", err)
+		}
+		j.Class = c
 	}
 	if m, ok := fields.get("enqueued_at"); ok {
 		t, err := decodeTime(m)

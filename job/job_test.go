@@ -24,7 +24,7 @@ func TestDecodeJobValid(t *testing.T) {
 	ct[20] = 65
 	ctB64 := base64.StdEncoding.EncodeToString(ct)
 	exp := int64(1767225600000)
-	base := Job{ID: "a", TTL: DefaultTTL, VAPIDKey: "default", EnqueuedAt: t0}
+	base := Job{ID: "a", TTL: DefaultTTL, VAPIDKey: "default", Class: ClassTransactional, EnqueuedAt: t0}
 	base.Subscription.Endpoint = testEndpoint
 	base.Subscription.Keys.P256dh = testP256dh
 	base.Subscription.Keys.Auth = testAuth

@@ -75,6 +75,14 @@ func (b *Bucket) Delay(now time.Time) (time.Duration, *rate.Reservation) {
 // point for production callers; tests use Allow and Delay with a stepped clock.
 func (b *Bucket) Wait(ctx context.Context) error { return b.lim.Wait(ctx) }
 
+// Tokens is how many tokens the bucket holds at now: negative while reservations wait for
+// tokens not yet added. A caller that must leave tokens to others (a provider's bulk jobs,
+// which go only with what transactional jobs leave) looks before it reserves.
+func (b *Bucket) Tokens(now time.Time) float64 { return b.lim.TokensAt(now) }
+
+// Burst is the bucket's size in force now.
+func (b *Bucket) Burst() int { return b.lim.Burst() }
+
 // Rate is the rate in force now.
 func (b *Bucket) Rate() float64 { return float64(b.lim.Limit()) }
 

@@ -24,6 +24,7 @@ func builtin() Provider {
 		MaxInFlight:           64,
 		MinInFlight:           8,
 		RetryShare:            limits.DefaultRetryShare,
+		BulkMinShare:          DefaultBulkMinShare,
 		PerRecipientInFlight:  limits.DefaultPerRecipient,
 		Timeout:               10 * time.Second,
 		ConnectTimeout:        5 * time.Second,
@@ -69,6 +70,12 @@ var settings = []setting{
 	{"max_in_flight", intOf(func(p *Provider) *int { return &p.MaxInFlight }, within(1, MaxInFlight, inFlightWhy))},
 	{"min_in_flight", intOf(func(p *Provider) *int { return &p.MinInFlight }, within(1, MaxInFlight, inFlightWhy))},
 	{"retry_share", floatOf(func(p *Provider) *float64 { return &p.RetryShare }, fraction)},
+	{"bulk_min_share", floatOf(func(p *Provider) *float64 { return &p.BulkMinShare }, func(f float64) string {
+		if f < 0 || f > MaxBulkMinShare {
+			return fmt.Sprintf("must be at least 0 and at most %s (more would put bulk before transactional jobs), got %s", fmtFloat(MaxBulkMinShare), fmtFloat(f))
+		}
+		return ""
+	})},
 	{"per_recipient_in_flight", intOf(func(p *Provider) *int { return &p.PerRecipientInFlight }, within(0, MaxInFlight, inFlightWhy))},
 	{"timeout", durationOf(func(p *Provider) *time.Duration { return &p.Timeout }, between(maxTimeout))},
 	{"connect_timeout", durationOf(func(p *Provider) *time.Duration { return &p.ConnectTimeout }, between(maxTimeout))},
@@ -90,8 +97,8 @@ var settings = []setting{
 // Keys each mapping may hold, in the order the docs list them (suggestions search these).
 var (
 	topKeys     = []string{"version", "defaults", "budget", "host_breaker", "heartbeat", "providers"}
-	entryKeys   = []string{"id", "kind", "hosts", "max_ttl", "rate", "burst", "max_in_flight", "min_in_flight", "retry_share", "per_recipient_in_flight", "timeout", "connect_timeout", "tls_timeout", "response_header_timeout", "breaker", "vapid_lifetime"}
-	defaultKeys = []string{"max_ttl", "rate", "burst", "max_in_flight", "min_in_flight", "retry_share", "per_recipient_in_flight", "timeout", "connect_timeout", "tls_timeout", "response_header_timeout", "breaker", "vapid_lifetime"}
+	entryKeys   = []string{"id", "kind", "hosts", "max_ttl", "rate", "burst", "max_in_flight", "min_in_flight", "retry_share", "bulk_min_share", "per_recipient_in_flight", "timeout", "connect_timeout", "tls_timeout", "response_header_timeout", "breaker", "vapid_lifetime"}
+	defaultKeys = []string{"max_ttl", "rate", "burst", "max_in_flight", "min_in_flight", "retry_share", "bulk_min_share", "per_recipient_in_flight", "timeout", "connect_timeout", "tls_timeout", "response_header_timeout", "breaker", "vapid_lifetime"}
 	breakerKeys = []string{"failure_ratio", "window", "min_samples", "cooldown", "probes"}
 	kinds       = []string{KindFCM, KindAutopush, KindApple, KindWNS, KindGeneric}
 )

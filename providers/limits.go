@@ -31,6 +31,11 @@ const (
 	// in every replica (its ratio breaker's rolling window among it), and hosts are
 	// client-supplied.
 	MaxTrackedHosts = 65_536
+	// MaxBulkMinShare bounds bulk_min_share: beyond half, bulk jobs would be guaranteed more
+	// of a provider than the transactional jobs that go first.
+	MaxBulkMinShare = 0.5
+	// DefaultBulkMinShare is bulk_min_share when neither an entry nor defaults: sets it.
+	DefaultBulkMinShare = 0.1
 )
 
 const (

@@ -44,6 +44,10 @@ type Provider struct {
 	// RetryShare is the part of the in-flight cap retries may hold, (0, 1], so that a retry
 	// storm cannot starve first deliveries.
 	RetryShare float64
+	// BulkMinShare is the least part of the provider's sends that bulk jobs get while both
+	// classes have work, [0, MaxBulkMinShare]: transactional jobs go first, but a steady flow
+	// of them cannot hold a campaign back forever.
+	BulkMinShare float64
 	// PerRecipientInFlight caps one recipient's requests in flight per replica, so a recipient
 	// with many subscriptions cannot hold a lane; 0 means no cap.
 	PerRecipientInFlight int

@@ -26,6 +26,7 @@ var shippedShared = providers.Provider{
 	ResponseHeaderTimeout: 8 * time.Second,
 	MinInFlight:           8,
 	RetryShare:            0.5,
+	BulkMinShare:          0.1,
 	PerRecipientInFlight:  8,
 	Breaker: limits.BreakerConfig{
 		FailureRatio: 0.5, Window: 30 * time.Second, MinSamples: 20, Cooldown: 15 * time.Second, Probes: 3,
@@ -145,7 +146,7 @@ func TestParseValid(t *testing.T) {
 		MaxTTL: 2419200 * time.Second, Rate: 100, Burst: 20, MaxInFlight: 64,
 		Timeout: 10 * time.Second, ConnectTimeout: 5 * time.Second, TLSTimeout: 5 * time.Second,
 		ResponseHeaderTimeout: 8 * time.Second,
-		MinInFlight:           8, RetryShare: 0.5, PerRecipientInFlight: 8,
+		MinInFlight:           8, RetryShare: 0.5, BulkMinShare: 0.1, PerRecipientInFlight: 8,
 		Breaker: limits.BreakerConfig{
 			FailureRatio: 0.5, Window: 30 * time.Second, MinSamples: 20, Cooldown: 15 * time.Second, Probes: 3,
 		},
@@ -210,19 +211,23 @@ func TestParseValid(t *testing.T) {
 			"  retry_share: 0.25",
 			"  per_recipient_in_flight: 0",
 			"  min_in_flight: 2",
+			"  bulk_min_share: 0.2",
 			"providers:",
 			"  - id: fallback",
 			"    min_in_flight: 64",
 			"    retry_share: 1",
+			"    bulk_min_share: 0",
 			"  - id: a",
 			"    hosts: [a.example]",
 			"    per_recipient_in_flight: 3"),
 		want: []providers.Provider{
 			withShared(builtin, func(p *providers.Provider) {
 				p.ID, p.Kind, p.MinInFlight, p.RetryShare, p.PerRecipientInFlight = "fallback", "generic", 64, 1, 0
+				p.BulkMinShare = 0
 			}),
 			withShared(builtin, func(p *providers.Provider) {
 				p.ID, p.Kind, p.Hosts, p.MinInFlight, p.RetryShare, p.PerRecipientInFlight = "a", "generic", []string{"a.example"}, 2, 0.25, 3
+				p.BulkMinShare = 0.2
 			}),
 		},
 	}, {

@@ -120,7 +120,9 @@ func (s *Inspector) locate(ctx context.Context, shards []int, ids []string) (map
 		}
 		streams := map[string]string{k.Intake: "intake"}
 		for _, p := range lanes {
-			streams[k.Lane(p)] = "lane:" + p
+			for _, c := range job.Classes {
+				streams[k.LaneOf(p, c)] = LaneName(p, c)
+			}
 		}
 		for st, name := range streams {
 			pending, err := s.pendingIDs(ctx, st)
@@ -206,7 +208,8 @@ func (s *keyspace) lanes(ctx context.Context, shard int, known []string) ([]stri
 		return nil, err
 	}
 	for _, k := range keys {
-		set[strings.TrimPrefix(k, prefix)] = true
+		// A provider's bulk lane names the provider too.
+		set[strings.TrimSuffix(strings.TrimPrefix(k, prefix), bulkSuffix)] = true
 	}
 	out := make([]string, 0, len(set))
 	for p := range set {

@@ -5,9 +5,12 @@ import (
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/webpush-gateway/webpush-gateway/job"
 )
 
 // Counts sums over the shards the length of every stream and set: "intake", "lane:<provider>",
+// "lane:<provider>:bulk",
 // "pending" (read, not finished, all streams), "delayed", "results", "gone", "dead".
 func (s *Inspector) Counts(ctx context.Context) (map[string]int64, error) {
 	out := map[string]int64{}
@@ -24,8 +27,10 @@ func (s *Inspector) Counts(ctx context.Context) (map[string]int64, error) {
 		}
 		pend := []*redis.XPendingCmd{pipe.XPending(ctx, k.Intake, Group)}
 		for _, p := range lanes {
-			lens["lane:"+p] = pipe.XLen(ctx, k.Lane(p))
-			pend = append(pend, pipe.XPending(ctx, k.Lane(p), Group))
+			for _, c := range job.Classes {
+				lens[LaneName(p, c)] = pipe.XLen(ctx, k.LaneOf(p, c))
+				pend = append(pend, pipe.XPending(ctx, k.LaneOf(p, c), Group))
+			}
 		}
 		if _, err := pipe.Exec(ctx); err != nil && !isNoGroup(err) {
 			return nil, fmt.Errorf("stream: counts: %w", err)

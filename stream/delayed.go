@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/webpush-gateway/webpush-gateway/job"
 )
 
 var (
@@ -45,6 +47,9 @@ type RetryRecord struct {
 	Detail string
 	// At is the time of the decision, the dead record's "at" (Options.Now when zero).
 	At time.Time
+	// Class is the job's class: the promoter writes a bulk job back to its provider's bulk
+	// lane. Empty is transactional.
+	Class job.Class
 }
 
 // RetryVerdict is what ToDelayed did.
@@ -102,7 +107,7 @@ func (s *Store) ToDelayed(ctx context.Context, e Entry, r RetryRecord) (RetryVer
 		[]string{e.Stream, k.Delayed, k.DelayedData, k.Rcpt, k.Dead, k.Jobs, k.DelayedCount},
 		Group, e.ID, s.o.Consumer, r.ID, r.Provider, r.Recipient, ms(r.Due), r.Attempt, r.Job,
 		r.EnqueuedAtMs, r.MaxDelayed, r.MaxPerRecipient, ms(at), code, s.o.DeadMaxLen,
-		r.Code, detail,
+		r.Code, detail, bulkArg(r.Class),
 	)
 	if err != nil {
 		return NotOwner, fmt.Errorf("stream: to delayed: %w", err)

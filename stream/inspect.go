@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/webpush-gateway/webpush-gateway/job"
 )
 
 // JobReport is where Inspect found a job. A job is in one place at a time, but a copy enqueued
@@ -126,12 +128,15 @@ func (s *Inspector) Inspect(ctx context.Context, id string, scanLimit int) (JobR
 		return rep, err
 	}
 	if rep.Held != "" && rep.Delayed == nil {
-		lane, err := s.findEntries(ctx, &rep, k.Lane(rep.Held), id, scanLimit, false)
-		if err != nil {
-			return rep, err
-		}
-		if len(lane) > 0 {
-			rep.Lane = &lane[0]
+		for _, c := range job.Classes {
+			lane, err := s.findEntries(ctx, &rep, k.LaneOf(rep.Held, c), id, scanLimit, false)
+			if err != nil {
+				return rep, err
+			}
+			if len(lane) > 0 {
+				rep.Lane = &lane[0]
+				break
+			}
 		}
 	}
 	cut, err := s.scanRange(ctx, k.Results, "-", "+", true, scanLimit, func(m redis.XMessage) bool {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/webpush-gateway/webpush-gateway/job"
 )
 
 // Owns reports whether e is still pending for this consumer: read (or claimed) by it and not
@@ -32,10 +34,21 @@ func (s *Store) Lanes(ctx context.Context, shard int) ([]string, error) {
 	return s.lanes(ctx, shard, s.knownProviders())
 }
 
-// LaneLength is how many entries provider's lane on shard holds, and how many of them are
-// pending (read by a consumer and not finished). A lane that does not exist holds none.
+// LaneLength is how many entries provider's lanes (both classes) on shard hold, and how many
+// of them are pending (read by a consumer and not finished). A lane that does not exist holds
+// none.
 func (s *Store) LaneLength(ctx context.Context, shard int, provider string) (length, pending int64, err error) {
-	lane := s.LaneStream(shard, provider)
+	for _, c := range job.Classes {
+		n, p, err := s.laneLength(ctx, s.ClassLaneStream(shard, provider, c))
+		if err != nil {
+			return 0, 0, err
+		}
+		length, pending = length+n, pending+p
+	}
+	return length, pending, nil
+}
+
+func (s *Store) laneLength(ctx context.Context, lane string) (length, pending int64, err error) {
 	pipe := s.c.Pipeline()
 	n := pipe.XLen(ctx, lane)
 	p := pipe.XPending(ctx, lane, Group)

@@ -12,7 +12,8 @@
 -- ARGV[2] at most this many members
 -- ARGV[3] lane key prefix of the shard ("<prefix>:{<shard>}:lane:"); the provider id completes
 --         it. Lane keys are built here because the stored provider decides them; they share
---         the shard's hash tag, so the script still touches one slot.
+--         the shard's hash tag, so the script still touches one slot. A member whose data has
+--         class "bulk" goes to the provider's bulk lane (the lane key and ":bulk").
 -- ARGV[4] consumer group
 -- ARGV[5] dead stream cap (approximate MAXLEN; 0 = none)
 -- Returns the number of members moved to a lane.
@@ -26,6 +27,9 @@ for _, id in ipairs(due) do
   end
   if ok and type(d) == 'table' and type(d.provider) == 'string' and type(d.job) == 'string' then
     local lane = ARGV[3] .. d.provider
+    if d.class == 'bulk' then
+      lane = lane .. ':bulk'
+    end
     if redis.call('EXISTS', lane) == 0 then
       redis.call('XGROUP', 'CREATE', lane, ARGV[4], '0', 'MKSTREAM')
     end

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/webpush-gateway/webpush-gateway/job"
 )
 
 var (
@@ -21,7 +23,8 @@ var (
 // QueueStat is one stream or set of a shard, as QueueStats reads it.
 type QueueStat struct {
 	Shard int
-	// Stream is "intake", "delayed", "dead", "results", "gone" or "lane:<provider>".
+	// Stream is "intake", "delayed", "dead", "results", "gone", "lane:<provider>" or
+	// "lane:<provider>:bulk" (LaneName).
 	Stream string
 	Key    string
 	// Entries is the stream's length (the delayed set's members).
@@ -55,8 +58,10 @@ func (s *keyspace) queueStats(ctx context.Context, shard int, providers []string
 	keys := []string{k.Intake, k.Delayed, k.Dead, k.Results, k.Gone}
 	names := []string{"intake", "delayed", "dead", "results", "gone"}
 	for _, p := range providers {
-		keys = append(keys, k.Lane(p))
-		names = append(names, "lane:"+p)
+		for _, c := range job.Classes {
+			keys = append(keys, k.LaneOf(p, c))
+			names = append(names, LaneName(p, c))
+		}
 	}
 	v, err := queueStatsScript.Run(ctx, s.c, keys, Group, ms(now)).Slice()
 	if err != nil {

@@ -32,8 +32,11 @@ func TestQueueStats(t *testing.T) {
 		{Stream: "results", Key: k.Results, Lag: -1},
 		{Stream: "gone", Key: k.Gone, Lag: -1},
 		{Stream: "lane:fcm", Key: k.Lane("fcm"), Entries: 1, Lag: 0, Pending: 1, OldestPending: entryTime(e.ID)},
+		{Stream: "lane:fcm:bulk", Key: k.BulkLane("fcm")},
 		{Stream: "lane:apple", Key: k.Lane("apple"), Lag: 0},
+		{Stream: "lane:apple:bulk", Key: k.BulkLane("apple")},
 		{Stream: "lane:wns", Key: k.Lane("wns")},
+		{Stream: "lane:wns:bulk", Key: k.BulkLane("wns")},
 	}
 	if d := cmp.Diff(want, got, cmpopts.EquateApproxTime(0)); d != "" {
 		t.Errorf("QueueStats (-want +got):\n%s", d)

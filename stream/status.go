@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -35,7 +36,7 @@ func (s *Inspector) VerifyShards(ctx context.Context) error {
 	return checkShards(ctx, s.c, s.o.Prefix, s.o.Shards, false)
 }
 
-// AllLanes lists, for every shard, the providers whose lane stream exists there, sorted: one
+// AllLanes lists, for every shard, the providers with a lane stream there (of either class), sorted: one
 // SCAN of the keyspace for all shards (on every master of a cluster), where Lanes makes one per
 // shard. An operator's query: SCAN walks every key.
 func (s *Inspector) AllLanes(ctx context.Context) (map[int][]string, error) {
@@ -55,10 +56,11 @@ func (s *Inspector) AllLanes(ctx context.Context) (map[int][]string, error) {
 		if !ok || err != nil || shard < 0 || shard >= s.o.Shards || provider == "" {
 			continue // a shard above the count, or a key that only looks like a lane
 		}
-		out[shard] = append(out[shard], provider)
+		out[shard] = append(out[shard], strings.TrimSuffix(provider, bulkSuffix))
 	}
-	for _, lanes := range out {
+	for shard, lanes := range out {
 		sort.Strings(lanes)
+		out[shard] = slices.Compact(lanes) // a provider with both classes' lanes, once
 	}
 	return out, nil
 }

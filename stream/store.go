@@ -193,8 +193,8 @@ func (s *Store) IntakeStream(shard int) string { return s.Keys(shard).Intake }
 // LaneStream is the lane stream key of provider on shard.
 func (s *Store) LaneStream(shard int, provider string) string { return s.Keys(shard).Lane(provider) }
 
-// Setup creates the consumer group on the intake stream and on the lane of every provider on
-// every shard (an existing group is left as it is) and loads the scripts.
+// Setup creates the consumer group on the intake stream and on both lanes (transactional and
+// bulk) of every provider on every shard (an existing group is left as it is) and loads the scripts.
 //
 // A new group starts at id 0, not "$": jobs an upstream enqueued before the first worker ever
 // ran are delivered, not skipped. Acknowledged entries are deleted, so an existing stream
@@ -216,10 +216,7 @@ func (s *Store) Setup(ctx context.Context, providers []string) error {
 	}
 	for shard := 0; shard < s.o.Shards; shard++ {
 		k := s.Keys(shard)
-		streams := []string{k.Intake}
-		for _, p := range providers {
-			streams = append(streams, k.Lane(p))
-		}
+		streams := append([]string{k.Intake}, laneKeys(k, providers)...)
 		for _, st := range streams {
 			if err := s.createGroup(ctx, st); err != nil {
 				return err

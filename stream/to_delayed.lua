@@ -30,6 +30,8 @@
 -- ARGV[15] dead stream cap (approximate MAXLEN; 0 = none)
 -- ARGV[16] code of the attempt that failed ("" for a put-back, which made none)
 -- ARGV[17] that attempt's detail
+-- ARGV[18] the job's class when it is not transactional ("bulk"), "" otherwise: the promoter
+--          writes the job back to its class's lane
 -- The delayed data keeps the lane entry's fields (job, provider, attempt, enqueued_at,
 -- recipient) and, for the operator, queued_at (ARGV[13]) and, after an attempt, last_code and
 -- last_detail; a retry after an attempt is marked counted, and promote.lua takes it off its
@@ -80,6 +82,9 @@ local data = {
   job = ARGV[9], provider = ARGV[5], attempt = ARGV[8], enqueued_at = ARGV[10], recipient = recipient,
   queued_at = ARGV[13],
 }
+if ARGV[18] and ARGV[18] ~= '' then
+  data.class = ARGV[18]
+end
 if counted then
   data.last_code = ARGV[16]
   data.last_detail = ARGV[17]

@@ -30,7 +30,8 @@ type HostGauge struct {
 	Throttled int // of those, hosts held to a rate or a Retry-After pause of their own
 }
 
-// Queue stream names, the stream label of the queue gauges; a lane is "lane:<provider id>".
+// Queue stream names, the stream label of the queue gauges; a lane is "lane:<provider id>", the
+// lane of the provider's bulk jobs "lane:<provider id>:bulk".
 const (
 	StreamIntake  = "intake"
 	StreamDelayed = "delayed"
@@ -38,6 +39,8 @@ const (
 	StreamResults = "results"
 	StreamGone    = "gone"
 	lanePrefix    = "lane:"
+	// bulkLaneSuffix ends the name of a provider's bulk lane.
+	bulkLaneSuffix = ":bulk"
 )
 
 // QueueStat is one stream (or the delayed set) of one shard, as the caller's background loop
@@ -247,6 +250,7 @@ func knownStream(s string) bool {
 		return true
 	}
 	id, ok := strings.CutPrefix(s, lanePrefix)
+	id = strings.TrimSuffix(id, bulkLaneSuffix)
 	return ok && id != "" && providerValue(id) == id
 }
 

@@ -163,7 +163,9 @@ func TestStatusShowsTheBacklog(t *testing.T) {
 		{Stream: "results", Length: 1, Lag: -1, Pending: -1},
 		{Stream: "gone", Length: 0, Lag: -1, Pending: -1},
 		{Stream: "lane:apple", Length: 1, Lag: 0, Pending: 1, OldestPending: true},
+		{Stream: "lane:apple:bulk"},
 		{Stream: "lane:fcm", Length: 3, Lag: 2, Pending: 1, OldestPending: true},
+		{Stream: "lane:fcm:bulk"},
 	}
 	if d := cmp.Diff(want, rows); d != "" {
 		t.Errorf("queues (-want +got):\n%s", d)
@@ -219,8 +221,8 @@ func TestStatusTakesTheRecordedShardCount(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	var rep stream.StatusReport
-	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || rep.Shards != 3 || len(rep.Queues) != 3*6 {
-		t.Fatalf("status without --shards: %d shards, %d queues (%v); want the recorded 3 and 6 queues each", rep.Shards, len(rep.Queues), err)
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || rep.Shards != 3 || len(rep.Queues) != 3*7 {
+		t.Fatalf("status without --shards: %d shards, %d queues (%v); want the recorded 3 and 7 queues each (fcm's two lanes)", rep.Shards, len(rep.Queues), err)
 	}
 	code, _, stderr = run(t, "status", "--redis", srv.URL(), "--shards", "2")
 	if code != 2 || !strings.Contains(stderr, "is used with 3 shards") || !strings.Contains(stderr, "use --shards 3") {
@@ -259,8 +261,8 @@ func TestStatusTakesTheRecordedShardCount(t *testing.T) {
 	c.XAdd(context.Background(), &redis.XAddArgs{Stream: stream.KeysFor("wp", 4).Results, Values: []any{"id", "x", "code", "ACCEPTED"}})
 	_, stdout, _ = run(t, "status", "--redis", srv.URL(), "--json")
 	rep = stream.StatusReport{}
-	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || len(rep.LeftShards) != 0 || len(rep.Queues) != 3*6 {
-		t.Errorf("status --json with shard 4 drained: left shards %v, %d queues (%v); want none and the 3 shards' 18", rep.LeftShards, len(rep.Queues), err)
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || len(rep.LeftShards) != 0 || len(rep.Queues) != 3*7 {
+		t.Errorf("status --json with shard 4 drained: left shards %v, %d queues (%v); want none and the 3 shards' 21", rep.LeftShards, len(rep.Queues), err)
 	}
 }
 

@@ -1,0 +1,94 @@
+package stream
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/webpush-gateway/webpush-gateway/job"
+)
+
+// TestBulkLaneRoundTrip: a bulk job moves to its provider's bulk lane (the transactional lane
+// stays empty), is read there, waits to retry and comes back to the bulk lane when due, while
+// a transactional job keeps to the lane it always had. WaitLanes wakes for either class, and
+// the operators' views (lanes, counts) name the provider once with both its lanes.
+func TestBulkLaneRoundTrip(t *testing.T) {
+	env, s := newStore(t, "fcm")
+	k := s.Keys(0)
+	env.enqueue(t, s, validJob("tx"), validJob("bulk"))
+	for _, in := range env.readIntake(t, s, 2) {
+		class := job.ClassTransactional
+		if jobID(in.Fields["job"]) == "bulk" {
+			class = job.ClassBulk
+		}
+		if v, err := s.ToClassLane(env.ctx, in, "fcm", class, jobID(in.Fields["job"]), in.Fields["job"], ms(t0)); v != Moved || err != nil {
+			t.Fatalf("ToClassLane %s = %v, %v", class, v, err)
+		}
+	}
+	if n, b := len(env.entries(t, k.Lane("fcm"))), len(env.entries(t, k.BulkLane("fcm"))); n != 1 || b != 1 {
+		t.Fatalf("lane holds %d, bulk lane %d; want 1 each", n, b)
+	}
+	got, err := s.ReadClassLane(env.ctx, 0, "fcm", job.ClassBulk, 10, 0)
+	if err != nil || len(got) != 1 || got[0].Stream != k.BulkLane("fcm") || jobID(got[0].Fields["job"]) != "bulk" {
+		t.Fatalf("ReadClassLane bulk = %v, %v; want the bulk job from %s", got, err, k.BulkLane("fcm"))
+	}
+	if c := ClassOfLane(got[0].Stream); c != job.ClassBulk {
+		t.Errorf("ClassOfLane(%s) = %s", got[0].Stream, c)
+	}
+	r := RetryRecord{ID: "bulk", Provider: "fcm", Due: t0, Attempt: 1, Job: got[0].Fields["job"], EnqueuedAtMs: ms(t0), Class: job.ClassBulk}
+	if v, err := s.ToDelayed(env.ctx, got[0], r); v != Queued || err != nil {
+		t.Fatalf("ToDelayed = %v, %v", v, err)
+	}
+	if n, err := s.PromoteDue(env.ctx, 0, t0.Add(time.Second), 10); n != 1 || err != nil {
+		t.Fatalf("PromoteDue = %d, %v", n, err)
+	}
+	back := env.entries(t, k.BulkLane("fcm"))
+	if len(back) != 1 || back[0].Values["attempt"] != "1" || len(env.entries(t, k.Lane("fcm"))) != 1 {
+		t.Fatalf("after promotion: bulk lane %v, lane %d entries; want the retry back in the bulk lane", back, len(env.entries(t, k.Lane("fcm"))))
+	}
+
+	// Both lanes have a new entry: WaitLanes returns one of each, transactional first.
+	w, err := s.WaitLanes(env.ctx, 0, "fcm", time.Second)
+	if err != nil || len(w) != 2 || w[0].Stream != k.Lane("fcm") || w[1].Stream != k.BulkLane("fcm") {
+		t.Fatalf("WaitLanes = %v, %v; want the transactional entry, then the bulk one", w, err)
+	}
+
+	lanes, err := s.Lanes(env.ctx, 0)
+	if err != nil || !slices.Equal(lanes, []string{"fcm"}) {
+		t.Errorf("Lanes = %v, %v; want fcm once", lanes, err)
+	}
+	all, err := inspectorOf(s).AllLanes(env.ctx)
+	if err != nil || !slices.Equal(all[0], []string{"fcm"}) {
+		t.Errorf("AllLanes = %v, %v; want fcm once", all, err)
+	}
+	if n, p, err := s.LaneLength(env.ctx, 0, "fcm"); n != 2 || p != 2 || err != nil {
+		t.Errorf("LaneLength = %d, %d, %v; want both lanes' 2 entries, both pending", n, p, err)
+	}
+	counts, err := inspectorOf(s).Counts(env.ctx)
+	if err != nil || counts["lane:fcm"] != 1 || counts["lane:fcm:bulk"] != 1 {
+		t.Errorf("Counts = %v, %v; want one entry in each lane", counts, err)
+	}
+}
+
+func TestLaneNames(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		provider string
+		class    job.Class
+		ok       bool
+	}{
+		{"lane:fcm", "fcm", job.ClassTransactional, true},
+		{"lane:fcm:bulk", "fcm", job.ClassBulk, true},
+		{"lane::bulk", "", "", false},
+		{"lane:", "", "", false},
+		{"intake", "", "", false},
+	} {
+		p, class, ok := ParseLaneName(c.name)
+		if p != c.provider || class != c.class || ok != c.ok {
+			t.Errorf("ParseLaneName(%q) = %q, %q, %v", c.name, p, class, ok)
+		}
+		if c.ok && LaneName(p, class) != c.name {
+			t.Errorf("LaneName(%q, %q) = %q", p, class, LaneName(p, class))
+		}
+	}
+}
