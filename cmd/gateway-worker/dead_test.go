@@ -465,7 +465,7 @@ func TestDeadReplaySkipsWhatFailsAgain(t *testing.T) {
 	// --all honours it too; the cut record is the only failure.
 	code, stdout, stderr = run(t, "dead", "replay", "--redis", d.srv.URL(), "--all")
 	if code != 1 || !strings.Contains(stdout, "replayed 2 records; 2 skipped (1 would fail the same way again: --include-invalid)") ||
-		!strings.Contains(stderr, "(job invalid, INVALID_JOB): an invalid job is refused again") || !strings.Contains(stderr, "(job huge): its job was cut") {
+		!strings.Contains(stderr, "(job invalid, INVALID_JOB): an invalid job is refused again") || !strings.Contains(stderr, "(job huge): its record keeps only the first bytes of its job") {
 		t.Fatalf("replay --all: exit %d, %q, %q", code, stdout, stderr)
 	}
 	if got := d.refs(t); len(got) != 2 || got["invalid"].ID == "" || got["huge"].ID == "" {
