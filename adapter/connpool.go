@@ -282,6 +282,7 @@ func (c *trackedConn) Close() error { return c.b.closed(c) }
 type budgetedTransport struct {
 	*http.Transport
 	budget *connBudget
+	proxy  *Proxy // the dialer's; nil when direct
 }
 
 func (t *budgetedTransport) RoundTrip(req *http.Request) (*http.Response, error) {

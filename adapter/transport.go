@@ -53,8 +53,10 @@ func newTransport(p *providers.Provider, d *dialer, roots *x509.CertPool) *budge
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
 	protocols.SetHTTP2(true)
-	return &budgetedTransport{budget: budget, Transport: &http.Transport{
-		Proxy:       nil, // a proxy would connect on our behalf and bypass the address checks
+	return &budgetedTransport{budget: budget, proxy: d.proxy, Transport: &http.Transport{
+		// The dialer opens any proxy's tunnel itself, to the address it checked: net/http's
+		// own proxying would hand the proxy the name to resolve, past the address checks.
+		Proxy:       nil,
 		DialContext: dial,
 		TLSClientConfig: &tls.Config{
 			RootCAs:    roots,
