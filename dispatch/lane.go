@@ -183,14 +183,17 @@ func (l *lane) readLoop() {
 		if !l.startOffered(ctx, sendCtx) {
 			return
 		}
-		state := l.lim.breaker().State()
-		if state != last {
+		provState := l.lim.breaker().State()
+		if provState != last {
 			// Every lane of the provider sees the change; the first shard's lane logs it.
 			if l.shard == 0 {
-				l.logBreakerChange(ctx, last, state)
+				l.logBreakerChange(ctx, last, provState)
 			}
-			last = state
+			last = provState
 		}
+		// The proxy's breaker gates the lane as the provider's does; its changes are the
+		// proxy's, logged by the metrics rather than by every lane behind it.
+		state, openFor := l.lim.gate()
 		n := 0
 		if l.lim.paused.Load() {
 			// An operator paused the provider: its jobs wait in Redis, spending nothing.
@@ -199,7 +202,7 @@ func (l *lane) readLoop() {
 		}
 		switch state {
 		case limits.Open:
-			sleep(ctx, min(l.lim.breaker().OpenFor(), cfg.Block))
+			sleep(ctx, min(openFor, cfg.Block))
 			continue
 		case limits.HalfOpen:
 			n = min(1, l.lim.slots.Free())
