@@ -60,23 +60,21 @@ func (pb *proxyBreakers) of(addr string) *limits.Breaker {
 	return b
 }
 
-// states are the state of every proxy's breaker, by host:port, as the metrics spell it.
-func (pb *proxyBreakers) states() map[string]string {
-	pb.mu.Lock()
-	defer pb.mu.Unlock()
-	out := make(map[string]string, len(pb.byAddr))
-	for addr, b := range pb.byAddr {
-		out[addr] = breakerState(b.State()).String()
-	}
-	return out
-}
-
 // proxyOf is the proxy provider's connections go through now, "" for direct.
 func (c *Config) proxyOf(provider string) string {
 	if ps, ok := c.sender().(proxySender); ok {
 		return ps.ProxyOf(provider)
 	}
 	return ""
+}
+
+// providerProxies is the proxy of every provider of the registry in force ("" for direct).
+func (c *Config) providerProxies() map[string]string {
+	out := map[string]string{}
+	for _, id := range c.registry().IDs() {
+		out[id] = c.proxyOf(id)
+	}
+	return out
 }
 
 // proxyResult is what a send's outcome tells its proxy's breaker: a tunnel the proxy did not
