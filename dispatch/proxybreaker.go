@@ -27,7 +27,7 @@ type proxyBreakers struct {
 	cfg      limits.BreakerConfig
 	onChange func(name string, from, to limits.State)
 
-	mu     sync.Mutex
+	mu     sync.RWMutex
 	byAddr map[string]*limits.Breaker // guarded by mu; a proxy once seen keeps its breaker
 }
 
@@ -50,9 +50,15 @@ func (pb *proxyBreakers) of(addr string) *limits.Breaker {
 	if addr == "" {
 		return nil
 	}
+	pb.mu.RLock()
+	b := pb.byAddr[addr]
+	pb.mu.RUnlock()
+	if b != nil { // every delivery behind a proxy asks: the common case takes no write lock
+		return b
+	}
 	pb.mu.Lock()
 	defer pb.mu.Unlock()
-	b := pb.byAddr[addr]
+	b = pb.byAddr[addr]
 	if b == nil {
 		b = limits.NewBreaker(addr, pb.cfg, pb.onChange)
 		pb.byAddr[addr] = b
