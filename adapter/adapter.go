@@ -66,6 +66,9 @@ type Config struct {
 	// JobIDHeader, when set, carries Message.ID on every request so a simulator can tell a
 	// redelivery from a new message. Off by default: real push services have no use for it.
 	JobIDHeader string
+	// Proxy is the HTTP CONNECT proxy every provider's connections go through unless its
+	// registry entry names another (or none); nil means direct (see ParseProxy).
+	Proxy *Proxy
 	// Reuse, when set, is the Sender this one replaces (a registry reload): for every provider
 	// whose connection settings (connect, TLS and response header timeouts) are the same, the
 	// new adapter takes over its transport and the connections it holds open.
@@ -101,8 +104,13 @@ func NewSender(cfg Config) (*Sender, error) {
 		if old := cfg.Reuse.adapterOf(p.ID); old != nil && sameConnections(old.provider, p) {
 			t = old.transport
 		} else {
-			d := &dialer{connectTo: cfg.ConnectTo, allow: cfg.Allow, timeout: p.ConnectTimeout, resolver: cfg.Resolver}
+			proxy, err := cfg.Proxy.forProvider(p.Proxy)
+			if err != nil {
+				return nil, fmt.Errorf("adapter: provider %s: proxy: %w", p.ID, err)
+			}
+			d := &dialer{connectTo: cfg.ConnectTo, allow: cfg.Allow, timeout: p.ConnectTimeout, resolver: cfg.Resolver, proxy: proxy}
 			t = newTransport(p, d.DialContext, cfg.RootCAs)
+			t.proxy = proxy
 		}
 		s.adapters[p.ID] = &adapter{
 			provider:  p,
@@ -148,7 +156,17 @@ func (s *Sender) adapterOf(id string) *adapter {
 
 // sameConnections reports whether a transport built for a serves b as well.
 func sameConnections(a, b *providers.Provider) bool {
-	return a.ConnectTimeout == b.ConnectTimeout && a.TLSTimeout == b.TLSTimeout && a.ResponseHeaderTimeout == b.ResponseHeaderTimeout
+	return a.ConnectTimeout == b.ConnectTimeout && a.TLSTimeout == b.TLSTimeout && a.ResponseHeaderTimeout == b.ResponseHeaderTimeout &&
+		a.Proxy == b.Proxy
+}
+
+// ProxyOf is the host:port of the proxy the provider's connections go through, "" when they
+// go direct or the provider is unknown.
+func (s *Sender) ProxyOf(id string) string {
+	if a := s.adapterOf(id); a != nil {
+		return a.transport.proxy.Addr()
+	}
+	return ""
 }
 
 // Close drops every idle connection.
@@ -310,6 +328,10 @@ func (a *adapter) transportOutcome(ctx context.Context, secrets taxonomy.Secrets
 	var blocked *BlockedError
 	if errors.As(err, &blocked) {
 		return a.local(secrets, taxonomy.Blocked, blocked.Error())
+	}
+	var pe *ProxyError
+	if errors.As(err, &pe) {
+		return a.local(secrets, taxonomy.ProxyError, pe.Error())
 	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return a.local(secrets, taxonomy.TransportError, fmt.Sprintf("no answer within %s", a.provider.Timeout))

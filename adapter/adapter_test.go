@@ -14,7 +14,13 @@ import (
 )
 
 func TestDeliverToEveryProvider(t *testing.T) {
-	h := newHarness(t, harnessOptions{})
+	for _, path := range paths {
+		t.Run(path.name, func(t *testing.T) { testDeliverToEveryProvider(t, path.viaProxy) })
+	}
+}
+
+func testDeliverToEveryProvider(t *testing.T, viaProxy bool) {
+	h := newHarness(t, harnessOptions{viaProxy: viaProxy})
 	tests := []struct {
 		provider string // pushsim's name, and the registry id it must route to
 		routeTo  string
@@ -71,6 +77,17 @@ func TestDeliverToEveryProvider(t *testing.T) {
 				t.Errorf("Authorization = %q, want vapid t=..., k=<our public key>", auth)
 			}
 		})
+	}
+	if h.proxy != nil {
+		// One tunnel per provider's transport, each to pushsim's address, never a name.
+		if n := h.proxy.Connects(); n != int64(len(tests)) || h.proxy.Names() != 0 {
+			t.Errorf("proxy saw %d CONNECTs (%d for names), want %d, all for addresses", n, h.proxy.Names(), len(tests))
+		}
+		for _, target := range h.proxy.Targets() {
+			if target != h.sim.Addr() {
+				t.Errorf("CONNECT %s, want pushsim's %s", target, h.sim.Addr())
+			}
+		}
 	}
 }
 

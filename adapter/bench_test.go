@@ -20,6 +20,7 @@ import (
 	webpush "github.com/SherClockHolmes/webpush-go"
 
 	"github.com/webpush-gateway/webpush-gateway/adapter"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/proxytest"
 	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/providers"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
@@ -128,35 +129,24 @@ func BenchmarkSend(b *testing.B) {
 		b.Fatalf("the same key loads with another public key: %s vs %s", key.PublicKey(), webpushPub)
 	}
 
-	b.Run("gateway", func(b *testing.B) {
-		data, err := os.ReadFile("../registry.yaml")
-		if err != nil {
-			b.Fatal(err)
-		}
-		reg, err := providers.Parse("registry.yaml", data)
-		if err != nil {
-			b.Fatal(err)
-		}
-		signer, err := vapid.NewSigner(vapid.SignerOptions{Subject: "mailto:ops@example.com"})
-		if err != nil {
-			b.Fatal(err)
-		}
-		connectTo, _ := adapter.ParseConnectTo([]string{"fcm.googleapis.com:443=" + sim.addr})
-		s, err := adapter.NewSender(adapter.Config{Registry: reg, Signer: signer, ConnectTo: connectTo, RootCAs: sim.pool})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer s.Close()
-		m := &adapter.Message{Subscription: sim.subscribe(b, "fcm", key.PublicKey()), Payload: benchPayload, TTL: 3600, Key: key}
-		ctx := context.Background()
-		b.ReportAllocs()
-		for b.Loop() {
-			if out := s.Send(ctx, m); out.Code != taxonomy.Accepted {
-				b.Fatalf("outcome %+v", out)
+	// The gateway direct, and through a CONNECT proxy on loopback (the tunnel is opened once;
+	// every send then pays the proxy's copy of its bytes).
+	for _, path := range []struct {
+		name     string
+		viaProxy bool
+	}{{"gateway", false}, {"gateway-via-proxy", true}} {
+		b.Run(path.name, func(b *testing.B) {
+			var proxy *adapter.Proxy
+			if path.viaProxy {
+				px := proxytest.Start(b, proxytest.Config{})
+				var err error
+				if proxy, err = adapter.ParseProxy(adapter.ProxyOptions{Spec: px.URL()}); err != nil {
+					b.Fatal(err)
+				}
 			}
-		}
-		b.ReportMetric(float64(signer.Signatures()), "signatures")
-	})
+			benchGateway(b, sim, key, proxy)
+		})
+	}
 
 	b.Run("webpush-go", func(b *testing.B) {
 		// The same TLS + HTTP/2 client a careful webpush-go user would share across sends.
@@ -185,4 +175,36 @@ func BenchmarkSend(b *testing.B) {
 			}
 		}
 	})
+}
+
+// benchGateway sends one message after another through a Sender to sim's FCM, via proxy (nil:
+// direct).
+func benchGateway(b *testing.B, sim *remoteSim, key *vapid.Key, proxy *adapter.Proxy) {
+	data, err := os.ReadFile("../registry.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	reg, err := providers.Parse("registry.yaml", data)
+	if err != nil {
+		b.Fatal(err)
+	}
+	signer, err := vapid.NewSigner(vapid.SignerOptions{Subject: "mailto:ops@example.com"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	connectTo, _ := adapter.ParseConnectTo([]string{"fcm.googleapis.com:443=" + sim.addr})
+	s, err := adapter.NewSender(adapter.Config{Registry: reg, Signer: signer, ConnectTo: connectTo, RootCAs: sim.pool, Proxy: proxy})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	m := &adapter.Message{Subscription: sim.subscribe(b, "fcm", key.PublicKey()), Payload: benchPayload, TTL: 3600, Key: key}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if out := s.Send(ctx, m); out.Code != taxonomy.Accepted {
+			b.Fatalf("outcome %+v", out)
+		}
+	}
+	b.ReportMetric(float64(signer.Signatures()), "signatures")
 }

@@ -284,6 +284,7 @@ type budgetedTransport struct {
 	h1     *http.Transport // the dials, HTTP/1.1, and the handing of h2 connections to h2
 	h2     *h2Pool
 	budget *connBudget
+	proxy  *Proxy // the dialer's; nil when direct
 }
 
 // errBodyNotInMemory refuses a request whose body could make a coalescingConn wait: the

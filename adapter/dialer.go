@@ -1,6 +1,7 @@
 package adapter
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -74,27 +75,79 @@ func checkAddr(a netip.Addr, allow []netip.Prefix) error {
 
 // dialer connects for one provider's transport. Overridden authorities (connect-to) are
 // operator configuration and dial their target as given; every other connection is checked at
-// connect time against the blocked ranges.
+// connect time against the blocked ranges. With a proxy, the dialer resolves and checks the
+// endpoint's host itself and asks the proxy for a tunnel to the checked address (a connect-to
+// target as given), so a blocked address is refused before the proxy hears of it.
 type dialer struct {
 	connectTo map[string]string // "host:port" -> "addr:port"; immutable after New
 	allow     []netip.Prefix    // immutable after New
 	timeout   time.Duration
 	resolver  *net.Resolver
+	proxy     *Proxy // nil: direct
 }
 
 func (d *dialer) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
 	nd := &net.Dialer{Timeout: d.timeout, KeepAlive: 30 * time.Second, Resolver: d.resolver}
+	host, port, err := net.SplitHostPort(address)
+	if err != nil {
+		return nil, fmt.Errorf("adapter: unexpected dial address %q: %w", address, err)
+	}
+	proxy := d.proxy
+	if proxy != nil && proxy.bypass(host) {
+		proxy = nil
+	}
 	if target, ok := d.connectTo[normalizeAuthority(address)]; ok {
+		if proxy != nil {
+			return proxy.tunnel(ctx, nd, target)
+		}
 		return nd.DialContext(ctx, network, target)
 	}
-	nd.Control = func(_, addr string, _ syscall.RawConn) error {
-		ap, err := netip.ParseAddrPort(addr)
-		if err != nil {
-			return fmt.Errorf("adapter: unexpected dial address %q: %w", addr, err)
+	if proxy == nil {
+		nd.Control = func(_, addr string, _ syscall.RawConn) error {
+			ap, err := netip.ParseAddrPort(addr)
+			if err != nil {
+				return fmt.Errorf("adapter: unexpected dial address %q: %w", addr, err)
+			}
+			return checkAddr(ap.Addr(), d.allow)
 		}
-		return checkAddr(ap.Addr(), d.allow)
+		return nd.DialContext(ctx, network, address)
 	}
-	return nd.DialContext(ctx, network, address)
+	addrs, err := d.lookup(ctx, host)
+	if err != nil {
+		return nil, err
+	}
+	var refused error
+	for _, a := range addrs {
+		if err := checkAddr(a, d.allow); err != nil {
+			refused = cmp.Or(refused, err)
+			continue
+		}
+		if proxy.bypass(a.Unmap().String()) {
+			return nd.DialContext(ctx, network, net.JoinHostPort(a.String(), port))
+		}
+		// The first allowed address only: a proxy that fails for one fails for the others.
+		return proxy.tunnel(ctx, nd, net.JoinHostPort(a.Unmap().String(), port))
+	}
+	return nil, refused
+}
+
+// lookup resolves host (or reads it as an address literal) the way net.Dialer would.
+func (d *dialer) lookup(ctx context.Context, host string) ([]netip.Addr, error) {
+	if a, err := netip.ParseAddr(host); err == nil {
+		return []netip.Addr{a}, nil
+	}
+	r := d.resolver
+	if r == nil {
+		r = net.DefaultResolver
+	}
+	addrs, err := r.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return nil, err
+	}
+	if len(addrs) == 0 {
+		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+	}
+	return addrs, nil
 }
 
 // normalizeAuthority folds a host:port the way routing does: lower case, no trailing dot.

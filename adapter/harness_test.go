@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/adapter"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/proxytest"
 	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/simtest"
 	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/timetest"
 	"github.com/webpush-gateway/webpush-gateway/job"
@@ -26,6 +27,7 @@ const (
 // harness is pushsim plus a Sender wired to it under the real provider host names.
 type harness struct {
 	sim    *pushsim.Server
+	proxy  *proxytest.Proxy // nil when the harness sends direct
 	sender *adapter.Sender
 	signer *vapid.Signer
 	key    *vapid.Key
@@ -36,7 +38,17 @@ type harnessOptions struct {
 	registry  []byte   // nil: the shipped registry.yaml
 	connectTo []string // extra overrides
 	now       time.Time
+	// viaProxy sends through a proxytest CONNECT proxy; proxy, when set, through that one.
+	viaProxy bool
+	proxy    *adapter.Proxy
 }
+
+// paths are the two ways out that every SSRF and interop test runs both: straight to the push
+// service, and through an HTTP CONNECT proxy.
+var paths = []struct {
+	name     string
+	viaProxy bool
+}{{"direct", false}, {"proxy", true}}
 
 func newHarness(t testing.TB, opt harnessOptions) *harness {
 	t.Helper()
@@ -66,15 +78,23 @@ func newHarness(t testing.TB, opt harnessOptions) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var px *proxytest.Proxy
+	proxy := opt.proxy
+	if opt.viaProxy {
+		px = proxytest.Start(t, proxytest.Config{})
+		if proxy, err = adapter.ParseProxy(adapter.ProxyOptions{Spec: px.URL()}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	sender, err := adapter.NewSender(adapter.Config{
 		Registry: reg, Signer: signer, ConnectTo: connectTo, RootCAs: sim.CertPool(), Now: c.Now,
-		JobIDHeader: "X-Job-Id",
+		JobIDHeader: "X-Job-Id", Proxy: proxy,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(sender.Close)
-	return &harness{sim: sim, sender: sender, signer: signer, key: simtest.VAPIDKey(t), clock: c}
+	return &harness{sim: sim, proxy: px, sender: sender, signer: signer, key: simtest.VAPIDKey(t), clock: c}
 }
 
 // subscribe makes a subscription on pushsim bound to the harness key.

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/webpush-gateway/webpush-gateway/adapter"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/proxytest"
 	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/simtest"
 	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/providers"
@@ -20,7 +21,13 @@ import (
 )
 
 func TestBlockedDestinations(t *testing.T) {
-	h := newHarness(t, harnessOptions{registry: []byte(fastRegistry)})
+	for _, path := range paths {
+		t.Run(path.name, func(t *testing.T) { testBlockedDestinations(t, path.viaProxy) })
+	}
+}
+
+func testBlockedDestinations(t *testing.T, viaProxy bool) {
+	h := newHarness(t, harnessOptions{registry: []byte(fastRegistry), viaProxy: viaProxy})
 	good := h.subscribe(t, "fcm")
 	// pushsim listens on loopback: an endpoint naming its address directly, without an
 	// operator's connect-to, must be refused before any byte is sent.
@@ -56,23 +63,54 @@ func TestBlockedDestinations(t *testing.T) {
 			if after := len(h.sim.Deliveries()); after != before {
 				t.Fatalf("a blocked endpoint reached pushsim (%d -> %d deliveries)", before, after)
 			}
+			if h.proxy != nil && h.proxy.Connects() != 0 {
+				t.Fatalf("a blocked endpoint reached the proxy: CONNECT %v", h.proxy.Targets())
+			}
 			assertNoSecrets(t, "detail", out.Detail, sub)
 		})
 	}
 }
 
 func TestAllowNetOpensARange(t *testing.T) {
-	srv, hits := startTLS(t, false, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.WriteHeader(http.StatusCreated)
-	}))
-	s := senderFor(t, srv.Certificate(), nil, []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")})
-	out := sendTo(t, s, "https://"+srv.Listener.Addr().String()+"/push/x")
-	if out.Code != taxonomy.Accepted || hits.Load() != 1 {
-		t.Fatalf("with 127.0.0.0/8 allowed: outcome %+v, %d hits; want ACCEPTED and 1", out, hits.Load())
+	for _, path := range paths {
+		t.Run(path.name, func(t *testing.T) {
+			srv, hits := startTLS(t, false, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(http.StatusCreated)
+			}))
+			px, proxy := maybeProxy(t, path.viaProxy)
+			s := senderVia(t, srv.Certificate(), nil, []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, proxy)
+			out := sendTo(t, s, "https://"+srv.Listener.Addr().String()+"/push/x")
+			if out.Code != taxonomy.Accepted || hits.Load() != 1 {
+				t.Fatalf("with 127.0.0.0/8 allowed: outcome %+v, %d hits; want ACCEPTED and 1", out, hits.Load())
+			}
+			if px != nil && (px.Connects() != 1 || px.Targets()[0] != srv.Listener.Addr().String()) {
+				t.Fatalf("proxy CONNECTs %v, want one to %s", px.Targets(), srv.Listener.Addr())
+			}
+		})
 	}
 }
 
+// maybeProxy starts a proxytest proxy and the adapter's Proxy for it, or neither.
+func maybeProxy(t *testing.T, viaProxy bool) (*proxytest.Proxy, *adapter.Proxy) {
+	t.Helper()
+	if !viaProxy {
+		return nil, nil
+	}
+	px := proxytest.Start(t, proxytest.Config{})
+	proxy, err := adapter.ParseProxy(adapter.ProxyOptions{Spec: px.URL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return px, proxy
+}
+
 func TestRedirectsAreNeverFollowed(t *testing.T) {
+	for _, path := range paths {
+		t.Run(path.name, func(t *testing.T) { testRedirectsAreNeverFollowed(t, path.viaProxy) })
+	}
+}
+
+func testRedirectsAreNeverFollowed(t *testing.T, viaProxy bool) {
 	var followed atomic.Int32
 	srv, _ := startTLS(t, true, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/elsewhere" {
@@ -82,7 +120,8 @@ func TestRedirectsAreNeverFollowed(t *testing.T) {
 		}
 		http.Redirect(w, r, "/elsewhere", http.StatusTemporaryRedirect)
 	}))
-	s := senderFor(t, srv.Certificate(), []string{"self.example.com:443=" + srv.Listener.Addr().String()}, nil)
+	_, proxy := maybeProxy(t, viaProxy)
+	s := senderVia(t, srv.Certificate(), []string{"self.example.com:443=" + srv.Listener.Addr().String()}, nil, proxy)
 	out := sendTo(t, s, "https://self.example.com/push/x")
 	if out.Code == taxonomy.Accepted || out.Retryable || out.Status != http.StatusTemporaryRedirect {
 		t.Fatalf("outcome = %+v, want a non-retryable failure with status 307", out)
@@ -188,7 +227,20 @@ func startTLS(t *testing.T, h2 bool, h http.Handler) (*httptest.Server, *atomic.
 // senderFor builds a Sender with the shipped registry that trusts cert.
 func senderFor(t *testing.T, cert *x509.Certificate, connectTo []string, allow []netip.Prefix) *adapter.Sender {
 	t.Helper()
-	reg, err := providers.Parse("fast.yaml", []byte(fastRegistry))
+	return senderVia(t, cert, connectTo, allow, nil)
+}
+
+// senderVia is senderFor through proxy (nil: direct). A proxy adds a connection (and for an
+// https:// proxy a TLS handshake) to every dial, so its sender's timeouts are those of a
+// loaded machine rather than fastRegistry's.
+func senderVia(t *testing.T, cert *x509.Certificate, connectTo []string, allow []netip.Prefix, proxy *adapter.Proxy) *adapter.Sender {
+	t.Helper()
+	data := fastRegistry
+	if proxy != nil {
+		data = strings.NewReplacer("timeout: 400ms", "timeout: 5s", "connect_timeout: 300ms", "connect_timeout: 2s",
+			"tls_timeout: 300ms", "tls_timeout: 2s", "response_header_timeout: 350ms", "response_header_timeout: 4s").Replace(data)
+	}
+	reg, err := providers.Parse("fast.yaml", []byte(data))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +256,7 @@ func senderFor(t *testing.T, cert *x509.Certificate, connectTo []string, allow [
 	if cert != nil {
 		pool.AddCert(cert)
 	}
-	s, err := adapter.NewSender(adapter.Config{Registry: reg, Signer: signer, ConnectTo: ct, RootCAs: pool, Allow: allow})
+	s, err := adapter.NewSender(adapter.Config{Registry: reg, Signer: signer, ConnectTo: ct, RootCAs: pool, Allow: allow, Proxy: proxy})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -104,7 +104,9 @@ func newTransportWith(p *providers.Provider, dial dialFunc, roots *x509.CertPool
 		return tc, nil
 	}
 	h1 := &http.Transport{
-		Proxy:                  nil, // a proxy would connect on our behalf and bypass the address checks
+		// The dialer opens any proxy's tunnel itself, to the address it checked: net/http's
+		// own proxying would hand the proxy the name to resolve, past the address checks.
+		Proxy:                  nil,
 		DialTLSContext:         dialTLS,
 		ResponseHeaderTimeout:  p.ResponseHeaderTimeout,
 		IdleConnTimeout:        ttl,

@@ -106,8 +106,9 @@ func scrapeWorker(t *testing.T) (map[string]metricFamily, error) {
 		return nil, err
 	}
 	defer logs.Close()
+	// Behind a proxy (nothing is sent, so none need listen), so that the proxy's series exist.
 	worker := exec.Command(bin, "run", "--redis", r.URL(), "--vapid-key", keyFile, "--subject", "mailto:ops@example.com",
-		"--http", "127.0.0.1:0", "--registry", "../registry.yaml")
+		"--http", "127.0.0.1:0", "--registry", "../registry.yaml", "--proxy", "http://127.0.0.1:9")
 	worker.Stdout, worker.Stderr = logs, logs
 	if err := worker.Start(); err != nil {
 		return nil, err

@@ -26,6 +26,8 @@ var errKeyPaused = errors.New("dispatch: sender paused by the provider")
 // provider's breaker and its sender's throttle, or in a lane of client-supplied hosts (the
 // fallback lane) the host's own breaker and throttle; and for an unknown host, the host breaker.
 type admission struct {
+	// proxy is the breaker of the egress proxy the delivery goes through; nil for direct.
+	proxy  func(limits.Result)
 	done   func(limits.Result) // the provider's breaker; nil in a per-host lane
 	permit limits.HostPermit   // the host's, in a per-host lane
 	// key is the delivery's sender (its VAPID key name) and sender that sender's throttle on the
@@ -51,6 +53,13 @@ type admission struct {
 // pauses that sender, and counts neither toward the provider's breaker nor against its rate;
 // the breaker keeps counting failures (5xx) and no answer.
 func (a *admission) end(now time.Time, out *taxonomy.Outcome) {
+	if a.proxy != nil {
+		pr := limits.Excluded
+		if out != nil {
+			pr = proxyResult(*out)
+		}
+		a.proxy(pr)
+	}
 	result, limited, retryAfter := limits.Excluded, false, time.Duration(0)
 	if out != nil {
 		result, limited = breakerResult(*out), out.Code == taxonomy.RateLimited
@@ -98,6 +107,29 @@ func (a *admission) end(now time.Time, out *taxonomy.Outcome) {
 // host's own token only up to hostWaitMax. When the delivery may not go, retryIn says when to
 // try it again (0: the lane is stopping, leave it where it is).
 func (l *lane) passBreakers(stop context.Context, host, key string) (a admission, retryIn time.Duration, err error) {
+	// The proxy's breaker first: while the proxy is down nothing the others could say matters,
+	// and a job it refuses is put back without anyone judging the push service.
+	var proxyDone func(limits.Result)
+	if pb := l.lim.proxyBreaker(); pb != nil {
+		done, err := pb.Allow()
+		if err != nil {
+			return admission{}, max(pb.OpenFor(), putBackDelay(l.cfg.Rand())), err
+		}
+		proxyDone = done
+	}
+	a, retryIn, err = l.passProviderBreakers(stop, host, key)
+	if err != nil {
+		if proxyDone != nil {
+			proxyDone(limits.Excluded) // nothing went out: a half-open probe's place is given back
+		}
+		return a, retryIn, err
+	}
+	a.proxy = proxyDone
+	return a, 0, nil
+}
+
+// passProviderBreakers is passBreakers past the proxy's breaker.
+func (l *lane) passProviderBreakers(stop context.Context, host, key string) (a admission, retryIn time.Duration, err error) {
 	cfg := l.cfg
 	hl := l.lim.hostLimits()
 	if hl == nil {

@@ -145,6 +145,13 @@ type Config struct {
 	// found together without any of them holding it. Nil leaves the hash out.
 	EndpointHashKey []byte
 
+	// ProxyBreaker is the breaker of each egress proxy the Sender's providers go through
+	// (adapter.Sender.ProxyOf); zero means DefaultProxyBreaker.
+	ProxyBreaker limits.BreakerConfig
+	// OnProxyBreakerChange, when set, is told every state change of a proxy's breaker, by the
+	// proxy's host:port, under the same rules as OnBreakerChange.
+	OnProxyBreakerChange func(proxy string, from, to limits.State)
+
 	// OnBreakerChange, when set, is told every state change of a provider's ratio breaker
 	// (for metrics and tests). It runs under the breaker's lock: it must only count or hand the
 	// change on, and return.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/webpush-gateway/webpush-gateway/adapter"
 	"github.com/webpush-gateway/webpush-gateway/ece"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/proxytest"
 	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/redistest"
 	jobfmt "github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/providers"
@@ -97,6 +98,7 @@ type env struct {
 	store  *stream.Store
 	prod   *stream.Producer
 	sim    *pushsim.Server
+	proxy  *proxytest.Proxy // nil unless envOptions.viaProxy
 	sender *adapter.Sender
 	reg    *providers.Registry
 	clock  *clock
@@ -131,7 +133,15 @@ type envOptions struct {
 	connectTo []string
 	// redis configures the env's redis-server (DEBUG SLEEP needs enable-debug-command).
 	redis []redistest.Option
+	// viaProxy sends every provider through a proxytest CONNECT proxy (env.proxy).
+	viaProxy bool
 }
+
+// paths are the two ways out the isolation tests run both: direct, and through a proxy.
+var paths = []struct {
+	name     string
+	viaProxy bool
+}{{"direct", false}, {"proxy", true}}
 
 // record is one stream entry: its fields plus "_id", the entry id.
 type record map[string]string
@@ -228,6 +238,9 @@ func newEnv(t testing.TB, opts envOptions) *env {
 	if e.reg, err = providers.Parse("registry.yaml", data); err != nil {
 		t.Fatalf("registry: %v", err)
 	}
+	if opts.viaProxy {
+		e.proxy = proxytest.Start(t, proxytest.Config{})
+	}
 	e.sender = e.senderFor(e.reg)
 	if e.key, err = vapid.GenerateKey("default"); err != nil {
 		t.Fatal(err)
@@ -249,9 +262,15 @@ func (e *env) senderFor(reg *providers.Registry) *adapter.Sender {
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	var proxy *adapter.Proxy
+	if e.proxy != nil {
+		if proxy, err = adapter.ParseProxy(adapter.ProxyOptions{Spec: e.proxy.URL()}); err != nil {
+			e.t.Fatal(err)
+		}
+	}
 	s, err := adapter.NewSender(adapter.Config{
 		Registry: reg, Signer: signer, ConnectTo: connectTo, RootCAs: sim.CertPool(), Now: e.clock.Now,
-		JobIDHeader: "X-Job-Id",
+		JobIDHeader: "X-Job-Id", Proxy: proxy,
 	})
 	if err != nil {
 		e.t.Fatal(err)

@@ -111,6 +111,13 @@ func (h *heartbeat) state() string {
 	st := stream.WorkerState{Version: h.cfg.Version, Breakers: map[string]string{}}
 	for _, pl := range h.limits.all() {
 		st.Breakers[pl.id] = breakerState(pl.breaker().State()).String() // as the metrics' labels spell it
+		if proxy := h.cfg.proxyOf(pl.id); proxy != "" {
+			if st.Proxies == nil {
+				st.Proxies, st.ProxyBreakers = map[string]string{}, map[string]string{}
+			}
+			st.Proxies[pl.id] = proxy
+			st.ProxyBreakers[proxy] = breakerState(h.limits.proxies.of(proxy).State()).String()
+		}
 	}
 	b, err := json.Marshal(st)
 	if err != nil {

@@ -22,7 +22,13 @@ import (
 // is tested by stepping the bubble's clock in limits/.
 
 func TestBreakerOpensOnFailuresAndClosesAfterRecovery(t *testing.T) {
-	e := newEnv(t, envOptions{wallClock: true, registry: testRegistry(nil)})
+	for _, path := range paths {
+		t.Run(path.name, func(t *testing.T) { testBreakerOpensOnFailuresAndClosesAfterRecovery(t, path.viaProxy) })
+	}
+}
+
+func testBreakerOpensOnFailuresAndClosesAfterRecovery(t *testing.T, viaProxy bool) {
+	e := newEnv(t, envOptions{wallClock: true, registry: testRegistry(nil), viaProxy: viaProxy})
 	sub := e.subscribe(pushsim.Apple, e.key)
 	// 40 % of requests fail; the breaker opens at 30 % once 10 outcomes are in its window.
 	setFault(t, e, pushsim.Apple, pushsim.Fault{Kind: pushsim.Fail, Status: 503, Ratio: 0.4, RetryAfter: time.Second})
@@ -61,8 +67,14 @@ func TestBreakerOpensOnFailuresAndClosesAfterRecovery(t *testing.T) {
 }
 
 func TestOpenBreakerLaneReadsNothing(t *testing.T) {
+	for _, path := range paths {
+		t.Run(path.name, func(t *testing.T) { testOpenBreakerLaneReadsNothing(t, path.viaProxy) })
+	}
+}
+
+func testOpenBreakerLaneReadsNothing(t *testing.T, viaProxy bool) {
 	// A cooldown long enough to look at the lane while the breaker is open.
-	e := newEnv(t, envOptions{wallClock: true, registry: testRegistry(map[string]string{"apple": "breaker: {cooldown: 4s}"})})
+	e := newEnv(t, envOptions{wallClock: true, registry: testRegistry(map[string]string{"apple": "breaker: {cooldown: 4s}"}), viaProxy: viaProxy})
 	apple := e.subscribe(pushsim.Apple, e.key)
 	fcm := e.subscribe(pushsim.FCM, e.key)
 	setFault(t, e, pushsim.Apple, pushsim.Fault{Kind: pushsim.Fail, Status: 503})

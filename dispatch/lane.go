@@ -198,14 +198,17 @@ func (l *lane) readLoop() {
 			return
 		}
 		l.sweepParked(ctx, sendCtx)
-		state := l.lim.breaker().State()
-		if state != last {
+		provState := l.lim.breaker().State()
+		if provState != last {
 			// Every lane of the provider sees the change; the first shard's lane logs it.
 			if l.shard == 0 {
-				l.logBreakerChange(ctx, last, state)
+				l.logBreakerChange(ctx, last, provState)
 			}
-			last = state
+			last = provState
 		}
+		// The proxy's breaker gates the lane as the provider's does; its changes are the
+		// proxy's, logged by the metrics rather than by every lane behind it.
+		state, openFor := l.lim.gate()
 		// n transactional entries, nb bulk ones, most in all (readClasses).
 		n, nb, most, past := 0, 0, 0, 0
 		owed := l.lim.mix.bulkOwed(time.Now(), l.lim.provider().BulkMinShare)
@@ -216,7 +219,7 @@ func (l *lane) readLoop() {
 		}
 		switch state {
 		case limits.Open:
-			sleep(ctx, min(l.lim.breaker().OpenFor(), cfg.Block))
+			sleep(ctx, min(openFor, cfg.Block))
 			continue
 		case limits.HalfOpen:
 			// One probe, of either class: a provider with only bulk jobs must close too.

@@ -99,6 +99,18 @@ func (l *lane) afterSend(lj *laneJob, out taxonomy.Outcome, r stream.Result) nex
 	switch {
 	case out.Code == taxonomy.Accepted:
 		r.Sent = true
+	case out.Code == taxonomy.ProxyError:
+		// No tunnel: the push service never saw the job. It goes back with the same attempt, as
+		// a put-back, so a proxy outage spends none of its retries and dead-letters nothing;
+		// the proxy's breaker keeps the lane from reading while the proxy stays down, and the
+		// TTL still ends a job that waited too long (EXPIRED when it comes back).
+		openFor := time.Duration(0)
+		if pb := l.lim.proxyBreaker(); pb != nil {
+			openFor = pb.OpenFor()
+		}
+		next := l.putBack(lj, r.At.Add(proxyRetryDelay(cfg.Backoff.Base, openFor, cfg.Rand())), r.At)
+		next.retry.Code, next.retry.Detail = string(out.Code), out.Detail
+		return next
 	case out.Code == taxonomy.Gone || out.Code == taxonomy.KeyMismatch:
 		// The upstream must delete or renew the subscription: the gone stream tells it which.
 		// Only GONE marks the endpoint, which drops the retries queued for it: an endpoint that

@@ -88,8 +88,39 @@ type providerLimits struct {
 	recovered atomic.Int64
 }
 
-func (pl *providerLimits) provider() *providers.Provider  { return pl.cfg.Load() }
-func (pl *providerLimits) breaker() *limits.Breaker       { return pl.brk.Load() }
+func (pl *providerLimits) provider() *providers.Provider { return pl.cfg.Load() }
+func (pl *providerLimits) breaker() *limits.Breaker      { return pl.brk.Load() }
+
+// proxyBreaker is the breaker of the egress proxy the provider's connections go through now,
+// nil when they go direct.
+func (pl *providerLimits) proxyBreaker() *limits.Breaker {
+	return pl.fleet.proxies.of(pl.fleet.cfg.proxyOf(pl.id))
+}
+
+// gate is the state that decides whether the provider's lanes read: the provider's breaker's,
+// or its proxy's when that one is further from closed (open before half-open before closed),
+// and how long it stays open.
+func (pl *providerLimits) gate() (limits.State, time.Duration) {
+	b := pl.breaker()
+	state, openFor := b.State(), b.OpenFor()
+	if pb := pl.proxyBreaker(); pb != nil {
+		if ps := pb.State(); rank(ps) > rank(state) {
+			state, openFor = ps, pb.OpenFor()
+		}
+	}
+	return state, openFor
+}
+
+// rank orders breaker states by how little they let through.
+func rank(s limits.State) int {
+	switch s {
+	case limits.Open:
+		return 2
+	case limits.HalfOpen:
+		return 1
+	}
+	return 0
+}
 func (pl *providerLimits) hostLimits() *limits.HostLimits { return pl.perHost.Load() }
 
 // fleetLimits are the limits of every provider, plus the host breaker that every unknown host
@@ -97,6 +128,8 @@ func (pl *providerLimits) hostLimits() *limits.HostLimits { return pl.perHost.Lo
 type fleetLimits struct {
 	cfg   *Config
 	hosts *limits.HostBreaker // immutable after newFleetLimits
+	// proxies are the egress proxies' breakers, which every provider behind one shares.
+	proxies *proxyBreakers // immutable after newFleetLimits
 
 	mu    sync.RWMutex
 	byID  map[string]*providerLimits // guarded by mu; a reload may add providers, never remove one
@@ -117,9 +150,10 @@ func newFleetLimits(cfg *Config) *fleetLimits {
 	reg := cfg.registry()
 	hb := reg.HostBreaker()
 	f := &fleetLimits{
-		cfg:   cfg,
-		byID:  make(map[string]*providerLimits),
-		hosts: limits.NewHostBreaker(hb),
+		cfg:     cfg,
+		byID:    make(map[string]*providerLimits),
+		hosts:   limits.NewHostBreaker(hb),
+		proxies: newProxyBreakers(cfg),
 	}
 	for _, p := range reg.Providers() {
 		f.add(p, p.ID == reg.Fallback().ID)

@@ -156,7 +156,7 @@ func (r *reclaimer) reclaim(ctx context.Context) error {
 // be put back) or an operator paused it.
 func (r *reclaimer) room(p string) int {
 	lim := r.lanes.of(0, p).lim
-	if lim.breaker().State() == limits.Open || lim.paused.Load() {
+	if state, _ := lim.gate(); state == limits.Open || lim.paused.Load() {
 		return 0
 	}
 	free := lim.readable()

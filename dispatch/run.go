@@ -76,6 +76,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.limits = newFleetLimits(cfg)
 	w.health = newRedisHealth(cfg.Store.Shards(), log, cfg.Now(), cfg.Metrics)
 	cfg.Metrics.SetProviderSource(w.limits.gauges)
+	cfg.Metrics.SetProviderProxies(cfg.providerProxies())
 	cfg.Metrics.SetKeySource(w.limits.keyGauges)
 	// The first heartbeat and budget round run before any lane reads, so no replica sends at
 	// the whole fleet's rate, nor with the wrong caps, while it learns its share.

@@ -128,6 +128,7 @@ func (w *Worker) apply(ctx context.Context, r reload) error {
 	cfg.live.reg.Store(next)
 	w.limits.share(cfg.Now(), w.limits.live())
 	cfg.Metrics.SetProviders(next.IDs())
+	cfg.Metrics.SetProviderProxies(cfg.providerProxies())
 
 	var restart []string
 	if old.Heartbeat() != next.Heartbeat() {

@@ -87,6 +87,7 @@ var settings = []setting{
 		}
 		return between(maxVAPIDLifetime)(d)
 	})},
+	{"proxy", parseProxySetting},
 	{"breaker.failure_ratio", floatOf(func(p *Provider) *float64 { return &p.Breaker.FailureRatio }, fraction)},
 	{"breaker.window", durationOf(func(p *Provider) *time.Duration { return &p.Breaker.Window }, between(maxBreakerSpan))},
 	{"breaker.min_samples", intOf(func(p *Provider) *int { return &p.Breaker.MinSamples }, within(1, maxMinSamples, "outcomes (a breaker needing more never opens)"))},
@@ -97,8 +98,8 @@ var settings = []setting{
 // Keys each mapping may hold, in the order the docs list them (suggestions search these).
 var (
 	topKeys     = []string{"version", "defaults", "budget", "host_breaker", "heartbeat", "providers"}
-	entryKeys   = []string{"id", "kind", "hosts", "max_ttl", "rate", "burst", "max_in_flight", "min_in_flight", "retry_share", "bulk_min_share", "per_recipient_in_flight", "timeout", "connect_timeout", "tls_timeout", "response_header_timeout", "breaker", "vapid_lifetime"}
-	defaultKeys = []string{"max_ttl", "rate", "burst", "max_in_flight", "min_in_flight", "retry_share", "bulk_min_share", "per_recipient_in_flight", "timeout", "connect_timeout", "tls_timeout", "response_header_timeout", "breaker", "vapid_lifetime"}
+	entryKeys   = []string{"id", "kind", "hosts", "max_ttl", "rate", "burst", "max_in_flight", "min_in_flight", "retry_share", "bulk_min_share", "per_recipient_in_flight", "timeout", "connect_timeout", "tls_timeout", "response_header_timeout", "breaker", "vapid_lifetime", "proxy"}
+	defaultKeys = []string{"max_ttl", "rate", "burst", "max_in_flight", "min_in_flight", "retry_share", "bulk_min_share", "per_recipient_in_flight", "timeout", "connect_timeout", "tls_timeout", "response_header_timeout", "breaker", "vapid_lifetime", "proxy"}
 	breakerKeys = []string{"failure_ratio", "window", "min_samples", "cooldown", "probes"}
 	kinds       = []string{KindFCM, KindAutopush, KindApple, KindWNS, KindGeneric}
 )

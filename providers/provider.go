@@ -63,6 +63,11 @@ type Provider struct {
 
 	// VAPIDLifetime is the JWT lifetime for this service's audience; 0: signer default.
 	VAPIDLifetime time.Duration
+
+	// Proxy is the HTTP CONNECT proxy this provider's connections go through: "" for the
+	// worker's --proxy, ProxyNone for direct, else a URL as ParseProxyURL returns it (no
+	// credentials).
+	Proxy string
 }
 
 // Registry is a loaded, validated provider table and the fleet-wide settings that go with it

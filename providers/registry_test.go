@@ -282,3 +282,28 @@ func TestDocExample(t *testing.T) {
 		t.Errorf("Resolve(eu.push.example.net) = %+v, %v; want the example entry", rt.Provider, err)
 	}
 }
+
+func TestProxySetting(t *testing.T) {
+	reg, err := providers.Parse("r.yaml", []byte(`version: 1
+defaults:
+  proxy: http://Egress.example:3128
+providers:
+  - id: fallback
+  - id: fcm
+    hosts: [fcm.googleapis.com]
+    proxy: none
+  - id: apple
+    hosts: [push.apple.com]
+    proxy: https://other.example
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"fallback": "http://egress.example:3128", "fcm": providers.ProxyNone, "apple": "https://other.example:443"}
+	for id, w := range want {
+		if p, _ := reg.Provider(id); p.Proxy != w {
+			got := p.Proxy
+			t.Errorf("%s: proxy = %q, want %q", id, got, w)
+		}
+	}
+}

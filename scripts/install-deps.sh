@@ -4,6 +4,9 @@
 #   * redis-server (and redis-cli, from redis-tools), when it is not on the PATH. Tests start
 #     their own redis-server processes on free ports, so the packaged service is stopped again
 #     after the install.
+#   * tinyproxy, when it is not on the PATH: the adapter's tests send through a real HTTP CONNECT
+#     proxy. The tests start their own tinyproxy on a free port, so the packaged service is
+#     stopped (and kept from starting at boot) after the install.
 #   * promtool (Prometheus's rule checker, for the deploy/ tests), when it is neither on the PATH
 #     nor at bin/promtool. Only that one binary is taken out of Debian's prometheus package
 #     (apt-get download + dpkg-deb), into bin/promtool: installing the package would also bring a
@@ -17,6 +20,7 @@ command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 # test/cluster builds its clusters with redis-cli (Debian's redis-tools, which redis-server
 # depends on; a redis-server from elsewhere may come without it).
 command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
+command -v tinyproxy >/dev/null 2>&1 || missing+=(tinyproxy)
 need_promtool=0
 if ! command -v promtool >/dev/null 2>&1 && [ ! -x "$promtool_local" ]; then need_promtool=1; fi
 [ ${#missing[@]} -eq 0 ] && [ "$need_promtool" -eq 0 ] && exit 0
@@ -38,8 +42,11 @@ echo "install-deps: installing $what from Debian's packages" >&2
 $sudo apt-get update -qq
 if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
-  if command -v systemctl >/dev/null 2>&1; then $sudo systemctl stop redis-server >/dev/null 2>&1 || true; fi
-  command -v redis-server >/dev/null && command -v redis-cli >/dev/null
+  if command -v systemctl >/dev/null 2>&1; then
+    $sudo systemctl stop redis-server >/dev/null 2>&1 || true
+    $sudo systemctl disable --now tinyproxy >/dev/null 2>&1 || true
+  fi
+  command -v redis-server >/dev/null && command -v redis-cli >/dev/null && command -v tinyproxy >/dev/null
 fi
 if [ "$need_promtool" -eq 1 ]; then
   tmp="$(mktemp -d)"

@@ -68,6 +68,10 @@ type ReplicaState struct {
 type WorkerState struct {
 	Version  string            `json:"version,omitempty"`
 	Breakers map[string]string `json:"breakers"` // provider id -> closed, half_open, open
+	// Proxies is the egress proxy (host:port) of each provider that sends through one, and
+	// ProxyBreakers the state of each proxy's breaker, as Breakers spells it.
+	Proxies       map[string]string `json:"proxies,omitempty"`
+	ProxyBreakers map[string]string `json:"proxy_breakers,omitempty"`
 }
 
 // Worker is the state r published, as a worker publishes it; a replica that published none (or

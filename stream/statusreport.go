@@ -63,6 +63,10 @@ type ReplicaStatus struct {
 	LastSeenAgoSec float64           `json:"last_seen_seconds_ago"`
 	Version        string            `json:"version,omitempty"`
 	Breakers       map[string]string `json:"breakers"`
+	// Proxies is the egress proxy (host:port) of each provider that sends through one;
+	// ProxyBreakers the state of each proxy's breaker. Both absent when every provider is direct.
+	Proxies       map[string]string `json:"proxies,omitempty"`
+	ProxyBreakers map[string]string `json:"proxy_breakers,omitempty"`
 }
 
 // PauseStatus is a paused provider.
@@ -145,7 +149,7 @@ func (s *Inspector) Status(ctx context.Context, staleAfter time.Duration, now ti
 		state := r.Worker()
 		rep.Replicas = append(rep.Replicas, ReplicaStatus{
 			Consumer: r.Consumer, LastSeen: r.LastSeen.UTC(), LastSeenAgoSec: now.Sub(r.LastSeen).Seconds(),
-			Version: state.Version, Breakers: state.Breakers,
+			Version: state.Version, Breakers: state.Breakers, Proxies: state.Proxies, ProxyBreakers: state.ProxyBreakers,
 		})
 	}
 	pauses, err := s.Pauses(ctx)

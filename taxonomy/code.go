@@ -43,6 +43,13 @@ const (
 	// by the caller, see Local. Retryable.
 	TransportError Code = "TRANSPORT_ERROR"
 
+	// ProxyError: the egress proxy failed to open a tunnel to the push service (the proxy
+	// refused the connection or timed out, answered CONNECT with 407 or any other non-2xx, or
+	// failed its own TLS). Decided by the caller. Nothing reached the push service, so it says
+	// nothing about the provider: it counts against the proxy's breaker, and the retry spends
+	// no attempt. Retryable.
+	ProxyError Code = "PROXY_ERROR"
+
 	// CircuitOpen: the provider's or host's breaker refused the attempt before any request was
 	// sent. Decided by the caller. Retryable.
 	CircuitOpen Code = "CIRCUIT_OPEN"
@@ -67,7 +74,7 @@ const (
 // codes lists every Code in the order of the contract; Codes returns a copy.
 var codes = [...]Code{
 	Accepted, InvalidRequest, Unauthorized, KeyMismatch, Gone, PayloadTooLarge, RateLimited,
-	ProviderDown, TransportError, CircuitOpen, InvalidTTL, Expired, InvalidJob, Blocked,
+	ProviderDown, TransportError, CircuitOpen, InvalidTTL, Expired, InvalidJob, Blocked, ProxyError,
 }
 
 // Codes returns every defined code, in a fixed order. The slice is the caller's to keep.
@@ -89,7 +96,7 @@ func (c Code) Valid() bool {
 // or the path to it is in trouble, not the message. Everything else is final for the job.
 func (c Code) Retryable() bool {
 	switch c {
-	case RateLimited, ProviderDown, TransportError, CircuitOpen:
+	case RateLimited, ProviderDown, TransportError, CircuitOpen, ProxyError:
 		return true
 	}
 	return false

@@ -31,6 +31,7 @@ func TestCodes(t *testing.T) {
 		{taxonomy.Expired, "EXPIRED", false},
 		{taxonomy.InvalidJob, "INVALID_JOB", false},
 		{taxonomy.Blocked, "BLOCKED", false},
+		{taxonomy.ProxyError, "PROXY_ERROR", true},
 	}
 	codes := taxonomy.Codes()
 	if len(codes) != len(want) {

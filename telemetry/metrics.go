@@ -92,6 +92,7 @@ type Metrics struct {
 	state     *stateCollector
 	senders   *keyCollector      // keys.go
 	upstream  *upstreamCollector // the upstreams' consumer groups and Redis's memory (upstream.go)
+	proxy     *proxyMetrics      // the egress proxy (proxy.go)
 
 	sigMu   sync.Mutex
 	sigSeen map[string]uint64 // the signer's last total per key label; guarded by sigMu
@@ -153,6 +154,7 @@ func NewMetrics(reg prometheus.Registerer, o MetricsOptions) (*Metrics, error) {
 		providers: newProviderCollector(),
 		state:     newStateCollector(log),
 		upstream:  newUpstreamCollector(),
+		proxy:     newProxyMetrics(log),
 		sigSeen:   make(map[string]uint64),
 	}
 	m.senders = newKeyCollector(m.keys, o.Providers, o.Keys)
@@ -166,10 +168,10 @@ func NewMetrics(reg prometheus.Registerer, o MetricsOptions) (*Metrics, error) {
 	})
 	build.Set(1)
 
-	for _, c := range []prometheus.Collector{
+	for _, c := range append([]prometheus.Collector{
 		m.sends, m.duration, m.breakerTx, m.finished, m.retries, m.dead, m.unknown,
 		m.signatures, m.redisErrs, m.providers, m.state, m.senders, m.upstream, build,
-	} {
+	}, m.proxy.collectors()...) {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("telemetry: register metrics: %w", err)
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,6 +12,8 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
+	"sort"
+	"strings"
 	"syscall"
 	"time"
 
@@ -144,7 +147,12 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(fmt.Errorf("--registry: %w", err))
 	}
+	obs, err := newObserve(*httpAddr, *pprofOn, *redisFresh, reg, keys, logger)
+	if err != nil {
+		return fail(fmt.Errorf("--http: %w", err))
+	}
 	tf.JobIDHeader = *jobHeader
+	tf.ProxyWatch = func(proxy, reason string, err error) { obs.metrics.ProxyTunnel(proxy, reason, err == nil) }
 	sender, err := tf.Sender(reg)
 	if err != nil {
 		return fail(err)
@@ -183,10 +191,6 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			}
 		}()
 	}
-	obs, err := newObserve(*httpAddr, *pprofOn, *redisFresh, reg, keys, logger)
-	if err != nil {
-		return fail(fmt.Errorf("--http: %w", err))
-	}
 	hashKey, err := vapid.EndpointHashKey(keys)
 	if err != nil {
 		return fail(fmt.Errorf("--vapid-key: %w", err))
@@ -199,7 +203,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(err)
 	}
 	logger.Info("worker starting", "version", buildinfo.Version(), "go", runtime.Version(), "consumer", *consumer,
-		"shards", rf.shards, "reshard_from", so.ReshardFrom, "providers", len(reg.Providers()), "registry", registryName(tf.Registry))
+		"shards", rf.shards, "reshard_from", so.ReshardFrom, "providers", len(reg.Providers()), "registry", registryName(tf.Registry),
+		"proxy", proxyName(sender, reg))
 	obs.metrics.RegistryReload(true, time.Now())
 	stopHTTP := obs.serve(logger)
 	defer stopHTTP()
@@ -247,4 +252,25 @@ func startCPUProfile(path string) (stop func(), err error) {
 		pprof.StopCPUProfile()
 		f.Close()
 	}, nil
+}
+
+// proxyName says where the providers' connections go, for the start line: "direct", one
+// proxy's host:port, or the providers by proxy when they differ. Never credentials.
+func proxyName(sender *adapter.Sender, reg *providers.Registry) string {
+	by := map[string][]string{}
+	for _, id := range reg.IDs() {
+		p := cmp.Or(sender.ProxyOf(id), "direct")
+		by[p] = append(by[p], id)
+	}
+	if len(by) == 1 {
+		for p := range by {
+			return p
+		}
+	}
+	names := make([]string, 0, len(by))
+	for p, ids := range by {
+		names = append(names, p+" ("+strings.Join(ids, ",")+")")
+	}
+	sort.Strings(names)
+	return strings.Join(names, "; ")
 }

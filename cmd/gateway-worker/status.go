@@ -84,6 +84,7 @@ func printStatus(w io.Writer, rep stream.StatusReport) {
 			fmt.Fprintf(tw, "%s\t%s ago\t%s\t%s\n", dash(r.Consumer), age(r.LastSeenAgoSec), dash(r.Version), breakers(r.Breakers))
 		}
 		_ = tw.Flush()
+		writeProxies(w, rep.Replicas)
 	}
 
 	if len(rep.Paused) == 0 {
@@ -168,6 +169,39 @@ func printRedisWarnings(w io.Writer, rep stream.StatusReport) {
 }
 
 // breakers lists a replica's breaker states, the ones not closed first.
+// writeProxies lists the egress proxies the live replicas send through: each proxy, its
+// breaker on each replica, and the providers behind it. Nothing when every provider is direct.
+func writeProxies(w io.Writer, replicas []stream.ReplicaStatus) {
+	type row struct{ consumer, proxy, state, providers string }
+	var rows []row
+	for _, r := range replicas {
+		byProxy := map[string][]string{}
+		for id, p := range r.Proxies {
+			byProxy[p] = append(byProxy[p], id)
+		}
+		proxies := make([]string, 0, len(byProxy))
+		for p := range byProxy {
+			proxies = append(proxies, p)
+		}
+		sort.Strings(proxies)
+		for _, p := range proxies {
+			ids := byProxy[p]
+			sort.Strings(ids)
+			rows = append(rows, row{r.Consumer, p, dash(r.ProxyBreakers[p]), strings.Join(ids, ",")})
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\negress proxies (the providers not listed go direct)")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "CONSUMER\tPROXY\tBREAKER\tPROVIDERS")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", dash(r.consumer), r.proxy, r.state, r.providers)
+	}
+	_ = tw.Flush()
+}
+
 func breakers(m map[string]string) string {
 	if len(m) == 0 {
 		return "-"

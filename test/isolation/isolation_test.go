@@ -129,10 +129,18 @@ func isolationScenario(load float64, warmup, phase time.Duration) scenario {
 // EXPIRED would be: it shows nothing was dropped on the way, not only that something was
 // written.
 func TestIsolation(t *testing.T) {
-	sc := isolationScenario(1, 2*time.Second, 6*time.Second)
-	o := sc.play(t)
-	t.Logf("\n%s", o.report())
-	o.check(t)
+	for _, path := range []struct {
+		name     string
+		viaProxy bool
+	}{{"direct", false}, {"proxy", true}} {
+		t.Run(path.name, func(t *testing.T) {
+			sc := isolationScenario(1, 2*time.Second, 6*time.Second)
+			sc.viaProxy = path.viaProxy
+			o := sc.play(t)
+			t.Logf("\n%s", o.report())
+			o.check(t)
+		})
+	}
 }
 
 // BenchmarkIsolation is the same proof at four times the load and with 15 s phases; it

@@ -26,7 +26,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/webpush-gateway/webpush-gateway/adapter"
 	"github.com/webpush-gateway/webpush-gateway/dispatch"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/proxytest"
 	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/redistest"
 	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/registrytest"
 	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/simtest"
@@ -63,6 +65,8 @@ type scenario struct {
 	phase time.Duration
 	// hosts are more hosts than the targets' that the sender reaches pushsim at.
 	hosts []string
+	// viaProxy sends every provider through a proxytest CONNECT proxy.
+	viaProxy bool
 }
 
 // target is one feed of a scenario: subscriptions of pushsim provider at host ("": the
@@ -155,7 +159,14 @@ func startRun(tb testing.TB, sc scenario) *run {
 			hosts = append(hosts, f.host)
 		}
 	}
-	sender := simtest.Sender(tb, sim, reg, hosts...)
+	var proxy *adapter.Proxy
+	if sc.viaProxy {
+		px := proxytest.Start(tb, proxytest.Config{})
+		if proxy, err = adapter.ParseProxy(adapter.ProxyOptions{Spec: px.URL()}); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	sender := simtest.SenderVia(tb, sim, reg, proxy, hosts...)
 	store, err := stream.Open(srv.URL(), stream.OpenOptions{Options: stream.Options{Consumer: "isolation"}, BlockingPoolSize: 16})
 	if err != nil {
 		tb.Fatal(err)

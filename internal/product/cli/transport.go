@@ -17,6 +17,11 @@ type Transport struct {
 	CAFile    string
 	Allow     ListFlag
 	Subject   string
+	// Proxy and ProxyCredentialsFile are --proxy and --proxy-credentials-file.
+	Proxy                string
+	ProxyCredentialsFile string
+	// ProxyWatch, when set, hears of every tunnel through a proxy (run's metrics).
+	ProxyWatch adapter.ProxyWatcher
 	// JobIDHeader is not a flag of send; run sets it from --job-id-header.
 	JobIDHeader string
 
@@ -33,6 +38,8 @@ func (t *Transport) Register(fs *FlagSet) {
 	fs.Var(CommaList{&t.ConnectTo}, "connect-to", "send `HOST:PORT=ADDR:PORT` elsewhere, like curl's --connect-to (repeatable, or comma-separated)")
 	fs.StringVar(&t.CAFile, "ca-file", "", "extra CA certificates (PEM `FILE`) trusted besides the system roots")
 	fs.Var(CommaList{&t.Allow}, "allow-net", "open a blocked address range (`CIDR`) to endpoints (repeatable, or comma-separated)")
+	fs.StringVar(&t.Proxy, "proxy", "", "send through the HTTP CONNECT proxy at `URL` (http:// or https://), or env for HTTPS_PROXY and NO_PROXY, or none; a registry entry's proxy: wins for its provider. Endpoint addresses are checked before the proxy is asked for them")
+	fs.StringVar(&t.ProxyCredentialsFile, "proxy-credentials-file", "", "the proxy's Basic credentials, user:password on the first line of `FILE` (never logged)")
 	fs.Group("VAPID")
 	fs.StringVar(&t.Subject, "subject", "", "VAPID subject: a mailto: or https: `URL` push services can reach you at")
 }
@@ -82,5 +89,11 @@ func (t *Transport) NextSender(reg *providers.Registry, prev *adapter.Sender) (*
 		}
 		allow = append(allow, p)
 	}
-	return adapter.NewSender(adapter.Config{Registry: reg, Signer: t.signer, ConnectTo: connectTo, RootCAs: roots, Allow: allow, JobIDHeader: t.JobIDHeader, Reuse: prev})
+	proxy, err := adapter.ParseProxy(adapter.ProxyOptions{Spec: t.Proxy, CredentialsFile: t.ProxyCredentialsFile, RootCAs: roots})
+	if err != nil {
+		return nil, err
+	}
+	proxy = proxy.WithWatcher(t.ProxyWatch)
+	return adapter.NewSender(adapter.Config{Registry: reg, Signer: t.signer, ConnectTo: connectTo, RootCAs: roots, Allow: allow,
+		JobIDHeader: t.JobIDHeader, Proxy: proxy, Reuse: prev})
 }

@@ -50,6 +50,12 @@ func VAPIDKey(t testing.TB) *vapid.Key {
 // trusts its CA. It is closed when the test ends.
 func Sender(t testing.TB, sim *pushsim.Server, reg *providers.Registry, hosts ...string) *adapter.Sender {
 	t.Helper()
+	return SenderVia(t, sim, reg, nil, hosts...)
+}
+
+// SenderVia is Sender with every provider's connections through proxy (nil: direct).
+func SenderVia(t testing.TB, sim *pushsim.Server, reg *providers.Registry, proxy *adapter.Proxy, hosts ...string) *adapter.Sender {
+	t.Helper()
 	signer, err := vapid.NewSigner(vapid.SignerOptions{Subject: "mailto:ops@example.com"})
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +68,7 @@ func Sender(t testing.TB, sim *pushsim.Server, reg *providers.Registry, hosts ..
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := adapter.NewSender(adapter.Config{Registry: reg, Signer: signer, ConnectTo: ct, RootCAs: sim.CertPool()})
+	s, err := adapter.NewSender(adapter.Config{Registry: reg, Signer: signer, ConnectTo: ct, RootCAs: sim.CertPool(), Proxy: proxy})
 	if err != nil {
 		t.Fatal(err)
 	}

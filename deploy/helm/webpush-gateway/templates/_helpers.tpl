@@ -51,6 +51,9 @@ GATEWAY_SHARDS: {{ .Values.settings.shards | toString | quote }}
 GATEWAY_LOG_FORMAT: {{ .Values.settings.logFormat | quote }}
 GATEWAY_LOG_LEVEL: {{ .Values.settings.logLevel | quote }}
 GATEWAY_SUBJECT: {{ required "settings.subject: the VAPID subject (mailto: or https:) is required" .Values.settings.subject | quote }}
+{{- with .Values.proxy.url }}
+GATEWAY_PROXY: {{ . | quote }}
+{{- end }}
 {{- range $k, $v := .Values.settings.extra }}
 {{ $k }}: {{ $v | toString | quote }}
 {{- end }}
