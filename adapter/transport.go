@@ -148,6 +148,11 @@ type erringRoundTripper struct{ err error }
 
 func (rt erringRoundTripper) RoundTrip(*http.Request) (*http.Response, error) { return nil, rt.err }
 
+// RoundTripErr is what net/http looks for on the round tripper of a failed upgrade: with it,
+// the connection is dropped and the next request dials again, rather than the dead connection
+// staying in the idle pool and failing every request to its host until it times out.
+func (rt erringRoundTripper) RoundTripErr() error { return rt.err }
+
 // h2Pool holds a transport's HTTP/2 connections by the "host:port" they were dialed for. It
 // never dials: net/http does, and hands each connection that negotiated h2 to add.
 type h2Pool struct {

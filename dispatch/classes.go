@@ -174,9 +174,12 @@ func (pl *providerLimits) spareToken(stop context.Context, now func() time.Time)
 // is owed, then transactional, then bulk with what is left.
 func (l *lane) readClasses(ctx context.Context, n, nb, most, past int, owed bool) ([]stream.Entry, error) {
 	var out []stream.Entry
-	free := min(l.lim.slots.Free()+past, most)
+	// past is for transactional entries only: a bulk entry read past the free slots would
+	// take the next free slot ahead of transactional work.
+	slotsFree := min(l.lim.slots.Free(), most)
+	free := min(slotsFree+past, most)
 	readBulk := func(count int) error {
-		count = min(count, nb, free-len(out))
+		count = min(count, nb, slotsFree-len(out))
 		if count <= 0 || (!owed && time.Now().Before(l.bulkIdleUntil)) {
 			return nil
 		}
@@ -194,7 +197,7 @@ func (l *lane) readClasses(ctx context.Context, n, nb, most, past int, owed bool
 		return nil
 	}
 	if owed {
-		if err := readBulk(max(1, int(math.Ceil(l.lim.provider().BulkMinShare*float64(n))))); err != nil {
+		if err := readBulk(max(1, int(math.Ceil(l.lim.provider().BulkMinShare*float64(n-past))))); err != nil {
 			return out, err
 		}
 	}
@@ -208,7 +211,7 @@ func (l *lane) readClasses(ctx context.Context, n, nb, most, past int, owed bool
 	if owed {
 		// The slots transactional jobs did not take now stay theirs, less the share read
 		// above: bulk jobs waiting for their turn must not hold every slot.
-		return out, readBulk(free - len(out) - bulkSlotReserve(l.lim.slots.Cap()))
+		return out, readBulk(slotsFree - len(out) - bulkSlotReserve(l.lim.slots.Cap()))
 	}
 	return out, readBulk(nb)
 }

@@ -109,7 +109,9 @@ func (l *lane) afterSend(lj *laneJob, out taxonomy.Outcome, r stream.Result) nex
 			openFor = pb.OpenFor()
 		}
 		next := l.putBack(lj, r.At.Add(proxyRetryDelay(cfg.Backoff.Base, openFor, cfg.Rand())), r.At)
-		next.retry.Code, next.retry.Detail = string(out.Code), out.Detail
+		// No Code: a retry's code is what makes the delayed set count it toward --max-delayed,
+		// and a put-back must not fill the provider's count while the proxy is down.
+		next.retry.Detail = out.Detail
 		return next
 	case out.Code == taxonomy.Gone || out.Code == taxonomy.KeyMismatch:
 		// The upstream must delete or renew the subscription: the gone stream tells it which.

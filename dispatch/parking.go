@@ -65,8 +65,9 @@ type parkQueue struct {
 	lastDue time.Time
 }
 
-// park adds d at the back (front: at the front, a delivery that was taken out to start and
-// could not) of key's queue; false when the parking is full.
+// park adds d at the back of key's queue, a transactional d ahead of the bulk ones (front: at
+// the front, a delivery that was taken out to start and could not); false when the parking
+// is full.
 func (p *parking) park(key parkKey, d *delivery, front bool) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -84,10 +85,23 @@ func (p *parking) park(key parkKey, d *delivery, front bool) bool {
 			q.elem = p.hosts.PushBack(key)
 		}
 	}
-	if front {
+	switch {
+	case front:
 		q.ds.PushFront(d)
-	} else {
+	case d.bulk():
 		q.ds.PushBack(d)
+	default:
+		// A transactional entry goes ahead of the bulk ones parked under its key: a recipient's
+		// bulk backlog must not hold its transactional pushes back.
+		e := q.ds.Back()
+		for e != nil && e.Value.(*delivery).bulk() {
+			e = e.Prev()
+		}
+		if e == nil {
+			q.ds.PushFront(d)
+		} else {
+			q.ds.InsertAfter(d, e)
+		}
 	}
 	p.n++
 	p.count.Store(int64(p.n))
@@ -437,3 +451,6 @@ func (l *lane) noteHold(d time.Duration) {
 // holdTime is the lane's mean time a delivery holds its slot; 0 before any ended (no turn can
 // be told yet: an entry then goes back for putBackDelay alone).
 func (l *lane) holdTime() time.Duration { return time.Duration(l.meanHold.Load()) }
+
+// bulk says whether d is a bulk job's delivery (false for an entry that did not decode).
+func (d *delivery) bulk() bool { return d.laneJob != nil && d.laneJob.class.IsBulk() }
