@@ -80,12 +80,19 @@ func playFallback(tb testing.TB, sc scenario) (phases []phase, perPhase []map[st
 
 // TestFallbackIsolatesHosts: a good self-hosted service keeps at least 95 % of its delivery
 // rate while another unknown host answers 503 to everything, answers 429 with Retry-After, or
-// stalls; once the bad host recovers its jobs are delivered too (every job ends ACCEPTED).
+// stalls; once the bad host recovers its jobs are delivered too (every job ends ACCEPTED). It
+// runs direct and through a CONNECT proxy: the host breaker and the unproven hosts' pool see
+// the hosts behind the proxy as they see them direct.
 func TestFallbackIsolatesHosts(t *testing.T) {
-	sc := fallbackScenario(30, 5*time.Second)
-	phases, perPhase, o := playFallback(t, sc)
-	t.Logf("\n%s", table(phases, perPhase, sc.feeds()))
-	checkFallback(t, phases, perPhase, o)
+	for _, path := range paths {
+		t.Run(path.name, func(t *testing.T) {
+			sc := fallbackScenario(30, 5*time.Second)
+			sc.viaProxy = path.viaProxy
+			phases, perPhase, o := playFallback(t, sc)
+			t.Logf("\n%s", table(phases, perPhase, sc.feeds()))
+			checkFallback(t, phases, perPhase, o)
+		})
+	}
 }
 
 func checkFallback(tb testing.TB, phases []phase, perPhase []map[string]float64, o outcome) {

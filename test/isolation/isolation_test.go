@@ -129,10 +129,7 @@ func isolationScenario(load float64, warmup, phase time.Duration) scenario {
 // EXPIRED would be: it shows nothing was dropped on the way, not only that something was
 // written.
 func TestIsolation(t *testing.T) {
-	for _, path := range []struct {
-		name     string
-		viaProxy bool
-	}{{"direct", false}, {"proxy", true}} {
+	for _, path := range paths {
 		t.Run(path.name, func(t *testing.T) {
 			sc := isolationScenario(1, 2*time.Second, 6*time.Second)
 			sc.viaProxy = path.viaProxy
@@ -142,6 +139,12 @@ func TestIsolation(t *testing.T) {
 		})
 	}
 }
+
+// paths are the two ways out the isolation tests take: direct, and through a CONNECT proxy.
+var paths = []struct {
+	name     string
+	viaProxy bool
+}{{"direct", false}, {"proxy", true}}
 
 // BenchmarkIsolation is the same proof at four times the load and with 15 s phases; it
 // reports each provider's throughput ratio to its baseline in both fault phases. One run of
