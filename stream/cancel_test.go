@@ -145,3 +145,91 @@ func TestCancelLeavesWorkersJobs(t *testing.T) {
 		t.Errorf("ledger of the routed job = %v; want none yet (it is in its lane)", recs)
 	}
 }
+
+// TestCancelRacesTheWorker: cancels of jobs waiting in a lane and in the delayed set (due now)
+// race a worker that promotes, reads and finishes them, and a second cancel of each: every job
+// ends with exactly one record, CANCELED exactly when a cancel said it cancelled the job, the
+// worker's own when the worker finished it.
+func TestCancelRacesTheWorker(t *testing.T) {
+	env, s := newStore(t, "fcm")
+	ins := inspectorOf(s)
+	const n = 40
+	var ids []string
+	// Half wait in the delayed set, due now; made first, so that each lane read below finds
+	// the entry just moved.
+	for i := 1; i < n; i += 2 {
+		id := "race-" + itoa(int64(i))
+		e := env.laneEntry(t, s, "fcm", id)
+		if v, err := s.ToDelayed(env.ctx, e, RetryRecord{ID: id, Provider: "fcm", Due: t0, Attempt: 1, Job: e.Fields["job"],
+			EnqueuedAtMs: ms(t0), Code: "PROVIDER_DOWN", At: t0}); err != nil || v != Queued {
+			t.Fatalf("ToDelayed = %v, %v", v, err)
+		}
+	}
+	// The other half in the lane, unread.
+	for i := 0; i < n; i += 2 {
+		id := "race-" + itoa(int64(i))
+		env.enqueue(t, s, validJob(id))
+		in := env.readIntake(t, s, 1)[0]
+		if ok, err := s.moveToLane(env.ctx, in, "fcm", in.Fields["job"], ms(t0)); err != nil || !ok {
+			t.Fatalf("ToLane = %v, %v", ok, err)
+		}
+	}
+	for i := range n {
+		ids = append(ids, "race-"+itoa(int64(i)))
+	}
+	finished := map[string]bool{}
+	worker := make(chan error, 1)
+	go func() {
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			if _, err := s.PromoteDue(env.ctx, 0, t0.Add(time.Hour), 3); err != nil {
+				worker <- err
+				return
+			}
+			es, err := s.ReadLane(env.ctx, 0, "fcm", 2, 0)
+			if err != nil {
+				worker <- err
+				return
+			}
+			for _, e := range es {
+				id := jobID(e.Fields["job"])
+				ok, err := s.Finish(env.ctx, e, Result{ID: id, Provider: "fcm", Code: "ACCEPTED", Status: 201, Sent: true, At: t0})
+				if err != nil {
+					worker <- err
+					return
+				}
+				finished[id] = ok
+			}
+			if env.xlen(t, s.Keys(0).Lane("fcm")) == 0 && env.c.ZCard(env.ctx, s.Keys(0).Delayed).Val() == 0 {
+				break
+			}
+		}
+		worker <- nil
+	}()
+	cancelled := map[string]int{}
+	for range 2 {
+		for i := len(ids) - 1; i >= 0; i-- {
+			got, err := ins.Cancel(env.ctx, ids[i])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got[0].State == Canceled {
+				cancelled[ids[i]]++
+			}
+		}
+	}
+	if err := <-worker; err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d of %d cancelled, the rest finished by the worker", len(cancelled), n)
+	for _, id := range ids {
+		recs := env.ledgerOf(t, s, id)
+		want := "ACCEPTED"
+		if cancelled[id] > 0 {
+			want = CodeCanceled
+		}
+		if len(recs) != 1 || recs[0]["code"] != want || cancelled[id] > 1 || (want == "ACCEPTED") != finished[id] {
+			t.Errorf("%s: records %v, cancelled %d times, finished by the worker %v; want one %s record", id, recs, cancelled[id], finished[id], want)
+		}
+	}
+}
