@@ -21,9 +21,10 @@ import (
 )
 
 // TestCancelCommand: jobs waiting in the intake, the transactional lane, the bulk lane and the
-// delayed set (due now) are cancelled by `cancel`; an unknown id is named and makes the exit 1;
-// a real worker then delivers the job nobody cancelled and none of the others (pushsim counts
-// no request for them); each cancelled job has one CANCELED record, a second cancel names them
+// delayed set (due now) are cancelled by the built binary's `cancel`; an unknown id is named
+// and makes the exit 1; a real worker then delivers the jobs nobody cancelled and none of the
+// others (pushsim counts no request for them); a job the worker holds in flight is named so,
+// exit 1, and ends with its own record; each cancelled job has one CANCELED record, a second cancel names them
 // unknown and writes nothing, and `audit` finds one terminal record for every job.
 func TestCancelCommand(t *testing.T) {
 	ctx := context.Background()
@@ -84,6 +85,11 @@ func TestCancelCommand(t *testing.T) {
 	route("c-bulk", job.ClassBulk)
 	enqueue("c-intake", "")
 	enqueue("keep", "")
+	enqueue("flying", "")
+	// Every answer takes a while, so that keep and flying are in flight when they are cancelled.
+	if err := sim.SetFault("apple", pushsim.Fault{Kind: pushsim.Slow, Delay: 3 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
 	cancelled := []string{"c-intake", "c-lane", "c-bulk", "c-delayed"}
 
 	bin := builtBinary(t)
@@ -112,9 +118,19 @@ func TestCancelCommand(t *testing.T) {
 		done <- runMain(wctx, []string{"run", "--http", "", "--redis", srv.URL(), "--vapid-key", key,
 			"--subject", "mailto:ops@example.com", "--block", "100ms", "--grace", "1s"}, &wout, &werr)
 	}()
-	results := stream.KeysFor("wp", 0).Results
 	deadline := time.Now().Add(30 * time.Second)
-	for c.XLen(ctx, results).Val() < int64(len(cancelled))+1 {
+	for sim.Stats().InFlight < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("keep and flying not in flight after 30 s:\n%s", werr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	code, stdout, stderr = runBinary(t, bin, "cancel", "--redis", srv.URL(), "flying")
+	if code != 1 || !strings.Contains(stdout, "flying: not cancelled: in flight (a worker has read it from lane:apple); it ends with its own record") {
+		t.Errorf("cancel of a job in flight: exit %d:\n%s%s\nwant 1 and the job named in flight", code, stdout, stderr)
+	}
+	results := stream.KeysFor("wp", 0).Results
+	for c.XLen(ctx, results).Val() < int64(len(cancelled))+2 {
 		if time.Now().After(deadline) {
 			t.Fatalf("no record of keep after 30 s:\n%s", werr.String())
 		}
@@ -130,16 +146,18 @@ func TestCancelCommand(t *testing.T) {
 	if code := <-done; code != 0 {
 		t.Fatalf("run exited %d:\n%s", code, werr.String())
 	}
-	if ds := sim.DeliveriesFor(subs["keep"].Endpoint); len(ds) != 1 {
-		t.Errorf("pushsim deliveries of keep: %d; want 1", len(ds))
+	for _, id := range []string{"keep", "flying"} {
+		if ds := sim.DeliveriesFor(subs[id].Endpoint); len(ds) != 1 {
+			t.Errorf("pushsim deliveries of %s: %d; want 1", id, len(ds))
+		}
 	}
 	for _, id := range cancelled {
 		if ds := sim.DeliveriesFor(subs[id].Endpoint); len(ds) != 0 {
 			t.Errorf("pushsim deliveries of the cancelled %s: %d; want none", id, len(ds))
 		}
 	}
-	if n := sim.Stats().Requests; n != 1 {
-		t.Errorf("pushsim served %d requests; want 1 (keep's)", n)
+	if n := sim.Stats().Requests; n != 2 {
+		t.Errorf("pushsim served %d requests; want 2 (keep's and flying's)", n)
 	}
 
 	// Twice: every id is unknown now, and nothing more is written.
@@ -158,8 +176,11 @@ func TestCancelCommand(t *testing.T) {
 			t.Errorf("ledger of %s: %v; want one CANCELED record", id, byCode)
 		}
 	}
+	if byCode["flying ACCEPTED"] != 1 || byCode["flying CANCELED"] != 0 {
+		t.Errorf("ledger of flying: %v; want its one ACCEPTED record", byCode)
+	}
 	ids := filepath.Join(t.TempDir(), "ids.txt")
-	if err := os.WriteFile(ids, []byte(strings.Join(append(cancelled, "keep"), "\n")+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(ids, []byte(strings.Join(append(cancelled, "keep", "flying"), "\n")+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if code, stdout, stderr := run(t, "audit", "--redis", srv.URL(), "--ids", ids); code != 0 {
