@@ -69,12 +69,17 @@ const (
 	// Blocked: the endpoint was refused before connecting (not https, a private or metadata
 	// address). Decided by the caller; nothing was sent.
 	Blocked Code = "BLOCKED"
+
+	// Canceled: an operator cancelled the job before any worker read it (gateway-worker cancel,
+	// stream.Inspector.Cancel); nothing was sent. Decided by the gateway, never by a service.
+	Canceled Code = "CANCELED"
 )
 
 // codes lists every Code in the order of the contract; Codes returns a copy.
 var codes = [...]Code{
 	Accepted, InvalidRequest, Unauthorized, KeyMismatch, Gone, PayloadTooLarge, RateLimited,
 	ProviderDown, TransportError, CircuitOpen, InvalidTTL, Expired, InvalidJob, Blocked, ProxyError,
+	Canceled,
 }
 
 // Codes returns every defined code, in a fixed order. The slice is the caller's to keep.

@@ -32,6 +32,7 @@ func TestCodes(t *testing.T) {
 		{taxonomy.InvalidJob, "INVALID_JOB", false},
 		{taxonomy.Blocked, "BLOCKED", false},
 		{taxonomy.ProxyError, "PROXY_ERROR", true},
+		{taxonomy.Canceled, "CANCELED", false},
 	}
 	codes := taxonomy.Codes()
 	if len(codes) != len(want) {

@@ -73,6 +73,21 @@ func commands() []cli.Command {
 			Args: "JOB_ID", MinArgs: 1, MaxArgs: 1,
 			Exit: "1 not found anywhere (never enqueued under this prefix, or its records were trimmed); 3 Redis could not be read",
 		}},
+		{Name: "cancel", Summary: "cancel queued or delayed jobs that no worker has read yet", Run: cmdCancel, Help: cli.Help{
+			Usage: "--redis URL JOB_ID...",
+			Summary: "Cancel jobs by their id: a job waiting in the intake, in a lane (either class) or in the delayed set (a retry, or a job scheduled for later) " +
+				"that no worker has read yet is removed and gets one ledger record, CANCELED; it is never sent.",
+			Details: "Each id is looked for on its shard (CRC-32 of the id), and each stream with no index by job id is read a thousand entries a round trip: an operator's command. " +
+				"A job a worker has read is in flight and finishes with its own record; one its push service accepted is sent; one found nowhere is unknown " +
+				"(never enqueued under this prefix, already ended, or cancelled before). Each id gets a line saying which. " +
+				"A copy of a job enqueued after the cancel is a new request and is delivered.",
+			Examples: []string{
+				"gateway-worker cancel --redis redis://127.0.0.1:6379/0 order-1234-shipped",
+				"gateway-worker cancel --redis redis://127.0.0.1:6379/0 order-1234-shipped order-1235-shipped",
+			},
+			Args: "JOB_ID", MinArgs: 1, MaxArgs: -1,
+			Exit: "1 some id could not be cancelled (in flight, sent or unknown: each is named); 3 Redis could not be read or written",
+		}},
 		{Name: "dead", Summary: "list, show, replay or purge dead-letter records", Sub: []cli.Command{
 			{Name: "ls", Summary: "list dead records, newest first, by reason, code, provider or time", Run: cmdDeadLs, Help: cli.Help{
 				Usage:   "--redis URL [--reason TEXT] [--code CODE] [--provider ID] [--since WHEN] [--until WHEN] [--limit N] [--json]",
