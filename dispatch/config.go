@@ -24,14 +24,14 @@ type Sender interface {
 
 // The defaults of Config's zero fields: cmd/gateway-worker's flags take theirs from these.
 const (
-	DefaultRetryBase         = 5 * time.Second
-	DefaultRetryCap          = 10 * time.Minute
-	DefaultMaxRetries        = 8
-	DefaultMaxDelayed        = 1_000_000
-	DefaultMaxPerRecipient   = 1_000
+	DefaultRetryBase       = 5 * time.Second
+	DefaultRetryCap        = 10 * time.Minute
+	DefaultMaxRetries      = 8
+	DefaultMaxDelayed      = 1_000_000
+	DefaultMaxPerRecipient = 1_000
 	// DefaultMaxScheduleAhead is how far ahead a job's send_at may be: beyond it the job is
 	// dead-lettered as INVALID_JOB rather than held in Redis for that long.
-	DefaultMaxScheduleAhead = 30 * 24 * time.Hour
+	DefaultMaxScheduleAhead  = 30 * 24 * time.Hour
 	DefaultVisibilityTimeout = 60 * time.Second
 	DefaultMaxDeliveries     = 5
 	DefaultGrace             = 25 * time.Second
