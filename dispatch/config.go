@@ -24,11 +24,14 @@ type Sender interface {
 
 // The defaults of Config's zero fields: cmd/gateway-worker's flags take theirs from these.
 const (
-	DefaultRetryBase         = 5 * time.Second
-	DefaultRetryCap          = 10 * time.Minute
-	DefaultMaxRetries        = 8
-	DefaultMaxDelayed        = 1_000_000
-	DefaultMaxPerRecipient   = 1_000
+	DefaultRetryBase       = 5 * time.Second
+	DefaultRetryCap        = 10 * time.Minute
+	DefaultMaxRetries      = 8
+	DefaultMaxDelayed      = 1_000_000
+	DefaultMaxPerRecipient = 1_000
+	// DefaultMaxScheduleAhead is how far ahead a job's send_at may be: beyond it the job is
+	// dead-lettered as INVALID_JOB rather than held in Redis for that long.
+	DefaultMaxScheduleAhead  = 30 * 24 * time.Hour
 	DefaultVisibilityTimeout = 60 * time.Second
 	DefaultMaxDeliveries     = 5
 	DefaultGrace             = 25 * time.Second
@@ -80,6 +83,10 @@ type Config struct {
 	// it; past a cap a retry goes to dead with the cap named. NoLimit: no cap.
 	MaxDelayed      int64
 	MaxPerRecipient int64
+	// MaxScheduleAhead is how far after intake reads it a job's send_at may be; a job scheduled
+	// further out is dead-lettered (INVALID_JOB) with the horizon named. Scheduled jobs wait in
+	// the delayed set outside both caps above, which bound retries.
+	MaxScheduleAhead time.Duration
 
 	VisibilityTimeout time.Duration // idle time before another consumer may reclaim an entry of a replica that is gone
 	MaxDeliveries     int64         // deliveries of one entry before it is dead-lettered
@@ -246,6 +253,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxPerRecipient == 0 {
 		c.MaxPerRecipient = DefaultMaxPerRecipient
 	}
+	setDefault(&c.MaxScheduleAhead, DefaultMaxScheduleAhead)
 	setDefault(&c.VisibilityTimeout, DefaultVisibilityTimeout)
 	setDefault(&c.MaxDeliveries, DefaultMaxDeliveries)
 	setDefault(&c.Grace, DefaultGrace)

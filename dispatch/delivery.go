@@ -63,7 +63,10 @@ type laneJob struct {
 	raw      string
 	job      *jobfmt.Job
 	attempt  int
-	enqueued time.Time // fixed at intake: every attempt's TTL is counted from it
+	enqueued time.Time // fixed at intake: the lane entry's enqueued_at
+	// ttlFrom is when every attempt's TTL counts from: the job's send_at when it gave one,
+	// else enqueued (jobfmt.Job.TTLStart).
+	ttlFrom time.Time
 	// class is the class of the lane the entry came from: what decides its turn for slots and
 	// tokens, and the lane its retries go back to.
 	class jobfmt.Class
@@ -105,6 +108,7 @@ func parseLaneEntry(e stream.Entry, now time.Time) (*laneJob, error) {
 		}
 		return lj, &invalidEntry{reason: reason, err: err}
 	}
+	lj.ttlFrom = lj.job.TTLStart(lj.enqueued)
 	return lj, nil
 }
 
@@ -307,7 +311,7 @@ func (d *delivery) send(ctx context.Context, adm admission) {
 // message is the push of the job sent at now, with the TTL that remains.
 func (d *delivery) message(now time.Time) *adapter.Message {
 	j := d.job
-	remaining := time.Duration(j.TTL)*time.Second - now.Sub(d.enqueued)
+	remaining := time.Duration(j.TTL)*time.Second - now.Sub(d.ttlFrom)
 	return &adapter.Message{
 		ID: j.ID, Subscription: j.Subscription,
 		Payload: j.Payload, Ciphertext: j.Ciphertext,

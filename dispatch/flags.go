@@ -17,6 +17,10 @@ const (
 	// minRedisFresh is three of the prober's checks: a shorter bound flaps /readyz between
 	// two checks, and 0 would never be ready.
 	minRedisFresh = 3 * DefaultProbeEvery
+	// MaxScheduleAheadLimit bounds --max-schedule-ahead: the ttl a job may give is about 68
+	// years, but a scheduled job holds its memory in Redis until its send_at, and a year is
+	// already further out than a push is planned.
+	MaxScheduleAheadLimit = 366 * 24 * time.Hour
 )
 
 // CheckFlags refuses values of the worker command's flags (gateway-worker run), given in cfg and
@@ -33,6 +37,7 @@ func CheckFlags(cfg *Config, so *stream.Options, registryEvery, redisFresh time.
 		{"--sent-ttl", so.SentTTL}, {"--gone-ttl", so.GoneTTL}, {"--grace", cfg.Grace}, {"--record-grace", cfg.RecordGrace},
 		{"--block", cfg.Block}, {"--reclaim-every", cfg.ReclaimEvery}, {"--promote-every", cfg.PromoteEvery},
 		{"--startup-timeout", cfg.StartupTimeout}, {"--stats-every", cfg.StatsEvery},
+		{"--max-schedule-ahead", cfg.MaxScheduleAhead},
 	} {
 		if d.v <= 0 {
 			return fmt.Errorf("%s must be more than 0, got %s", d.flag, d.v)
@@ -59,6 +64,8 @@ func CheckFlags(cfg *Config, so *stream.Options, registryEvery, redisFresh time.
 		}
 	}
 	switch {
+	case cfg.MaxScheduleAhead > MaxScheduleAheadLimit:
+		return fmt.Errorf("--max-schedule-ahead must be at most %s (a scheduled job holds its memory in Redis until its send_at), got %s", MaxScheduleAheadLimit, cfg.MaxScheduleAhead)
 	case cfg.MaxDeliveries < 1:
 		return fmt.Errorf("--max-deliveries must be at least 1, got %d", cfg.MaxDeliveries)
 	case cfg.Backoff.Cap < cfg.Backoff.Base:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	jobfmt "github.com/webpush-gateway/webpush-gateway/job" // "job" names one job in this package
 	"github.com/webpush-gateway/webpush-gateway/stream"
@@ -97,7 +98,8 @@ func (in *intake) handle(ctx context.Context, e stream.Entry) error {
 	if !ok {
 		return in.dead(ctx, e, "", `entry has no "job" field`, "", true)
 	}
-	job, err := jobfmt.DecodeString(raw, cfg.Now())
+	now := cfg.Now()
+	job, err := jobfmt.DecodeString(raw, now)
 	if err != nil {
 		reason := err.Error()
 		var ie *jobfmt.InvalidError
@@ -116,8 +118,25 @@ func (in *intake) handle(ctx context.Context, e stream.Entry) error {
 		return in.dead(ctx, e, job.ID, fmt.Sprintf("vapid_key: no key named %q is configured", job.VAPIDKey), raw, false)
 	}
 	provider := route.Provider.ID
+	// A send_at to come holds the job in the delayed set until then; one now or past is sent
+	// at once, as a job without one.
+	scheduled := job.SendAt.After(now)
+	if ahead := job.SendAt.Sub(now); scheduled && ahead > cfg.MaxScheduleAhead {
+		// The job is valid: kept whole, it can be replayed once the horizon is raised.
+		return in.dead(ctx, e, job.ID, fmt.Sprintf("send_at: %s is %s ahead; at most %s (run --max-schedule-ahead)",
+			job.SendAt.UTC().Format(time.RFC3339Nano), ahead.Round(time.Second), cfg.MaxScheduleAhead), raw, false)
+	}
 	var v stream.LaneVerdict
-	err = in.health.retry(ctx, in.done, e.Shard, telemetry.OpWrite, "to lane", false, cfg.Now, func(ctx context.Context) (err error) {
+	what := "to lane"
+	if scheduled {
+		what = "to scheduled"
+	}
+	err = in.health.retry(ctx, in.done, e.Shard, telemetry.OpWrite, what, false, cfg.Now, func(ctx context.Context) (err error) {
+		if scheduled {
+			v, err = cfg.Store.ToScheduled(ctx, e, stream.ScheduledRecord{ID: job.ID, Provider: provider, Class: job.Class,
+				Job: raw, EnqueuedAtMs: job.EnqueuedAt.UnixMilli(), SendAt: job.SendAt, At: now})
+			return err
+		}
 		v, err = cfg.Store.ToClassLane(ctx, e, provider, job.Class, job.ID, raw, job.EnqueuedAt.UnixMilli())
 		return err
 	})
@@ -128,7 +147,8 @@ func (in *intake) handle(ctx context.Context, e stream.Entry) error {
 	case v == stream.Copy:
 		cfg.Logger.Debug("dispatch: copy of a job already held or sent; acknowledged", "shard", e.Shard, "id", job.ID)
 	default:
-		if pl := in.limits.get(provider); pl != nil {
+		// A scheduled job arrives in its lane when it comes due, not now.
+		if pl := in.limits.get(provider); pl != nil && !scheduled {
 			pl.arrivals.Add(1)
 		}
 		if route.Unknown {

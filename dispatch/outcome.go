@@ -81,7 +81,7 @@ func (l *lane) beforeSend(lj *laneJob, invalid error, m marks, now time.Time) *n
 // (Backoff.next gives EXPIRED for any delay).
 func (l *lane) expired(lj *laneJob, base stream.Result, now time.Time) (stream.Result, bool) {
 	j := lj.job
-	remaining := time.Duration(j.TTL)*time.Second - now.Sub(lj.enqueued)
+	remaining := time.Duration(j.TTL)*time.Second - now.Sub(lj.ttlFrom)
 	if remaining > 0 || (j.TTL == 0 && lj.attempt == 0) {
 		return stream.Result{}, false
 	}
@@ -121,7 +121,7 @@ func (l *lane) afterSend(lj *laneJob, out taxonomy.Outcome, r stream.Result) nex
 		r.Gone, r.Endpoint = true, j.Subscription.Endpoint
 		r.MarkGone = out.Code == taxonomy.Gone
 	case out.Code.Retryable():
-		remaining := time.Duration(j.TTL)*time.Second - r.At.Sub(lj.enqueued)
+		remaining := time.Duration(j.TTL)*time.Second - r.At.Sub(lj.ttlFrom)
 		due, v := cfg.Backoff.next(r.At, lj.attempt, out.RetryAfter, remaining, cfg.Rand())
 		switch v {
 		case retriesExhausted:
@@ -161,7 +161,7 @@ func (l *lane) putBack(lj *laneJob, due, now time.Time) nextState {
 // lasts that long; else EXPIRED now, unsent, rather than waiting for nothing.
 func (l *lane) parked(lj *laneJob, due, now time.Time) nextState {
 	j := lj.job
-	if end := lj.enqueued.Add(time.Duration(j.TTL) * time.Second); !due.Before(end) {
+	if end := lj.ttlFrom.Add(time.Duration(j.TTL) * time.Second); !due.Before(end) {
 		return nextState{kind: toLedger, result: stream.Result{ID: j.ID, Provider: l.provider, Attempt: lj.attempt,
 			Code: string(taxonomy.Expired), At: now,
 			Detail: fmt.Sprintf("ttl of %ds ends while the provider has vapid key %q paused (until %s); not sent",

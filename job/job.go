@@ -33,7 +33,7 @@ const (
 // jobFields are the top-level fields of format v1, in the order they are validated.
 var jobFields = []string{
 	"id", "subscription", "payload", "payload_encoding", "ciphertext", "notification", "ttl",
-	"urgency", "topic", "vapid_key", "recipient", "class", "enqueued_at",
+	"urgency", "topic", "vapid_key", "recipient", "class", "enqueued_at", "send_at",
 }
 
 // subscriptionFields and keysFields are the members of "subscription" and of its "keys".
@@ -57,7 +57,7 @@ type Job struct {
 	// Notification is the job's declarative notification, when it gave one: Payload is what
 	// it renders to.
 	Notification *Notification
-	// TTL is the time to live in seconds the upstream asked for, counted from EnqueuedAt.
+	// TTL is the time to live in seconds the upstream asked for, counted from TTLStart.
 	TTL       int
 	Urgency   string
 	Topic     string
@@ -68,6 +68,19 @@ type Job struct {
 	Class Class
 	// EnqueuedAt is when the upstream enqueued the job (or when intake first saw it).
 	EnqueuedAt time.Time
+	// SendAt is when the job may be sent, when it gave send_at (zero otherwise): intake holds a
+	// job whose SendAt is still to come in the delayed set until then.
+	SendAt time.Time
+}
+
+// TTLStart is when the job's TTL starts to count: its send_at when it gave one (a sender who
+// schedules a message means it to live ttl from the time it goes out, not from the time it was
+// enqueued), else enqueued, its enqueued_at as the lane entry keeps it.
+func (j *Job) TTLStart(enqueued time.Time) time.Time {
+	if !j.SendAt.IsZero() {
+		return j.SendAt
+	}
+	return enqueued
 }
 
 // Subscription is the browser's PushSubscription, as its toJSON() gives it: marshalled, it
@@ -192,6 +205,18 @@ func DecodeString(raw string, now time.Time) (*Job, error) {
 		if t.Before(now) {
 			j.EnqueuedAt = t
 		}
+	}
+	if m, ok := fields.get("send_at"); ok {
+		t, err := decodeTime(m)
+		if err != nil {
+			return nil, invalid("send_at: %v", err)
+		}
+		// 0001-01-01T00:00:00Z is the zero time.Time, which means "none" here; it is long past
+		// like the unix epoch, so it is taken as that.
+		if t.IsZero() {
+			t = time.UnixMilli(0)
+		}
+		j.SendAt = t
 	}
 	return j, nil
 }

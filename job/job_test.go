@@ -51,6 +51,13 @@ func TestDecodeJobValid(t *testing.T) {
 		{"enqueued_at with offset and fraction", `{"id":"a",` + sub + `,"enqueued_at":"2025-06-01T13:59:30.5+02:00"}`,
 			with(func(j *Job) { j.EnqueuedAt = time.Date(2025, 6, 1, 11, 59, 30, 5e8, time.UTC) })},
 		{"enqueued_at in the future is now", `{"id":"a",` + sub + `,"enqueued_at":"2030-01-01T00:00:00Z"}`, base},
+		{"send_at RFC 3339 in the future is kept", `{"id":"a",` + sub + `,"send_at":"2030-01-01T00:00:00+01:00"}`,
+			with(func(j *Job) { j.SendAt = time.Date(2029, 12, 31, 23, 0, 0, 0, time.UTC) })},
+		{"send_at unix ms", `{"id":"a",` + sub + `,"send_at":1748779260000}`, with(func(j *Job) { j.SendAt = time.UnixMilli(1748779260000) })},
+		{"send_at in the past is kept", `{"id":"a",` + sub + `,"send_at":"2025-06-01T11:00:00.25Z"}`,
+			with(func(j *Job) { j.SendAt = time.Date(2025, 6, 1, 11, 0, 0, 25e7, time.UTC) })},
+		{"send_at of year 1 is the epoch", `{"id":"a",` + sub + `,"send_at":"0001-01-01T00:00:00Z"}`, with(func(j *Job) { j.SendAt = time.UnixMilli(0) })},
+		{"send_at null is absent", `{"id":"a",` + sub + `,"send_at":null}`, base},
 		{"expirationTime with a fraction", `{"id":"a","subscription":{"endpoint":"` + testEndpoint + `","expirationTime":1767225600000.75,"keys":{"p256dh":"` + testP256dh + `","auth":"` + testAuth + `"}}}`,
 			with(func(j *Job) { j.Subscription.ExpirationTime = &exp })},
 		{"nulls are absent", `{"id":"a",` + sub + `,"payload":null,"ttl":null,"urgency":null,"topic":null,"recipient":null,"enqueued_at":null}`, base},
@@ -139,6 +146,12 @@ func TestDecodeJobInvalid(t *testing.T) {
 		{"enqueued_at negative", j(`,"enqueued_at":-5`), "enqueued_at: unix milliseconds must be at least 0, got -5"},
 		{"enqueued_at fraction", j(`,"enqueued_at":1.5`), "enqueued_at: unix milliseconds must be a whole number"},
 		{"enqueued_at a bool", j(`,"enqueued_at":true`), "enqueued_at: must be an RFC 3339 time or unix milliseconds, got a boolean"},
+		{"send_at bad string", j(`,"send_at":"tomorrow"`), "send_at: must be an RFC 3339 time (2006-01-02T15:04:05Z) or unix milliseconds"},
+		{"send_at without a zone", j(`,"send_at":"2025-06-01T12:00:00"`), "send_at: must be an RFC 3339 time (2006-01-02T15:04:05Z) or unix milliseconds"},
+		{"send_at negative", j(`,"send_at":-1`), "send_at: unix milliseconds must be at least 0, got -1"},
+		{"send_at fraction", j(`,"send_at":1748779260000.5`), "send_at: unix milliseconds must be a whole number"},
+		{"send_at an object", j(`,"send_at":{}`), "send_at: must be an RFC 3339 time or unix milliseconds, got an object"},
+		{"send_at twice", j(`,"send_at":1,"send_at":2`), `duplicate field "send_at"`},
 		{"10 MB entry", `{"id":"a","payload":"` + strings.Repeat("x", 10<<20-23) + `"}`, "entry is 10485760 bytes; at most 65536"},
 		{"one byte too many", `{"id":"a","payload":"` + strings.Repeat("x", 65537-23) + `"}`, "entry is 65537 bytes; at most 65536"},
 	}
@@ -245,6 +258,9 @@ func FuzzDecodeJob(f *testing.F) {
 	f.Add([]byte(`{"id":"a","id":"a"}`))
 	f.Add([]byte(`{"id":"a","subscription":{"endpoint":"https://x/SECRET","keys":{"p256dh":"A","auth":"B"}},"enqueued_at":1e3}`))
 	f.Add([]byte(`[]`))
+	f.Add([]byte(jobWith("s1", map[string]any{"send_at": "2030-01-01T00:00:00.5-07:00", "ttl": 60})))
+	f.Add([]byte(jobWith("s2", map[string]any{"send_at": 1748779260000})))
+	f.Add([]byte(jobWith("s3", map[string]any{"send_at": -1e20})))
 	// Strings that are not UTF-8, on the fast path, the slow path and nested.
 	f.Add([]byte(jobWith("d", map[string]any{"payload": nil}) + "\xff"))
 	f.Add([]byte(strings.Replace(validJob("e"), `"payload":"hello"`, "\"payload\":\"hel\xfflo\"", 1)))

@@ -184,7 +184,7 @@ func (s *Inspector) cancelOne(ctx context.Context, id string, tries int) (Cancel
 	}
 	switch {
 	case delayed:
-		n, err := cancelDelayedScript.Run(ctx, s.c, []string{k.Delayed, k.DelayedData, k.Rcpt, k.DelayedCount, k.Jobs, k.Results},
+		n, err := cancelDelayedScript.Run(ctx, s.c, []string{k.Delayed, k.DelayedData, k.Rcpt, k.DelayedCount, k.Jobs, k.Results, k.Scheduled},
 			id, CancelDetail, now).Int64()
 		if err != nil {
 			return res, err

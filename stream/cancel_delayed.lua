@@ -9,6 +9,7 @@
 -- KEYS[4] delayed:count HASH
 -- KEYS[5] jobs index of the shard
 -- KEYS[6] results (ledger) stream
+-- KEYS[7] delayed:scheduled ZSET (the scheduled members, for status)
 -- ARGV[1] job id
 -- ARGV[2] the record's detail
 -- ARGV[3] now, unix ms (the record's "at")
@@ -39,6 +40,7 @@ end
 redis.call('ZREM', KEYS[1], id)
 redis.call('HDEL', KEYS[2], id)
 redis.call('HDEL', KEYS[5], id)
+redis.call('ZREM', KEYS[7], id)
 redis.call('XADD', KEYS[6], '*', 'id', id, 'provider', provider, 'code', 'CANCELED', 'status', '0',
   'detail', ARGV[2], 'attempt', tostring(d.attempt or '0'), 'latency_ms', '0', 'at', ARGV[3])
 return 1

@@ -17,6 +17,10 @@ var (
 	toDelayedLua    string
 	toDelayedScript = redis.NewScript(withLib(takeLua, toDelayedLua))
 
+	//go:embed to_scheduled.lua
+	toScheduledLua    string
+	toScheduledScript = redis.NewScript(withLib(takeLua+windowLua, toScheduledLua))
+
 	//go:embed promote.lua
 	promoteLua    string
 	promoteScript = redis.NewScript(withLib(takeLua, promoteLua))
@@ -124,11 +128,44 @@ func (s *Store) PromoteDue(ctx context.Context, shard int, now time.Time, limit 
 	}
 	k := s.Keys(shard)
 	n, err := promoteScript.Run(ctx, s.c,
-		[]string{k.Delayed, k.DelayedData, k.Rcpt, k.Dead, k.Jobs, k.DelayedCount},
+		[]string{k.Delayed, k.DelayedData, k.Rcpt, k.Dead, k.Jobs, k.DelayedCount, k.Scheduled},
 		ms(now), limit, k.LanePrefix, Group, s.o.DeadMaxLen,
 	).Int64()
 	if err != nil {
 		return 0, fmt.Errorf("stream: promote: %w", err)
 	}
 	return int(n), nil
+}
+
+// ScheduledRecord is a job from the intake whose send_at is still to come.
+type ScheduledRecord struct {
+	ID, Provider string
+	Class        job.Class
+	Job          string
+	EnqueuedAtMs int64
+	// SendAt is when the job is due: the promoter writes it to its class's lane then.
+	SendAt time.Time
+	// At is the time of the decision, the delayed data's queued_at (Options.Now when zero).
+	At time.Time
+}
+
+// ToScheduled moves an intake entry to the delayed set, due at r.SendAt with attempt 0, unless
+// a job with its id is held or was accepted within the window (Copy: acknowledged with no
+// record). A scheduled job is neither counted nor refused by the delayed set's caps
+// (RetryRecord.MaxDelayed, MaxPerRecipient): they bound retries.
+func (s *Store) ToScheduled(ctx context.Context, e Entry, r ScheduledRecord) (LaneVerdict, error) {
+	k := s.Keys(e.Shard)
+	at := r.At
+	if at.IsZero() {
+		at = s.o.Now()
+	}
+	n, err := s.eval(ctx, toScheduledScript,
+		[]string{e.Stream, k.Jobs, k.Window, k.Delayed, k.DelayedData, k.Scheduled},
+		Group, s.o.Consumer, s.windowTTL(), e.ID, r.Job, r.Provider, r.EnqueuedAtMs, r.ID, windowField(r.ID),
+		ms(r.SendAt), bulkArg(r.Class), ms(at),
+	)
+	if err != nil {
+		return LaneNotOwner, fmt.Errorf("stream: to scheduled: %w", err)
+	}
+	return LaneVerdict(n), nil
 }

@@ -74,8 +74,11 @@ type DelayedJob struct {
 	LastCode, LastDetail string
 	// QueuedAt is when it was put there (zero when not recorded).
 	QueuedAt time.Time
-	// EnqueuedAt is the time its TTL counts from.
+	// EnqueuedAt is the job's enqueued_at: the time its TTL counts from, unless Scheduled.
 	EnqueuedAt time.Time
+	// Scheduled says the job waits for its send_at (Due), not to retry: it was never sent, and
+	// its TTL counts from Due.
+	Scheduled bool
 }
 
 // LedgerEntry is a ledger record where it lies.
@@ -197,7 +200,8 @@ func (s *Inspector) findEntries(ctx context.Context, rep *JobReport, stream, id 
 	return found, nil
 }
 
-// delayedJob reads a delayed member's score and data (the JSON to_delayed.lua writes).
+// delayedJob reads a delayed member's score and data (the JSON to_delayed.lua or
+// to_scheduled.lua writes).
 func delayedJob(score float64, raw string) *DelayedJob {
 	d := &DelayedJob{Due: time.UnixMilli(int64(score))}
 	var v struct {
@@ -208,10 +212,11 @@ func delayedJob(score float64, raw string) *DelayedJob {
 		QueuedAt   any    `json:"queued_at"`
 		LastCode   string `json:"last_code"`
 		LastDetail string `json:"last_detail"`
+		Scheduled  bool   `json:"scheduled"`
 	}
 	_ = json.Unmarshal([]byte(raw), &v) // data a script could not read is reported as empty
 	d.Provider, d.Recipient, d.LastCode, d.LastDetail = v.Provider, v.Recipient, v.LastCode, v.LastDetail
-	d.Attempt = int(number(v.Attempt))
+	d.Attempt, d.Scheduled = int(number(v.Attempt)), v.Scheduled
 	if n := number(v.EnqueuedAt); n > 0 {
 		d.EnqueuedAt = time.UnixMilli(n)
 	}

@@ -49,6 +49,8 @@ type InspectDelayed struct {
 	LastDetail string     `json:"last_detail,omitempty"`
 	QueuedAt   *time.Time `json:"queued_at,omitempty"`
 	EnqueuedAt *time.Time `json:"enqueued_at,omitempty"`
+	// Scheduled: the job waits for its send_at (due), never sent yet.
+	Scheduled bool `json:"scheduled,omitempty"`
 }
 
 // InspectLedger is a ledger record of the job.
@@ -119,7 +121,7 @@ func (rep JobReport) report(prefix string, scanLimit int, alive map[string]bool)
 	}
 	if d := rep.Delayed; d != nil {
 		out.Delayed = &InspectDelayed{Due: d.Due.UTC(), Provider: d.Provider, Attempt: d.Attempt, Recipient: d.Recipient,
-			LastCode: d.LastCode, LastDetail: d.LastDetail}
+			LastCode: d.LastCode, LastDetail: d.LastDetail, Scheduled: d.Scheduled}
 		if !d.QueuedAt.IsZero() {
 			t := d.QueuedAt.UTC()
 			out.Delayed.QueuedAt = &t

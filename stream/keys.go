@@ -28,6 +28,10 @@ type Keys struct {
 	// DelayedCount is the HASH provider -> that provider's retries in Delayed that count
 	// toward its cap (those after an attempt; put-backs do not).
 	DelayedCount string
+	// Scheduled is the ZSET job id -> send_at (unix ms) of the members of Delayed that are
+	// scheduled jobs waiting for their send_at (ToScheduled), for status; the promoter drops
+	// the members that came due.
+	Scheduled string
 	// Results is the ledger stream: one entry per job that reached a terminal outcome.
 	Results string
 	// Gone is the stream of endpoints a push service reported gone, for upstreams to prune.
@@ -60,6 +64,7 @@ func KeysFor(prefix string, shard int) Keys {
 		Delayed:      base + "delayed",
 		DelayedData:  base + "delayed:data",
 		DelayedCount: base + "delayed:count",
+		Scheduled:    base + "delayed:scheduled",
 		Results:      base + "results",
 		Gone:         base + "gone",
 		Dead:         base + "dead",

@@ -8,6 +8,10 @@
 -- KEYS[5] jobs index of the shard (HASH job id -> provider): a member dead-lettered here leaves it
 -- KEYS[6] delayed:count HASH (provider -> counted retries waiting): a member to_delayed.lua
 --         marked counted leaves its provider's count
+-- KEYS[7] delayed:scheduled ZSET (job id -> send_at of the scheduled jobs among the members):
+--         when a call moves members, every member due by now leaves it, promoted or not (a
+--         scheduled job taken out of the delayed set otherwise goes so once its time has passed;
+--         status counts only those still to come)
 -- ARGV[1] now, unix ms (members with a score <= now are due)
 -- ARGV[2] at most this many members
 -- ARGV[3] lane key prefix of the shard ("<prefix>:{<shard>}:lane:"); the provider id completes
@@ -54,6 +58,10 @@ for _, id in ipairs(due) do
   end
   redis.call('ZREM', KEYS[1], id)
   redis.call('HDEL', KEYS[2], id)
+end
+-- Only when members came due: a call that moves nothing adds no command.
+if KEYS[7] and #due > 0 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', ARGV[1])
 end
 -- An empty set holds no retries: a count left by a member no script took off (written or
 -- moved by an older release) goes with it.

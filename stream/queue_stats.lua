@@ -4,12 +4,14 @@
 -- `gateway-worker status` read it every few seconds on every replica).
 --
 -- KEYS[1] intake stream, KEYS[2] delayed ZSET, KEYS[3] dead, KEYS[4] results, KEYS[5] gone,
--- KEYS[6..] lane streams
+-- KEYS[6] delayed:scheduled ZSET (which delayed members are scheduled jobs, by send_at),
+-- KEYS[7..] lane streams
 -- ARGV[1] consumer group
 -- ARGV[2] now, unix ms (delayed members due by then count as due)
--- Returns, for each key in order, {length, lag, pending, oldest pending id}; lag is -1 when the
--- stream has no group (or for a key that is not grouped), the id '' when nothing is pending.
--- For the delayed set: {members, due now, -1, score of the first member as a string or ''}.
+-- Returns, for each key in order but KEYS[6], {length, lag, pending, oldest pending id}; lag is
+-- -1 when the stream has no group (or for a key that is not grouped), the id '' when nothing is
+-- pending. For the delayed set: {members, due now, -1, score of the first member as a string or
+-- '', scheduled jobs whose send_at is still to come, the first of those send_ats or ''}.
 local function grouped(key)
   if redis.call('EXISTS', key) == 0 then
     return {0, 0, 0, ''}
@@ -38,11 +40,13 @@ end
 local out = {}
 table.insert(out, grouped(KEYS[1]))
 local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
-table.insert(out, {redis.call('ZCARD', KEYS[2]), redis.call('ZCOUNT', KEYS[2], '-inf', ARGV[2]), -1, first[2] or ''})
+local nextSend = redis.call('ZRANGEBYSCORE', KEYS[6], '(' .. ARGV[2], '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+table.insert(out, {redis.call('ZCARD', KEYS[2]), redis.call('ZCOUNT', KEYS[2], '-inf', ARGV[2]), -1, first[2] or '',
+  redis.call('ZCOUNT', KEYS[6], '(' .. ARGV[2], '+inf'), nextSend[2] or ''})
 for i = 3, 5 do
   table.insert(out, {redis.call('XLEN', KEYS[i]), -1, 0, ''})
 end
-for i = 6, #KEYS do
+for i = 7, #KEYS do
   table.insert(out, grouped(KEYS[i]))
 end
 return out

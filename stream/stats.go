@@ -5,6 +5,7 @@ import (
 
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -39,6 +40,10 @@ type QueueStat struct {
 	// member's due time (zero when the set is empty).
 	DueNow  int64
 	NextDue time.Time
+	// Scheduled and NextSendAt are the delayed set's scheduled jobs (ToScheduled) whose send_at
+	// is after the time asked, and the first of those send_ats (zero when none).
+	Scheduled  int64
+	NextSendAt time.Time
 }
 
 // QueueStats reads the streams and sets of shard, and the lanes of providers on it, in one
@@ -55,8 +60,9 @@ func (s *Inspector) QueueStats(ctx context.Context, shard int, providers []strin
 
 func (s *keyspace) queueStats(ctx context.Context, shard int, providers []string, now time.Time) ([]QueueStat, error) {
 	k := KeysFor(s.o.Prefix, shard)
-	keys := []string{k.Intake, k.Delayed, k.Dead, k.Results, k.Gone}
-	names := []string{"intake", "delayed", "dead", "results", "gone"}
+	// The scheduled set gives no row of its own: it adds to the delayed set's.
+	keys := []string{k.Intake, k.Delayed, k.Dead, k.Results, k.Gone, k.Scheduled}
+	names := []string{"intake", "delayed", "dead", "results", "gone", ""}
 	for _, p := range providers {
 		for _, c := range job.Classes {
 			keys = append(keys, k.LaneOf(p, c))
@@ -67,13 +73,14 @@ func (s *keyspace) queueStats(ctx context.Context, shard int, providers []string
 	if err != nil {
 		return nil, fmt.Errorf("stream: queue stats of shard %d: %w", shard, err)
 	}
+	keys, names = slices.Delete(keys, 5, 6), slices.Delete(names, 5, 6)
 	if len(v) != len(keys) {
 		return nil, fmt.Errorf("stream: queue stats of shard %d: %d replies for %d keys", shard, len(v), len(keys))
 	}
 	out := make([]QueueStat, len(keys))
 	for i, x := range v {
 		row, _ := x.([]any)
-		if len(row) != 4 {
+		if want := 4 + 2*boolInt(names[i] == "delayed"); len(row) != want {
 			return nil, fmt.Errorf("stream: queue stats of %s: unexpected reply %v", keys[i], x)
 		}
 		n := func(j int) int64 { c, _ := row[j].(int64); return c }
@@ -83,6 +90,12 @@ func (s *keyspace) queueStats(ctx context.Context, shard int, providers []string
 			q.Lag, q.Pending, q.DueNow = -1, 0, n(1)
 			if due, err := strconv.ParseFloat(last, 64); err == nil {
 				q.NextDue = time.UnixMilli(int64(due))
+			}
+			q.Scheduled = n(4)
+			if next, _ := row[5].(string); next != "" {
+				if at, err := strconv.ParseFloat(next, 64); err == nil {
+					q.NextSendAt = time.UnixMilli(int64(at))
+				}
 			}
 		} else if last != "" {
 			q.OldestPending = entryTime(last)
@@ -100,4 +113,11 @@ func entryTime(id string) time.Time {
 		return time.Time{}
 	}
 	return time.UnixMilli(n)
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

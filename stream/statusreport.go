@@ -54,6 +54,10 @@ type QueueStatus struct {
 	OldestPendingAgeSeconds *float64   `json:"oldest_pending_age_seconds,omitempty"`
 	DueNow                  *int64     `json:"due_now,omitempty"`
 	NextDue                 *time.Time `json:"next_due,omitempty"`
+	// Scheduled and NextSendAt, for the delayed set: its scheduled jobs (those whose send_at
+	// is still to come; they are among Length) and the first of their send_ats.
+	Scheduled  *int64     `json:"scheduled,omitempty"`
+	NextSendAt *time.Time `json:"next_send_at,omitempty"`
 }
 
 // ReplicaStatus is a live replica and the state it published (WorkerState).
@@ -201,6 +205,12 @@ func queueOf(q QueueStat, now time.Time) QueueStatus {
 		if !q.NextDue.IsZero() {
 			next := q.NextDue.UTC()
 			out.NextDue = &next
+		}
+		sched := q.Scheduled
+		out.Scheduled = &sched
+		if !q.NextSendAt.IsZero() {
+			next := q.NextSendAt.UTC()
+			out.NextSendAt = &next
 		}
 	}
 	return out

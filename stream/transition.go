@@ -52,7 +52,7 @@ var (
 // (to_lane, promote) are refused at their first write and wait (see MinRedisVersion).
 var allScripts = []*redis.Script{
 	toLaneScript, toDeadScript, finishScript, ackScript, readIntakeScript, wasSentScript, trimRecordsScript,
-	toDelayedScript, promoteScript, reclaimScript, cleanConsumerScript, heartbeatScript, queueStatsScript,
+	toDelayedScript, toScheduledScript, promoteScript, reclaimScript, cleanConsumerScript, heartbeatScript, queueStatsScript,
 }
 
 // withLib is script src with lib's functions in front of it, after src's shebang line (which

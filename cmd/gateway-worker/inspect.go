@@ -79,7 +79,9 @@ func printInspect(w io.Writer, r stream.InspectReport, now time.Time) {
 	} else if r.HeldBy != "" && r.Delayed == nil {
 		fmt.Fprintf(w, "  held for provider %s (the jobs index) but its lane entry was not among the entries read\n", r.HeldBy)
 	}
-	if d := r.Delayed; d != nil {
+	if d := r.Delayed; d != nil && d.Scheduled {
+		fmt.Fprintf(w, "  scheduled: waiting for its send_at %s (%s), then sent on %s (its ttl counts from then)\n", d.Due.Format(time.RFC3339), relative(d.Due, now), d.Provider)
+	} else if d != nil {
 		fmt.Fprintf(w, "  waiting to retry: due %s (%s) as attempt %d on %s\n", d.Due.Format(time.RFC3339), relative(d.Due, now), d.Attempt, d.Provider)
 		switch {
 		case d.LastCode != "":

@@ -64,6 +64,12 @@ func printStatus(w io.Writer, rep stream.StatusReport) {
 			if q.NextDue != nil {
 				retries += ", next " + relative(*q.NextDue, rep.At)
 			}
+			if q.Scheduled != nil && *q.Scheduled > 0 {
+				retries += fmt.Sprintf("; %d scheduled", *q.Scheduled)
+				if q.NextSendAt != nil {
+					retries += ", next send_at " + relative(*q.NextSendAt, rep.At)
+				}
+			}
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\t%s\n", q.Shard, dash(q.Stream), q.Length, lag, pending, oldest, retries)
 	}
