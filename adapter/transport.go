@@ -128,6 +128,13 @@ func newTransportWith(p *providers.Provider, dial dialFunc, roots *x509.CertPool
 	h2.ReadIdleTimeout = hc.after
 	h2.PingTimeout = hc.timeout
 	h1.TLSNextProto[http2.NextProtoTLS] = func(authority string, tc *tls.Conn) http.RoundTripper {
+		// net/http dials once for each request that found no connection, so a burst to a new
+		// host dials many; the first one to negotiate h2 serves them all (HTTP/2 multiplexes)
+		// and the others are closed at once, as net/http's bundled client does.
+		if pool.usable(authority) {
+			_ = tc.Close()
+			return h2
+		}
 		cc, err := h2.NewClientConn(newCoalescingConn(tc))
 		if err != nil {
 			_ = tc.Close()
@@ -165,6 +172,19 @@ func (p *h2Pool) add(addr string, cc *http2.ClientConn) {
 	p.mu.Lock()
 	p.conns[key] = append(p.conns[key], cc)
 	p.mu.Unlock()
+}
+
+// usable says whether a connection to addr can take another request.
+func (p *h2Pool) usable(addr string) bool {
+	key := normalizeAuthority(addr)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, cc := range p.conns[key] {
+		if cc.CanTakeNewRequest() {
+			return true
+		}
+	}
+	return false
 }
 
 // GetClientConn reserves a stream on a connection to addr, or says there is none, upon which
