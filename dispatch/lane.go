@@ -95,6 +95,8 @@ type lane struct {
 	// (parking.go); meanHold is the mean time a delivery holds its slot, in ns.
 	park     parking
 	meanHold atomic.Int64
+	// putBackWriters counts the workers writing an overflowing entry's put-back (parkOrSendBack).
+	putBackWriters atomic.Int64
 	// bulkIdleUntil is when the reader next looks at the bulk lane after it found nothing new
 	// there (bulkIdleRecheck). Owned by the reader goroutine.
 	bulkIdleUntil time.Time

@@ -296,12 +296,23 @@ func (l *lane) parkOrSendBack(readCtx context.Context, d *delivery, key parkKey,
 	due := l.park.overflow(key, now, time.Duration(int64(l.holdTime())/turns))
 	next := l.putBack(d.laneJob, due.Add(putBackDelay(cfg.Rand())), now)
 	// Written on a worker, not by the reader: the entries behind it in the lane, other
-	// recipients' and other hosts', do not wait for the round trip.
+	// recipients' and other hosts', do not wait for the round trip. At most
+	// maxPutBackWriters at once, so that a flood of entries past the parking's bound cannot
+	// start a goroutine each; past that the reader writes it itself, which paces the flood.
+	write := func() {
+		defer l.release(d.e)
+		d.record(readCtx, next)
+	}
+	if l.putBackWriters.Add(1) > maxPutBackWriters {
+		l.putBackWriters.Add(-1)
+		write()
+		return sentBack
+	}
 	l.inflight.Add(1)
 	l.workers.run(func() {
 		defer l.inflight.Done()
-		defer l.release(d.e)
-		d.record(readCtx, next)
+		defer l.putBackWriters.Add(-1)
+		write()
 	})
 	return sentBack
 }
@@ -405,6 +416,10 @@ func (l *lane) sweepParked(readCtx, sendCtx context.Context) {
 		l.wakeHosts(readCtx, sendCtx, l.park.hostsChanged(l.lim.proven.Generation()))
 	}
 }
+
+// maxPutBackWriters bounds the workers writing put-backs of entries the parking could not hold
+// (parkOrSendBack) at once.
+const maxPutBackWriters = 8
 
 // parkReadMax bounds how many entries past the free slots one read takes (readPastParked).
 const parkReadMax = 512
