@@ -132,6 +132,12 @@ func testRedirectsAreNeverFollowed(t *testing.T, viaProxy bool) {
 }
 
 func TestLargeAnswerIsCut(t *testing.T) {
+	for _, path := range paths {
+		t.Run(path.name, func(t *testing.T) { testLargeAnswerIsCut(t, path.viaProxy) })
+	}
+}
+
+func testLargeAnswerIsCut(t *testing.T, viaProxy bool) {
 	srv, _ := startTLS(t, true, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusBadRequest)
 		chunk := []byte(strings.Repeat("z", 1<<16))
@@ -141,7 +147,8 @@ func TestLargeAnswerIsCut(t *testing.T) {
 			}
 		}
 	}))
-	s := senderFor(t, srv.Certificate(), []string{"self.example.com:443=" + srv.Listener.Addr().String()}, nil)
+	_, proxy := maybeProxy(t, viaProxy)
+	s := senderVia(t, srv.Certificate(), []string{"self.example.com:443=" + srv.Listener.Addr().String()}, nil, proxy)
 	out := sendTo(t, s, "https://self.example.com/push/x")
 	if out.Code != taxonomy.InvalidRequest || len(out.Detail) > 256 || !strings.Contains(out.Detail, "zzzz") {
 		t.Fatalf("outcome = %s, detail of %d bytes; want INVALID_REQUEST with a cut detail", out.Code, len(out.Detail))
@@ -149,12 +156,19 @@ func TestLargeAnswerIsCut(t *testing.T) {
 }
 
 func TestHTTP1FallbackForSelfHosted(t *testing.T) {
+	for _, path := range paths {
+		t.Run(path.name, func(t *testing.T) { testHTTP1FallbackForSelfHosted(t, path.viaProxy) })
+	}
+}
+
+func testHTTP1FallbackForSelfHosted(t *testing.T, viaProxy bool) {
 	var proto atomic.Value
 	srv, _ := startTLS(t, false, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		proto.Store(r.Proto)
 		w.WriteHeader(http.StatusCreated)
 	}))
-	s := senderFor(t, srv.Certificate(), []string{"self.example.com:443=" + srv.Listener.Addr().String()}, nil)
+	_, proxy := maybeProxy(t, viaProxy)
+	s := senderVia(t, srv.Certificate(), []string{"self.example.com:443=" + srv.Listener.Addr().String()}, nil, proxy)
 	out := sendTo(t, s, "https://self.example.com/push/x")
 	if out.Code != taxonomy.Accepted || out.Provider != "fallback" {
 		t.Fatalf("outcome = %+v, want ACCEPTED via fallback", out)
@@ -165,6 +179,12 @@ func TestHTTP1FallbackForSelfHosted(t *testing.T) {
 }
 
 func TestTransportErrorsCarryNoEndpoint(t *testing.T) {
+	for _, path := range paths {
+		t.Run(path.name, func(t *testing.T) { testTransportErrorsCarryNoEndpoint(t, path.viaProxy) })
+	}
+}
+
+func testTransportErrorsCarryNoEndpoint(t *testing.T, viaProxy bool) {
 	// A listener that accepts and closes at once: the send fails in transport, and the
 	// error text (which net/http builds with the URL) must not reach the outcome.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -181,7 +201,8 @@ func TestTransportErrorsCarryNoEndpoint(t *testing.T) {
 			c.Close()
 		}
 	}()
-	s := senderFor(t, nil, []string{"self.example.com:443=" + ln.Addr().String()}, nil)
+	_, proxy := maybeProxy(t, viaProxy)
+	s := senderVia(t, nil, []string{"self.example.com:443=" + ln.Addr().String()}, nil, proxy)
 	const secretPath = "/push/s3cr3t-t0ken"
 	out := sendTo(t, s, "https://self.example.com"+secretPath)
 	if out.Code != taxonomy.TransportError || !out.Retryable {
