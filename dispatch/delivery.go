@@ -326,7 +326,7 @@ func (d *delivery) message(now time.Time) *adapter.Message {
 func (d *delivery) reportAttempt(out taxonomy.Outcome, began, at time.Time) {
 	cfg := d.l.cfg
 	if !began.IsZero() {
-		cfg.Metrics.Send(d.l.provider, string(out.Code), at.Sub(began), d.job.ID)
+		cfg.Metrics.Send(d.l.provider, string(d.class), string(out.Code), at.Sub(began), d.job.ID)
 	}
 	if cfg.OnAttempt == nil {
 		return
@@ -494,7 +494,7 @@ func (d *delivery) countRecorded(next nextState, verdict stream.RetryVerdict) {
 	m, provider := d.l.cfg.Metrics, d.l.provider
 	switch next.kind {
 	case toLedger:
-		m.JobFinished(provider, next.result.Code)
+		m.JobFinished(provider, string(d.class), next.result.Code)
 	case toDead:
 		if next.dead.Code == string(taxonomy.InvalidJob) {
 			m.DeadLetter(telemetry.DeadInvalidJob)

@@ -54,13 +54,13 @@ func TestMetricsFollowTheRun(t *testing.T) {
 			accepted++
 		}
 	}
-	if got := metricstest.Gather(t, reg).Value(t, telemetry.SendsTotal, "provider", "fcm", "code", "ACCEPTED"); int(got) != accepted || accepted != 20 {
+	if got := metricstest.Gather(t, reg).Value(t, telemetry.SendsTotal, "provider", "fcm", "class", "transactional", "code", "ACCEPTED"); int(got) != accepted || accepted != 20 {
 		t.Errorf("sends_total{fcm,ACCEPTED} = %v, ledger ACCEPTED for fcm = %d; want both 20", got, accepted)
 	}
-	if got := metricstest.Gather(t, reg).Value(t, telemetry.JobsFinishedTotal, "provider", "fcm", "code", "ACCEPTED"); got != 20 {
+	if got := metricstest.Gather(t, reg).Value(t, telemetry.JobsFinishedTotal, "provider", "fcm", "class", "transactional", "code", "ACCEPTED"); got != 20 {
 		t.Errorf("jobs_finished_total{fcm,ACCEPTED} = %v, want 20", got)
 	}
-	if got := metricstest.Gather(t, reg).Value(t, telemetry.SendsTotal, "provider", "apple", "code", "PROVIDER_DOWN"); got < 1 {
+	if got := metricstest.Gather(t, reg).Value(t, telemetry.SendsTotal, "provider", "apple", "class", "transactional", "code", "PROVIDER_DOWN"); got < 1 {
 		t.Errorf("sends_total{apple,PROVIDER_DOWN} = %v, want some", got)
 	}
 	if got := metricstest.Gather(t, reg).Value(t, telemetry.RetriesScheduledTotal, "provider", "apple", "code", "PROVIDER_DOWN"); got < 1 {
@@ -88,5 +88,49 @@ webpush_replicas 1
 	}
 	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
 		t.Errorf("lint: %v %v", problems, err)
+	}
+}
+
+// TestMetricsByClass: a transactional and a bulk job sent to the same provider are each counted
+// under their own class (sends and finished jobs, nothing under the other). The queue gauges of
+// the statistics loop carry each lane's class, and none on the intake.
+func TestMetricsByClass(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	reg := telemetry.NewRegistry()
+	m, err := telemetry.NewMetrics(reg, telemetry.MetricsOptions{Providers: e.reg.IDs(), Keys: []string{"default"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub := e.subscribe(pushsim.FCM, e.key)
+	start := e.clock.Now()
+	e.enqueue(
+		job("reset", sub, "your code"),
+		job("digest", sub, "this week", "class", "bulk", "enqueued_at", start.Add(-90*time.Second).UnixMilli()),
+	)
+	cfg := e.config(e.store)
+	cfg.Metrics, cfg.StatsEvery = m, 50*time.Millisecond
+	e.start(cfg)
+	for _, id := range []string{"reset", "digest"} {
+		if r := e.waitRecord("results", id); r["code"] != "ACCEPTED" {
+			t.Fatalf("%s: %v, want ACCEPTED", id, r)
+		}
+	}
+
+	counted := func(name, class string) float64 {
+		return metricstest.Gather(t, reg).Value(t, name, "provider", "fcm", "class", class, "code", "ACCEPTED")
+	}
+	for _, name := range []string{telemetry.SendsTotal, telemetry.JobsFinishedTotal} {
+		if tx, bulk := counted(name, "transactional"), counted(name, "bulk"); tx != 1 || bulk != 1 {
+			t.Errorf("%s{fcm,ACCEPTED}: transactional %v, bulk %v; want 1 each", name, tx, bulk)
+		}
+	}
+	waitFor(t, "the queue gauges of both lanes", func() bool {
+		_, tx := metricstest.Gather(t, reg).Lookup(telemetry.QueueEntries, "stream", "lane:fcm", "class", "transactional")
+		_, bulk := metricstest.Gather(t, reg).Lookup(telemetry.QueueEntries, "stream", "lane:fcm:bulk", "class", "bulk")
+		return tx && bulk
+	})
+	if _, ok := metricstest.Gather(t, reg).Lookup(telemetry.QueueLagEntries, "stream", "intake", "class", ""); !ok {
+		t.Error("no intake lag series with an empty class")
 	}
 }
