@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/metricstest"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
@@ -92,8 +94,10 @@ webpush_replicas 1
 }
 
 // TestMetricsByClass: a transactional and a bulk job sent to the same provider are each counted
-// under their own class (sends and finished jobs, nothing under the other). The queue gauges of
-// the statistics loop carry each lane's class, and none on the intake.
+// under their own class (sends and finished jobs, nothing under the other), the wait histogram
+// gets one observation per class with the wait from each job's enqueued_at, and a scheduled job
+// counts its wait from its send_at. The queue gauges of the statistics loop carry each lane's
+// class, and none on the intake.
 func TestMetricsByClass(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
@@ -125,6 +129,31 @@ func TestMetricsByClass(t *testing.T) {
 			t.Errorf("%s{fcm,ACCEPTED}: transactional %v, bulk %v; want 1 each", name, tx, bulk)
 		}
 	}
+	// On the stepped clock the transactional job is sent at the very time intake read it, and
+	// the bulk one 90 s after the enqueued_at it gave.
+	if h := waitHistogram(t, reg, "fcm", "transactional"); h.GetSampleCount() != 1 || h.GetSampleSum() != 0 {
+		t.Errorf("transactional wait: %d observations summing to %vs, want one of 0s", h.GetSampleCount(), h.GetSampleSum())
+	}
+	if h := waitHistogram(t, reg, "fcm", "bulk"); h.GetSampleCount() != 1 || h.GetSampleSum() != 90 || bucketCount(h, 60) != 0 || bucketCount(h, 120) != 1 {
+		t.Errorf("bulk wait: %d observations summing to %vs (%d up to 60s, %d up to 120s), want one of 90s in the bucket up to 120s",
+			h.GetSampleCount(), h.GetSampleSum(), bucketCount(h, 60), bucketCount(h, 120))
+	}
+
+	e.enqueue(job("reminder", sub, "at nine", "send_at", start.Add(30*time.Second).UnixMilli()))
+	waitFor(t, "the scheduled job in the delayed set", func() bool {
+		_, ok := e.delayedDue("reminder")
+		return ok
+	})
+	e.clock.Step(45 * time.Second)
+	e.waitRecord("results", "reminder")
+	if h := waitHistogram(t, reg, "fcm", "transactional"); h.GetSampleCount() != 2 || h.GetSampleSum() != 15 {
+		t.Errorf("transactional wait after the scheduled job: %d observations summing to %vs, want 2 summing to 15s (sent 15s after its send_at)",
+			h.GetSampleCount(), h.GetSampleSum())
+	}
+	if h := waitHistogram(t, reg, "fcm", "bulk"); h.GetSampleCount() != 1 {
+		t.Errorf("bulk wait: %d observations after a transactional send, want still 1", h.GetSampleCount())
+	}
+
 	waitFor(t, "the queue gauges of both lanes", func() bool {
 		_, tx := metricstest.Gather(t, reg).Lookup(telemetry.QueueEntries, "stream", "lane:fcm", "class", "transactional")
 		_, bulk := metricstest.Gather(t, reg).Lookup(telemetry.QueueEntries, "stream", "lane:fcm:bulk", "class", "bulk")
@@ -133,4 +162,30 @@ func TestMetricsByClass(t *testing.T) {
 	if _, ok := metricstest.Gather(t, reg).Lookup(telemetry.QueueLagEntries, "stream", "intake", "class", ""); !ok {
 		t.Error("no intake lag series with an empty class")
 	}
+}
+
+// waitHistogram is the webpush_send_wait_seconds series of provider and class in reg.
+func waitHistogram(t *testing.T, reg prometheus.Gatherer, provider, class string) *dto.Histogram {
+	t.Helper()
+	for _, s := range metricstest.Gather(t, reg)[telemetry.SendWaitSeconds].GetMetric() {
+		got := map[string]string{}
+		for _, l := range s.GetLabel() {
+			got[l.GetName()] = l.GetValue()
+		}
+		if got["provider"] == provider && got["class"] == class {
+			return s.GetHistogram()
+		}
+	}
+	t.Fatalf("no %s series for provider %s, class %s", telemetry.SendWaitSeconds, provider, class)
+	return nil
+}
+
+// bucketCount is the classic bucket count of h up to upper.
+func bucketCount(h *dto.Histogram, upper float64) uint64 {
+	for _, b := range h.GetBucket() {
+		if b.GetUpperBound() == upper {
+			return b.GetCumulativeCount()
+		}
+	}
+	return 0
 }

@@ -31,6 +31,16 @@ func BenchmarkSend(b *testing.B) {
 	}
 }
 
+// BenchmarkSendWait is what it pays as the send starts: one observation of the wait before
+// it.
+func BenchmarkSendWait(b *testing.B) {
+	_, m := benchMetrics(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		m.SendWait("fcm", ClassTransactional, 40*time.Millisecond)
+	}
+}
+
 // BenchmarkSendNoJobID is the same without an exemplar.
 func BenchmarkSendNoJobID(b *testing.B) {
 	_, m := benchMetrics(b)

@@ -26,6 +26,7 @@ var contractMetrics = map[string]struct {
 }{
 	"webpush_sends_total":                             {"COUNTER", []string{"class", "code", "provider"}},
 	"webpush_send_duration_seconds":                   {"HISTOGRAM", []string{"provider"}},
+	"webpush_send_wait_seconds":                       {"HISTOGRAM", []string{"class", "provider"}},
 	"webpush_inflight_requests":                       {"GAUGE", []string{"provider"}},
 	"webpush_inflight_limit":                          {"GAUGE", []string{"provider"}},
 	"webpush_rate_limit_per_second":                   {"GAUGE", []string{"provider"}},
@@ -76,7 +77,9 @@ func newTestMetrics(t *testing.T) (*prometheus.Registry, *Metrics) {
 
 // populate calls every recording method, so that every series of the contract exists.
 func populate(m *Metrics) {
+	m.SendWait("fcm", ClassTransactional, 30*time.Millisecond)
 	m.Send("fcm", ClassTransactional, "ACCEPTED", 120*time.Millisecond, "job-1")
+	m.SendWait("fcm", ClassBulk, 90*time.Second)
 	m.Send("fcm", ClassBulk, "PROVIDER_DOWN", 2*time.Second, "")
 	m.BreakerTransition("fcm", "open")
 	m.JobFinished("fcm", ClassTransactional, "ACCEPTED")
@@ -172,8 +175,8 @@ func TestPromtoolCheckMetrics(t *testing.T) {
 
 // TestSeriesExistAtZero: before any event, every provider x class x code series of the sends
 // and finished jobs is there at 0 (retries: provider x code, the retryable codes), as are the
-// breaker transitions, dead letters, VAPID keys, the duration histogram (empty) and the build
-// info.
+// breaker transitions, dead letters, VAPID keys, both histograms (the wait one per provider x
+// class, empty) and the build info.
 func TestSeriesExistAtZero(t *testing.T) {
 	reg, _ := newTestMetrics(t)
 	codes := taxonomy.Codes()
@@ -197,6 +200,7 @@ func TestSeriesExistAtZero(t *testing.T) {
 		UnknownAuthorityTotal: 1,
 		BuildInfo:             1,
 		SendDurationSeconds:   p,
+		SendWaitSeconds:       p * 2,
 	} {
 		n, err := testutil.GatherAndCount(reg, name)
 		if err != nil {
@@ -245,6 +249,9 @@ func TestSeriesExistAtZero(t *testing.T) {
 		if diff := cmp.Diff(want, classesOf[name]); diff != "" {
 			t.Errorf("%s: series by class (-want +got):\n%s", name, diff)
 		}
+	}
+	if diff := cmp.Diff(map[string]int{ClassTransactional: p, ClassBulk: p}, classesOf[SendWaitSeconds]); diff != "" {
+		t.Errorf("%s: series by class (-want +got):\n%s", SendWaitSeconds, diff)
 	}
 	// Nothing a caller's loop writes exists before it writes.
 	for _, name := range []string{QueueEntries, QueueStatsRefreshed, Replicas, RegistryReloadSuccess, RegistryReloadTime, InflightRequests} {
@@ -386,6 +393,120 @@ webpush_send_duration_seconds_count{provider="fcm"} 4
 	}
 }
 
+// TestSendWaitHistogram: webpush_send_wait_seconds keeps each class's waits apart (a class
+// outside the two counts as other), its classic buckets reach an hour with a minute among them,
+// a negative wait counts as 0, and a native histogram stands beside them.
+func TestSendWaitHistogram(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg, MetricsOptions{Providers: []string{"fcm"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.SendWait("fcm", ClassTransactional, 250*time.Millisecond)
+	m.SendWait("fcm", ClassTransactional, 500*time.Millisecond)
+	m.SendWait("fcm", ClassTransactional, -time.Second)
+	m.SendWait("fcm", ClassBulk, 45*time.Second)
+	m.SendWait("fcm", ClassBulk, 90*time.Second)
+	m.SendWait("fcm", ClassBulk, 2*time.Hour)
+	m.SendWait("fcm", "urgent", time.Second)
+
+	want := `
+# HELP webpush_send_wait_seconds Time from when a job became due to the start of its send request, by provider and class: a first attempt counts from the job's enqueued_at (its send_at when that is later), a retry from its write back to the lane (the time in the lane entry's id, by Redis's clock).
+# TYPE webpush_send_wait_seconds histogram
+webpush_send_wait_seconds_bucket{class="bulk",provider="fcm",le="0.005"} 0
+webpush_send_wait_seconds_bucket{class="bulk",provider="fcm",le="0.01"} 0
+webpush_send_wait_seconds_bucket{class="bulk",provider="fcm",le="0.025"} 0
+webpush_send_wait_seconds_bucket{class="bulk",provider="fcm",le="0.05"} 0
+webpush_send_wait_seconds_bucket{class="bulk",provider="fcm",le="0.1"} 0
+webpush_send_wait_seconds_bucket{class="bulk",provider="fcm",le="0.25"} 0
+webpush_send_wait_seconds_bucket{class="bulk",provider="fcm",le="0.5"} 0
+webpush_send_wait_seconds_bucket{class="bulk",provider="fcm",le="1"} 0
+webpush_send_wait_seconds_bucket{class="bulk",provider="fcm",le="2.5"} 0
+webpush_send_wait_seconds_bucket{class="bulk",provider="fcm",le="5"} 0
+webpush_send_wait_seconds_bucket{class="bulk",provider="fcm",le="10"} 0
+webpush_send_wait_seconds_bucket{class="bulk",provider="fcm",le="30"} 0
+webpush_send_wait_seconds_bucket{class="bulk",provider="fcm",le="60"} 1
+webpush_send_wait_seconds_bucket{class="bulk",provider="fcm",le="120"} 2
+webpush_send_wait_seconds_bucket{class="bulk",provider="fcm",le="300"} 2
+webpush_send_wait_seconds_bucket{class="bulk",provider="fcm",le="600"} 2
+webpush_send_wait_seconds_bucket{class="bulk",provider="fcm",le="1800"} 2
+webpush_send_wait_seconds_bucket{class="bulk",provider="fcm",le="3600"} 2
+webpush_send_wait_seconds_bucket{class="bulk",provider="fcm",le="+Inf"} 3
+webpush_send_wait_seconds_sum{class="bulk",provider="fcm"} 7335
+webpush_send_wait_seconds_count{class="bulk",provider="fcm"} 3
+webpush_send_wait_seconds_bucket{class="other",provider="fcm",le="0.005"} 0
+webpush_send_wait_seconds_bucket{class="other",provider="fcm",le="0.01"} 0
+webpush_send_wait_seconds_bucket{class="other",provider="fcm",le="0.025"} 0
+webpush_send_wait_seconds_bucket{class="other",provider="fcm",le="0.05"} 0
+webpush_send_wait_seconds_bucket{class="other",provider="fcm",le="0.1"} 0
+webpush_send_wait_seconds_bucket{class="other",provider="fcm",le="0.25"} 0
+webpush_send_wait_seconds_bucket{class="other",provider="fcm",le="0.5"} 0
+webpush_send_wait_seconds_bucket{class="other",provider="fcm",le="1"} 1
+webpush_send_wait_seconds_bucket{class="other",provider="fcm",le="2.5"} 1
+webpush_send_wait_seconds_bucket{class="other",provider="fcm",le="5"} 1
+webpush_send_wait_seconds_bucket{class="other",provider="fcm",le="10"} 1
+webpush_send_wait_seconds_bucket{class="other",provider="fcm",le="30"} 1
+webpush_send_wait_seconds_bucket{class="other",provider="fcm",le="60"} 1
+webpush_send_wait_seconds_bucket{class="other",provider="fcm",le="120"} 1
+webpush_send_wait_seconds_bucket{class="other",provider="fcm",le="300"} 1
+webpush_send_wait_seconds_bucket{class="other",provider="fcm",le="600"} 1
+webpush_send_wait_seconds_bucket{class="other",provider="fcm",le="1800"} 1
+webpush_send_wait_seconds_bucket{class="other",provider="fcm",le="3600"} 1
+webpush_send_wait_seconds_bucket{class="other",provider="fcm",le="+Inf"} 1
+webpush_send_wait_seconds_sum{class="other",provider="fcm"} 1
+webpush_send_wait_seconds_count{class="other",provider="fcm"} 1
+webpush_send_wait_seconds_bucket{class="transactional",provider="fcm",le="0.005"} 1
+webpush_send_wait_seconds_bucket{class="transactional",provider="fcm",le="0.01"} 1
+webpush_send_wait_seconds_bucket{class="transactional",provider="fcm",le="0.025"} 1
+webpush_send_wait_seconds_bucket{class="transactional",provider="fcm",le="0.05"} 1
+webpush_send_wait_seconds_bucket{class="transactional",provider="fcm",le="0.1"} 1
+webpush_send_wait_seconds_bucket{class="transactional",provider="fcm",le="0.25"} 2
+webpush_send_wait_seconds_bucket{class="transactional",provider="fcm",le="0.5"} 3
+webpush_send_wait_seconds_bucket{class="transactional",provider="fcm",le="1"} 3
+webpush_send_wait_seconds_bucket{class="transactional",provider="fcm",le="2.5"} 3
+webpush_send_wait_seconds_bucket{class="transactional",provider="fcm",le="5"} 3
+webpush_send_wait_seconds_bucket{class="transactional",provider="fcm",le="10"} 3
+webpush_send_wait_seconds_bucket{class="transactional",provider="fcm",le="30"} 3
+webpush_send_wait_seconds_bucket{class="transactional",provider="fcm",le="60"} 3
+webpush_send_wait_seconds_bucket{class="transactional",provider="fcm",le="120"} 3
+webpush_send_wait_seconds_bucket{class="transactional",provider="fcm",le="300"} 3
+webpush_send_wait_seconds_bucket{class="transactional",provider="fcm",le="600"} 3
+webpush_send_wait_seconds_bucket{class="transactional",provider="fcm",le="1800"} 3
+webpush_send_wait_seconds_bucket{class="transactional",provider="fcm",le="3600"} 3
+webpush_send_wait_seconds_bucket{class="transactional",provider="fcm",le="+Inf"} 3
+webpush_send_wait_seconds_sum{class="transactional",provider="fcm"} 0.75
+webpush_send_wait_seconds_count{class="transactional",provider="fcm"} 3
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), SendWaitSeconds); err != nil {
+		t.Error(err)
+	}
+
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	zeros := map[string]uint64{} // class -> observations in the native histogram's zero bucket
+	for _, mf := range mfs {
+		if mf.GetName() != SendWaitSeconds {
+			continue
+		}
+		for _, s := range mf.GetMetric() {
+			h := s.GetHistogram()
+			if h.GetSchema() != 3 || len(h.GetPositiveSpan()) == 0 {
+				t.Errorf("%v: native histogram schema %d with %d positive spans; want schema 3 and spans", s.GetLabel(), h.GetSchema(), len(h.GetPositiveSpan()))
+			}
+			for _, l := range s.GetLabel() {
+				if l.GetName() == "class" {
+					zeros[l.GetValue()] = h.GetZeroCount()
+				}
+			}
+		}
+	}
+	if diff := cmp.Diff(map[string]uint64{ClassTransactional: 1, ClassBulk: 0, OtherLabel: 0}, zeros); diff != "" {
+		t.Errorf("zero-bucket observations of the native histograms by class (-want +got):\n%s", diff)
+	}
+}
+
 // TestRegistryReload: success is 1 then 0 after a failure; the timestamp keeps the last
 // success.
 func TestRegistryReload(t *testing.T) {
@@ -428,6 +549,7 @@ func TestSetProvidersAddsSeries(t *testing.T) {
 		JobsFinishedTotal:   (len(testProviders) + 1) * 2 * codes,
 		BreakerTransitions:  (len(testProviders) + 1) * 3,
 		SendDurationSeconds: len(testProviders) + 1,
+		SendWaitSeconds:     (len(testProviders) + 1) * 2,
 	} {
 		if n, err := testutil.GatherAndCount(reg, name); err != nil || n != want {
 			t.Errorf("%s: %d series (%v), want %d", name, n, err, want)

@@ -216,6 +216,9 @@ func TestWorkerServesMetricsAndHealth(t *testing.T) {
 		if got := s.value("webpush_jobs_finished_total", "provider", want.provider, "class", "transactional", "code", want.code); got != float64(want.n) {
 			t.Errorf("webpush_jobs_finished_total{%s,transactional,%s} = %v, want %d", want.provider, want.code, got, want.n)
 		}
+		if got := s.value("webpush_send_wait_seconds", "provider", want.provider, "class", "transactional"); got != float64(want.n) {
+			t.Errorf("webpush_send_wait_seconds{%s,transactional} counts %v sends, want %d", want.provider, got, want.n)
+		}
 	}
 	// Each failed send schedules one retry; an entry read when the breaker had just opened is
 	// put back on the delayed set unsent, which is no retry (its attempt is not spent).
