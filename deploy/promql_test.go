@@ -121,9 +121,13 @@ type queryContext struct {
 	providerIDs []string
 }
 
+// classValues are the values of the class label: a lane's class, and "" (no label) on the
+// queue gauges of the streams that are no lane.
+var classValues = []string{"transactional", "bulk", ""}
+
 // checkQuery reports every reference of a query that a running worker would not answer: an
 // unknown metric, a label the metric does not have, a code that is not a taxonomy code, a
-// stream or provider no worker reports, and a queue gauge combined across replicas with
+// stream, class or provider no worker reports, and a queue gauge combined across replicas with
 // anything but max.
 func checkQuery(where, expr string, qc queryContext) []error {
 	uses, err := selectors(expr)
@@ -174,6 +178,8 @@ func checkQuery(where, expr string, qc queryContext) []error {
 				errs = append(errs, checkValues(where, u.name, m, codes)...)
 			case "stream":
 				errs = append(errs, checkValues(where, u.name, m, streams)...)
+			case "class":
+				errs = append(errs, checkValues(where, u.name, m, classValues)...)
 			case "provider":
 				errs = append(errs, checkValues(where, u.name, m, append(slices.Clone(qc.providerIDs), varValue+"provider"))...)
 			}
@@ -374,7 +380,7 @@ func TestRulesUseWorkerMetrics(t *testing.T) {
 }
 
 // TestQueryChecksCatchBreakage: the checks above refuse a renamed metric, an unknown label, a
-// code outside the taxonomy, a stream no worker reports, and a summed queue gauge.
+// code outside the taxonomy, a stream or class no worker reports, and a summed queue gauge.
 func TestQueryChecksCatchBreakage(t *testing.T) {
 	qc := queryContext{families: workerMetrics(t), recorded: map[string]bool{scalingRule: true}, providerIDs: []string{"fcm", "apple"}}
 	for _, tc := range []struct{ expr, want string }{
@@ -382,6 +388,10 @@ func TestQueryChecksCatchBreakage(t *testing.T) {
 		{`sum by (provider) (rate(webpush_sends_total{status="500"}[5m]))`, `no label "status"`},
 		{`sum(rate(webpush_sends_total{code=~"ACCEPTED|THROTTLED"}[5m]))`, `"THROTTLED" is not a value`},
 		{`max(webpush_queue_lag_entries{stream="lane_fcm"})`, `"lane_fcm" is not a value`},
+		{`sum(rate(webpush_sends_total{class="urgent"}[5m]))`, `"urgent" is not a value`},
+		{`histogram_quantile(0.99, sum by (le) (rate(webpush_send_wait_seconds_bucket{class="transactional"}[5m])))`, ""},
+		{`max by (stream) (webpush_oldest_pending_age_seconds{class=~"transactional|bulk"})`, ""},
+		{`sum(rate(webpush_send_duration_seconds_count{class="bulk"}[5m]))`, `no label "class"`},
 		{`sum(webpush_queue_lag_entries{stream="intake"})`, "take max"},
 		{`webpush_oldest_pending_age_seconds > 300`, "no aggregation"},
 		{`sum(webpush_inflight_requests{provider="wns"})`, `"wns" is not a value`},

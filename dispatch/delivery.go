@@ -70,6 +70,9 @@ type laneJob struct {
 	// class is the class of the lane the entry came from: what decides its turn for slots and
 	// tokens, and the lane its retries go back to.
 	class jobfmt.Class
+	// due is when the job became due to be sent, what the wait before its send counts from
+	// (dueAt).
+	due time.Time
 }
 
 // invalidEntry says why a lane entry cannot be sent. Its text is the reason its dead record
@@ -109,7 +112,27 @@ func parseLaneEntry(e stream.Entry, now time.Time) (*laneJob, error) {
 		return lj, &invalidEntry{reason: reason, err: err}
 	}
 	lj.ttlFrom = lj.job.TTLStart(lj.enqueued)
+	lj.due = dueAt(lj, e)
 	return lj, nil
+}
+
+// dueAt is when the job of lane entry e became due to be sent. A first attempt was due from
+// its enqueued_at, or from its send_at when that is later (a scheduled job was not due before
+// it; one given a send_at already past when it was enqueued was not due before it arrived); a
+// put-back of it keeps that, so a wait for a breaker or a paused key counts. A retry was due
+// when its entry was written back to the lane: the entry keeps no due time of its own, and its
+// id holds the time of that write. That leaves out the moment between the retry's backoff
+// ending and the promoter moving it, and, for a retry put back, its earlier waits.
+func dueAt(lj *laneJob, e stream.Entry) time.Time {
+	if lj.attempt > 0 {
+		if at := e.WrittenAt(); !at.IsZero() {
+			return at
+		}
+	}
+	if lj.job.SendAt.After(lj.enqueued) {
+		return lj.job.SendAt
+	}
+	return lj.enqueued
 }
 
 // startDelivery takes a slot for e and runs its delivery in a new goroutine (lane.begin). The
@@ -285,6 +308,7 @@ func (d *delivery) admit(ctx, stop context.Context) (adm admission, ok bool) {
 func (d *delivery) send(ctx context.Context, adm admission) {
 	l := d.l
 	began := l.cfg.Now()
+	l.cfg.Metrics.SendWait(l.provider, string(d.class), began.Sub(d.due))
 	out := l.cfg.sender().Send(ctx, d.message(began))
 	at := l.cfg.Now()
 	if ctx.Err() != nil && out.Code != taxonomy.Accepted && out.Status == 0 {
@@ -326,7 +350,7 @@ func (d *delivery) message(now time.Time) *adapter.Message {
 func (d *delivery) reportAttempt(out taxonomy.Outcome, began, at time.Time) {
 	cfg := d.l.cfg
 	if !began.IsZero() {
-		cfg.Metrics.Send(d.l.provider, string(out.Code), at.Sub(began), d.job.ID)
+		cfg.Metrics.Send(d.l.provider, string(d.class), string(out.Code), at.Sub(began), d.job.ID)
 	}
 	if cfg.OnAttempt == nil {
 		return
@@ -494,7 +518,7 @@ func (d *delivery) countRecorded(next nextState, verdict stream.RetryVerdict) {
 	m, provider := d.l.cfg.Metrics, d.l.provider
 	switch next.kind {
 	case toLedger:
-		m.JobFinished(provider, next.result.Code)
+		m.JobFinished(provider, string(d.class), next.result.Code)
 	case toDead:
 		if next.dead.Code == string(taxonomy.InvalidJob) {
 			m.DeadLetter(telemetry.DeadInvalidJob)

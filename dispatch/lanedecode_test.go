@@ -94,3 +94,43 @@ func BenchmarkParseLaneEntry(b *testing.B) {
 		}
 	}
 }
+
+// TestDueAt: the wait before a send counts from the job's enqueued_at on a first attempt (a put
+// back one too), from its send_at when that is later, and from the entry's write to the lane
+// (its id) on a retry, whatever enqueued_at and send_at say.
+func TestDueAt(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	enq := now.Add(-time.Hour)
+	sub := unitSub("fcm.googleapis.com")
+	plain := string(job("a", sub, "hello"))
+	laterSendAt := string(job("a", sub, "hello", "send_at", enq.Add(20*time.Minute).UnixMilli()))
+	earlierSendAt := string(job("a", sub, "hello", "send_at", enq.Add(-20*time.Minute).UnixMilli()))
+	written := now.Add(-3 * time.Second)
+	for _, c := range []struct {
+		name    string
+		raw     string
+		attempt int
+		id      string
+		want    time.Time
+	}{
+		{"first attempt", plain, 0, "", enq},
+		{"first attempt written long after its enqueue (put back)", plain, 0, strconv.FormatInt(written.UnixMilli(), 10) + "-0", enq},
+		{"scheduled", laterSendAt, 0, "", enq.Add(20 * time.Minute)},
+		{"send_at before enqueued_at", earlierSendAt, 0, "", enq},
+		{"retry", plain, 3, strconv.FormatInt(written.UnixMilli(), 10) + "-7", written},
+		{"retry of a scheduled job", laterSendAt, 1, strconv.FormatInt(written.UnixMilli(), 10) + "-0", written},
+		{"retry with an id that holds no time", plain, 1, "x", enq},
+	} {
+		e := laneEntry(c.raw, c.attempt, enq)
+		if c.id != "" {
+			e.ID = c.id
+		}
+		lj, err := parseLaneEntry(e, now)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if !lj.due.Equal(c.want) {
+			t.Errorf("%s: due %v, want %v", c.name, lj.due, c.want)
+		}
+	}
+}

@@ -105,6 +105,10 @@ func (s *keyspace) queueStats(ctx context.Context, shard int, providers []string
 	return out, nil
 }
 
+// WrittenAt is when the entry was added to its stream, by Redis's clock: the milliseconds part
+// of its id (zero for an id without them).
+func (e Entry) WrittenAt() time.Time { return entryTime(e.ID) }
+
 // entryTime is when a stream entry was added: the milliseconds part of its id.
 func entryTime(id string) time.Time {
 	msPart, _, _ := strings.Cut(id, "-")

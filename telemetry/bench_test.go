@@ -21,13 +21,23 @@ func benchMetrics(b *testing.B) (*prometheus.Registry, *Metrics) {
 	return reg, m
 }
 
-// BenchmarkSend is the cost the dispatcher pays per delivery attempt: one counter and one
-// histogram observation with its exemplar.
+// BenchmarkSend is the cost the dispatcher pays per delivery attempt for its outcome: one
+// counter and one histogram observation with its exemplar.
 func BenchmarkSend(b *testing.B) {
 	_, m := benchMetrics(b)
 	b.ReportAllocs()
 	for b.Loop() {
-		m.Send("fcm", "ACCEPTED", 80*time.Millisecond, "0190f6a4-7c2e-7d4b-9a51-3f0e8b2c1d77")
+		m.Send("fcm", ClassTransactional, "ACCEPTED", 80*time.Millisecond, "0190f6a4-7c2e-7d4b-9a51-3f0e8b2c1d77")
+	}
+}
+
+// BenchmarkSendWait is what it pays as the send starts: one observation of the wait before
+// it.
+func BenchmarkSendWait(b *testing.B) {
+	_, m := benchMetrics(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		m.SendWait("fcm", ClassTransactional, 40*time.Millisecond)
 	}
 }
 
@@ -36,7 +46,7 @@ func BenchmarkSendNoJobID(b *testing.B) {
 	_, m := benchMetrics(b)
 	b.ReportAllocs()
 	for b.Loop() {
-		m.Send("fcm", "ACCEPTED", 80*time.Millisecond, "")
+		m.Send("fcm", ClassTransactional, "ACCEPTED", 80*time.Millisecond, "")
 	}
 }
 
@@ -46,13 +56,14 @@ func BenchmarkSendParallel(b *testing.B) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			m.Send("fcm", "ACCEPTED", 80*time.Millisecond, "0190f6a4-7c2e-7d4b-9a51-3f0e8b2c1d77")
+			m.Send("fcm", ClassTransactional, "ACCEPTED", 80*time.Millisecond, "0190f6a4-7c2e-7d4b-9a51-3f0e8b2c1d77")
 		}
 	})
 }
 
 // BenchmarkScrape is one /metrics request in the text format with every series of five
-// providers, four shards of queue statistics, and the Go and process collectors.
+// providers, four shards of queue statistics (both lanes of every provider), and the Go and
+// process collectors.
 func BenchmarkScrape(b *testing.B) {
 	reg, m := benchMetrics(b)
 	populate(m)
@@ -62,7 +73,8 @@ func BenchmarkScrape(b *testing.B) {
 			stats = append(stats, QueueStat{Shard: s, Stream: st, Entries: 10, Lag: 1, HasPending: true, OldestPendingAge: time.Second})
 		}
 		for _, p := range testProviders {
-			stats = append(stats, QueueStat{Shard: s, Stream: lanePrefix + p, Entries: 10, Lag: 1})
+			stats = append(stats, QueueStat{Shard: s, Stream: lanePrefix + p, Entries: 10, Lag: 1},
+				QueueStat{Shard: s, Stream: lanePrefix + p + bulkLaneSuffix, Entries: 10, Lag: 1})
 		}
 	}
 	m.SetQueueStats(stats, t0)

@@ -31,7 +31,9 @@ type HostGauge struct {
 }
 
 // Queue stream names, the stream label of the queue gauges; a lane is "lane:<provider id>", the
-// lane of the provider's bulk jobs "lane:<provider id>:bulk".
+// lane of the provider's bulk jobs "lane:<provider id>:bulk". The class label of a lane's
+// gauges is its class (ClassTransactional, ClassBulk); the other streams hold jobs of both
+// classes, or none, and have it empty.
 const (
 	StreamIntake  = "intake"
 	StreamDelayed = "delayed"
@@ -47,8 +49,8 @@ const (
 // read it from Redis.
 type QueueStat struct {
 	Shard int
-	// Stream is StreamIntake, StreamDelayed, StreamDead, StreamResults, StreamGone or
-	// "lane:<provider id>".
+	// Stream is StreamIntake, StreamDelayed, StreamDead, StreamResults, StreamGone,
+	// "lane:<provider id>" or "lane:<provider id>:bulk".
 	Stream string
 	// Entries is the stream's length (the set's size for StreamDelayed).
 	Entries int64
@@ -144,7 +146,7 @@ type stateCollector struct {
 }
 
 func newStateCollector(log *slog.Logger) *stateCollector {
-	q := []string{"shard", "stream"}
+	q := []string{"shard", "stream", "class"}
 	return &stateCollector{
 		entries:   prometheus.NewDesc(QueueEntries, "Entries in the stream (members of the delayed set). The same on every replica: aggregate with max.", q, nil),
 		lag:       prometheus.NewDesc(QueueLagEntries, "Entries of the intake or a lane the consumer group has not read yet. The same on every replica: aggregate with max.", q, nil),
@@ -167,10 +169,10 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, s := range c.queue {
-		shard := strconv.Itoa(s.Shard)
-		ch <- prometheus.MustNewConstMetric(c.entries, prometheus.GaugeValue, float64(s.Entries), shard, s.Stream)
+		shard, class := strconv.Itoa(s.Shard), streamClass(s.Stream)
+		ch <- prometheus.MustNewConstMetric(c.entries, prometheus.GaugeValue, float64(s.Entries), shard, s.Stream, class)
 		if hasLag(s.Stream) {
-			ch <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, float64(s.Lag), shard, s.Stream)
+			ch <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, float64(s.Lag), shard, s.Stream, class)
 		}
 		// The streams a group reads always have the age, 0 while nothing is pending, so that
 		// an alert or a panel on it has a series from the start.
@@ -179,7 +181,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			if s.HasPending {
 				age = s.OldestPendingAge.Seconds()
 			}
-			ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, age, shard, s.Stream)
+			ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, age, shard, s.Stream, class)
 		}
 	}
 	if !c.refreshedAt.IsZero() {
@@ -252,6 +254,19 @@ func knownStream(s string) bool {
 	id, ok := strings.CutPrefix(s, lanePrefix)
 	id = strings.TrimSuffix(id, bulkLaneSuffix)
 	return ok && id != "" && providerValue(id) == id
+}
+
+// streamClass is the class label of a stream's queue gauges: its class for a lane, "" (which
+// Prometheus stores as no label) for the streams and the set that hold both classes or none.
+func streamClass(stream string) string {
+	// The suffix is looked for after the prefix: "lane:bulk" is the lane of a provider "bulk".
+	switch rest, lane := strings.CutPrefix(stream, lanePrefix); {
+	case !lane:
+		return ""
+	case strings.HasSuffix(rest, bulkLaneSuffix):
+		return ClassBulk
+	}
+	return ClassTransactional
 }
 
 // hasLag reports whether the stream's lag is exported: the intake and the lanes.

@@ -8,10 +8,11 @@
 //
 // # Labels come only from bounded sets
 //
-// Every label value is a provider id from the registry, a taxonomy code, a dead-letter reason,
-// a breaker state, a VAPID key name, a Redis operation name, a shard number or a queue stream
-// name. An endpoint, a host, a job id or a recipient is never a label (a job id appears only
-// in an exemplar of webpush_send_duration_seconds). A value outside its fixed set is counted
+// Every label value is a provider id from the registry, a taxonomy code, a priority class, a
+// dead-letter reason, a breaker state, a VAPID key name, a Redis operation name, a shard number
+// or a queue stream name. An endpoint, a host, a job id or a recipient is never a label (a job
+// id appears only in an exemplar of webpush_send_duration_seconds and
+// webpush_send_wait_seconds). A value outside its fixed set is counted
 // under that set's "other" value, and an open set (Redis operations, VAPID key names) holds
 // at most MaxLabelValues distinct values before further ones also count as "other": a caller's
 // bug shows as a series of its own and is logged once, instead of vanishing or growing the

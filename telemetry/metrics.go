@@ -17,6 +17,7 @@ import (
 const (
 	SendsTotal            = "webpush_sends_total"
 	SendDurationSeconds   = "webpush_send_duration_seconds"
+	SendWaitSeconds       = "webpush_send_wait_seconds"
 	InflightRequests      = "webpush_inflight_requests"
 	InflightLimit         = "webpush_inflight_limit"
 	RateLimitPerSecond    = "webpush_rate_limit_per_second"
@@ -57,6 +58,21 @@ const (
 // histogram beside them has exponential buckets (factor 1.1) and needs no list.
 var SendDurationBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
 
+// SendWaitBuckets are the classic buckets of webpush_send_wait_seconds: from a job read as it
+// arrives (milliseconds) to one that waited behind a backlog or a breaker for an hour. A
+// minute is a bound of its own, so a quantile compared with the transactional wait alert's
+// threshold is not an interpolation across it. The native histogram beside them needs no list.
+var SendWaitBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600}
+
+// The class label's values: the priority class of the lane a job was read from.
+const (
+	ClassTransactional = "transactional"
+	ClassBulk          = "bulk"
+)
+
+// classes lists the class label's values, each pre-created for every provider.
+var classes = []string{ClassTransactional, ClassBulk}
+
 // MetricsOptions configures NewMetrics.
 type MetricsOptions struct {
 	// Providers are the provider ids of the registry: each gets every series at 0 at once.
@@ -75,6 +91,7 @@ type MetricsOptions struct {
 type Metrics struct {
 	sends      *prometheus.CounterVec
 	duration   *prometheus.HistogramVec
+	wait       *prometheus.HistogramVec
 	breakerTx  *prometheus.CounterVec
 	finished   *prometheus.CounterVec
 	retries    *prometheus.CounterVec
@@ -87,6 +104,7 @@ type Metrics struct {
 	sendCodes, finishedCodes, retryCodes *labelSet
 	breakerTo, deadReasons, redisOps     *labelSet
 	keys                                 *labelSet
+	sendClasses, waitClasses, finClasses *labelSet
 
 	providers *providerCollector
 	state     *stateCollector
@@ -110,8 +128,8 @@ func NewMetrics(reg prometheus.Registerer, o MetricsOptions) (*Metrics, error) {
 	}
 	m := &Metrics{
 		sends: counterVec(SendsTotal,
-			"Delivery attempts sent to a push service (or refused before sending), by provider and outcome code.",
-			"provider", "code"),
+			"Delivery attempts sent to a push service (or refused before sending), by provider, class and outcome code.",
+			"provider", "class", "code"),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:                            SendDurationSeconds,
 			Help:                            "Time from the start of a delivery attempt to its outcome, by provider.",
@@ -120,12 +138,22 @@ func NewMetrics(reg prometheus.Registerer, o MetricsOptions) (*Metrics, error) {
 			NativeHistogramMaxBucketNumber:  nativeMaxBuckets,
 			NativeHistogramMinResetDuration: nativeMinResetDuration,
 		}, []string{"provider"}),
+		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: SendWaitSeconds,
+			Help: "Time from when a job became due to the start of its send request, by provider and class: " +
+				"a first attempt counts from the job's enqueued_at (its send_at when that is later), " +
+				"a retry from its write back to the lane (the time in the lane entry's id, by Redis's clock).",
+			Buckets:                         SendWaitBuckets,
+			NativeHistogramBucketFactor:     nativeBucketFactor,
+			NativeHistogramMaxBucketNumber:  nativeMaxBuckets,
+			NativeHistogramMinResetDuration: nativeMinResetDuration,
+		}, []string{"provider", "class"}),
 		breakerTx: counterVec(BreakerTransitions,
 			"Provider breaker state changes, by provider and the state entered (closed, half_open, open).",
 			"provider", "to"),
 		finished: counterVec(JobsFinishedTotal,
-			"Jobs that reached a final outcome, by provider and the code of that outcome.",
-			"provider", "code"),
+			"Jobs that reached a final outcome, by provider, class and the code of that outcome.",
+			"provider", "class", "code"),
 		retries: counterVec(RetriesScheduledTotal,
 			"Jobs put back to be tried again later, by provider and the retryable code that caused it.",
 			"provider", "code"),
@@ -150,6 +178,9 @@ func NewMetrics(reg prometheus.Registerer, o MetricsOptions) (*Metrics, error) {
 		deadReasons:   newLabelSet(log, DeadLettersTotal, "reason", string(DeadOther), false, names(deadReasons)),
 		redisOps:      newLabelSet(log, RedisErrorsTotal, "op", string(OpOther), false, names(redisOps)),
 		keys:          newLabelSet(log, VAPIDSignaturesTotal, "key", OtherLabel, true, nil),
+		sendClasses:   newLabelSet(log, SendsTotal, "class", OtherLabel, false, classes),
+		waitClasses:   newLabelSet(log, SendWaitSeconds, "class", OtherLabel, false, classes),
+		finClasses:    newLabelSet(log, JobsFinishedTotal, "class", OtherLabel, false, classes),
 
 		providers: newProviderCollector(),
 		state:     newStateCollector(log),
@@ -169,7 +200,7 @@ func NewMetrics(reg prometheus.Registerer, o MetricsOptions) (*Metrics, error) {
 	build.Set(1)
 
 	for _, c := range append([]prometheus.Collector{
-		m.sends, m.duration, m.breakerTx, m.finished, m.retries, m.dead, m.unknown,
+		m.sends, m.duration, m.wait, m.breakerTx, m.finished, m.retries, m.dead, m.unknown,
 		m.signatures, m.redisErrs, m.providers, m.state, m.senders, m.upstream, build,
 	}, m.proxy.collectors()...) {
 		if err := reg.Register(c); err != nil {
@@ -212,9 +243,12 @@ func (m *Metrics) SetProviders(ids []string) {
 	for _, id := range ids {
 		p := providerValue(id)
 		m.duration.WithLabelValues(p)
-		for _, c := range codes {
-			m.sends.WithLabelValues(p, c)
-			m.finished.WithLabelValues(p, c)
+		for _, class := range classes {
+			m.wait.WithLabelValues(p, class)
+			for _, c := range codes {
+				m.sends.WithLabelValues(p, class, c)
+				m.finished.WithLabelValues(p, class, c)
+			}
 		}
 		for _, c := range retryable {
 			m.retries.WithLabelValues(p, c)
@@ -225,20 +259,37 @@ func (m *Metrics) SetProviders(ids []string) {
 	}
 }
 
-// Send records one delivery attempt to provider with outcome code that took d:
-// webpush_sends_total and webpush_send_duration_seconds. A jobID other than "" becomes the
-// observation's exemplar (label job_id), cut to fit the exemplar size limit. A code that is
-// not a taxonomy code counts as OtherCode.
-func (m *Metrics) Send(provider, code string, d time.Duration, jobID string) {
+// Send records one delivery attempt to provider of a job of class (ClassTransactional or
+// ClassBulk) with outcome code that took d: webpush_sends_total and
+// webpush_send_duration_seconds. A jobID other than "" becomes the observation's exemplar
+// (label job_id), cut to fit the exemplar size limit. A code that is not a taxonomy code
+// counts as OtherCode, a class outside the two as OtherLabel.
+func (m *Metrics) Send(provider, class, code string, d time.Duration, jobID string) {
 	if m == nil {
 		return
 	}
 	p := providerValue(provider)
-	m.sends.WithLabelValues(p, m.sendCodes.value(code)).Inc()
+	m.sends.WithLabelValues(p, m.sendClasses.value(class), m.sendCodes.value(code)).Inc()
+	observe(m.duration.WithLabelValues(p), d, jobID)
+}
+
+// SendWait records, as a send request to provider of a job of class starts, how long the job
+// waited since it became due (webpush_send_wait_seconds; the caller decides when that was, as
+// the metric's help text says). A negative wait (clocks that disagree) counts as 0. It takes
+// no exemplar: one costs many times the observation, on every send, and the job ids of slow
+// sends are already webpush_send_duration_seconds's.
+func (m *Metrics) SendWait(provider, class string, wait time.Duration) {
+	if m == nil {
+		return
+	}
+	observe(m.wait.WithLabelValues(providerValue(provider), m.waitClasses.value(class)), wait, "")
+}
+
+// observe adds d, at least 0, to a histogram, with jobID as its exemplar unless it is "".
+func observe(obs prometheus.Observer, d time.Duration, jobID string) {
 	if d < 0 {
 		d = 0
 	}
-	obs := m.duration.WithLabelValues(p)
 	if jobID == "" {
 		obs.Observe(d.Seconds())
 		return
@@ -273,12 +324,12 @@ func (m *Metrics) BreakerTransition(provider, to string) {
 	m.breakerTx.WithLabelValues(providerValue(provider), m.breakerTo.value(to)).Inc()
 }
 
-// JobFinished counts a job of provider that reached its final outcome code.
-func (m *Metrics) JobFinished(provider, code string) {
+// JobFinished counts a job of provider and class that reached its final outcome code.
+func (m *Metrics) JobFinished(provider, class, code string) {
 	if m == nil {
 		return
 	}
-	m.finished.WithLabelValues(providerValue(provider), m.finishedCodes.value(code)).Inc()
+	m.finished.WithLabelValues(providerValue(provider), m.finClasses.value(class), m.finishedCodes.value(code)).Inc()
 }
 
 // RetryScheduled counts a job of provider put back for a later attempt after outcome code.

@@ -24,21 +24,22 @@ var contractMetrics = map[string]struct {
 	typ    string
 	labels []string
 }{
-	"webpush_sends_total":                             {"COUNTER", []string{"code", "provider"}},
+	"webpush_sends_total":                             {"COUNTER", []string{"class", "code", "provider"}},
 	"webpush_send_duration_seconds":                   {"HISTOGRAM", []string{"provider"}},
+	"webpush_send_wait_seconds":                       {"HISTOGRAM", []string{"class", "provider"}},
 	"webpush_inflight_requests":                       {"GAUGE", []string{"provider"}},
 	"webpush_inflight_limit":                          {"GAUGE", []string{"provider"}},
 	"webpush_rate_limit_per_second":                   {"GAUGE", []string{"provider"}},
 	"webpush_breaker_state":                           {"GAUGE", []string{"provider"}},
 	"webpush_breaker_transitions_total":               {"COUNTER", []string{"provider", "to"}},
-	"webpush_jobs_finished_total":                     {"COUNTER", []string{"code", "provider"}},
+	"webpush_jobs_finished_total":                     {"COUNTER", []string{"class", "code", "provider"}},
 	"webpush_retries_scheduled_total":                 {"COUNTER", []string{"code", "provider"}},
 	"webpush_dead_letters_total":                      {"COUNTER", []string{"reason"}},
 	"webpush_unknown_authority_total":                 {"COUNTER", nil},
 	"webpush_vapid_signatures_total":                  {"COUNTER", []string{"key"}},
-	"webpush_queue_entries":                           {"GAUGE", []string{"shard", "stream"}},
-	"webpush_queue_lag_entries":                       {"GAUGE", []string{"shard", "stream"}},
-	"webpush_oldest_pending_age_seconds":              {"GAUGE", []string{"shard", "stream"}},
+	"webpush_queue_entries":                           {"GAUGE", []string{"class", "shard", "stream"}},
+	"webpush_queue_lag_entries":                       {"GAUGE", []string{"class", "shard", "stream"}},
+	"webpush_oldest_pending_age_seconds":              {"GAUGE", []string{"class", "shard", "stream"}},
 	"webpush_queue_stats_refreshed_timestamp_seconds": {"GAUGE", nil},
 	"webpush_replicas":                                {"GAUGE", nil},
 	"webpush_redis_errors_total":                      {"COUNTER", []string{"op"}},
@@ -76,10 +77,12 @@ func newTestMetrics(t *testing.T) (*prometheus.Registry, *Metrics) {
 
 // populate calls every recording method, so that every series of the contract exists.
 func populate(m *Metrics) {
-	m.Send("fcm", "ACCEPTED", 120*time.Millisecond, "job-1")
-	m.Send("fcm", "PROVIDER_DOWN", 2*time.Second, "")
+	m.SendWait("fcm", ClassTransactional, 30*time.Millisecond)
+	m.Send("fcm", ClassTransactional, "ACCEPTED", 120*time.Millisecond, "job-1")
+	m.SendWait("fcm", ClassBulk, 90*time.Second)
+	m.Send("fcm", ClassBulk, "PROVIDER_DOWN", 2*time.Second, "")
 	m.BreakerTransition("fcm", "open")
-	m.JobFinished("fcm", "ACCEPTED")
+	m.JobFinished("fcm", ClassTransactional, "ACCEPTED")
 	m.RetryScheduled("fcm", "PROVIDER_DOWN")
 	m.DeadLetter(DeadRetriesExhausted)
 	m.UnknownAuthority()
@@ -97,6 +100,7 @@ func populate(m *Metrics) {
 	m.SetQueueStats([]QueueStat{
 		{Shard: 0, Stream: StreamIntake, Entries: 10, Lag: 3, OldestPendingAge: 1500 * time.Millisecond, HasPending: true},
 		{Shard: 0, Stream: lanePrefix + "fcm", Entries: 7, Lag: 2},
+		{Shard: 0, Stream: lanePrefix + "fcm" + bulkLaneSuffix, Entries: 900, Lag: 800, OldestPendingAge: time.Minute, HasPending: true},
 		{Shard: 0, Stream: StreamDelayed, Entries: 5},
 		{Shard: 1, Stream: StreamDead, Entries: 1},
 		{Shard: 1, Stream: StreamResults, Entries: 100},
@@ -169,9 +173,10 @@ func TestPromtoolCheckMetrics(t *testing.T) {
 	metricstest.CheckMetrics(t, text)
 }
 
-// TestSeriesExistAtZero: before any event, every provider x code series of the counters is
-// there at 0 (retries: the retryable codes), as are the breaker transitions, dead letters,
-// VAPID keys and the build info.
+// TestSeriesExistAtZero: before any event, every provider x class x code series of the sends
+// and finished jobs is there at 0 (retries: provider x code, the retryable codes), as are the
+// breaker transitions, dead letters, VAPID keys, both histograms (the wait one per provider x
+// class, empty) and the build info.
 func TestSeriesExistAtZero(t *testing.T) {
 	reg, _ := newTestMetrics(t)
 	codes := taxonomy.Codes()
@@ -186,8 +191,8 @@ func TestSeriesExistAtZero(t *testing.T) {
 	}
 	p := len(testProviders)
 	for name, want := range map[string]int{
-		SendsTotal:            p * len(codes),
-		JobsFinishedTotal:     p * len(codes),
+		SendsTotal:            p * 2 * len(codes),
+		JobsFinishedTotal:     p * 2 * len(codes),
 		RetriesScheduledTotal: p * retryable,
 		BreakerTransitions:    p * 3,
 		DeadLettersTotal:      len(deadReasons),
@@ -195,6 +200,7 @@ func TestSeriesExistAtZero(t *testing.T) {
 		UnknownAuthorityTotal: 1,
 		BuildInfo:             1,
 		SendDurationSeconds:   p,
+		SendWaitSeconds:       p * 2,
 	} {
 		n, err := testutil.GatherAndCount(reg, name)
 		if err != nil {
@@ -208,15 +214,44 @@ func TestSeriesExistAtZero(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	classesOf := map[string]map[string]int{} // metric -> class -> series
 	for _, mf := range mfs {
-		if mf.GetName() == BuildInfo || mf.GetType().String() != "COUNTER" || !strings.HasPrefix(mf.GetName(), "webpush_") {
+		name := mf.GetName()
+		for _, s := range mf.GetMetric() {
+			for _, l := range s.GetLabel() {
+				if l.GetName() == "class" {
+					if classesOf[name] == nil {
+						classesOf[name] = map[string]int{}
+					}
+					classesOf[name][l.GetValue()]++
+				}
+			}
+		}
+		if name == BuildInfo || !strings.HasPrefix(name, "webpush_") {
 			continue
 		}
 		for _, s := range mf.GetMetric() {
-			if v := s.GetCounter().GetValue(); v != 0 {
-				t.Errorf("%s %v = %v before any event", mf.GetName(), s.GetLabel(), v)
+			switch mf.GetType().String() {
+			case "COUNTER":
+				if v := s.GetCounter().GetValue(); v != 0 {
+					t.Errorf("%s %v = %v before any event", name, s.GetLabel(), v)
+				}
+			case "HISTOGRAM":
+				if n := s.GetHistogram().GetSampleCount(); n != 0 {
+					t.Errorf("%s %v holds %d observations before any event", name, s.GetLabel(), n)
+				}
 			}
 		}
+	}
+	// Each class has its own half of the series: a provider x code series of every class.
+	for _, name := range []string{SendsTotal, JobsFinishedTotal} {
+		want := map[string]int{ClassTransactional: p * len(codes), ClassBulk: p * len(codes)}
+		if diff := cmp.Diff(want, classesOf[name]); diff != "" {
+			t.Errorf("%s: series by class (-want +got):\n%s", name, diff)
+		}
+	}
+	if diff := cmp.Diff(map[string]int{ClassTransactional: p, ClassBulk: p}, classesOf[SendWaitSeconds]); diff != "" {
+		t.Errorf("%s: series by class (-want +got):\n%s", SendWaitSeconds, diff)
 	}
 	// Nothing a caller's loop writes exists before it writes.
 	for _, name := range []string{QueueEntries, QueueStatsRefreshed, Replicas, RegistryReloadSuccess, RegistryReloadTime, InflightRequests} {
@@ -237,16 +272,20 @@ webpush_build_info{goversion="go1.26.8",version="v1.2.3"} 1
 // TestEventValues: a known sequence of calls gives the expected values.
 func TestEventValues(t *testing.T) {
 	_, m := newTestMetrics(t)
-	m.Send("fcm", "ACCEPTED", 100*time.Millisecond, "a")
-	m.Send("fcm", "ACCEPTED", 300*time.Millisecond, "")
-	m.Send("fcm", "GONE", 50*time.Millisecond, "b")
-	m.Send("wns", "RATE_LIMITED", time.Second, "")
-	m.Send("wns", "NOT_A_CODE", time.Second, "")
+	m.Send("fcm", ClassTransactional, "ACCEPTED", 100*time.Millisecond, "a")
+	m.Send("fcm", ClassTransactional, "ACCEPTED", 300*time.Millisecond, "")
+	m.Send("fcm", ClassBulk, "ACCEPTED", 300*time.Millisecond, "")
+	m.Send("fcm", ClassTransactional, "GONE", 50*time.Millisecond, "b")
+	m.Send("wns", ClassBulk, "RATE_LIMITED", time.Second, "")
+	m.Send("wns", ClassTransactional, "NOT_A_CODE", time.Second, "")
+	m.Send("wns", "urgent", "ACCEPTED", time.Second, "")
 	m.BreakerTransition("wns", BreakerOpen.String())
 	m.BreakerTransition("wns", BreakerHalfOpen.String())
 	m.BreakerTransition("wns", "sideways")
-	m.JobFinished("fcm", "ACCEPTED")
-	m.JobFinished("fcm", "ACCEPTED")
+	m.JobFinished("fcm", ClassTransactional, "ACCEPTED")
+	m.JobFinished("fcm", ClassTransactional, "ACCEPTED")
+	m.JobFinished("fcm", ClassBulk, "EXPIRED")
+	m.JobFinished("apple", "", "ACCEPTED")
 	m.RetryScheduled("wns", "RATE_LIMITED")
 	m.DeadLetter(DeadInvalidJob)
 	m.DeadLetter(DeadInvalidJob)
@@ -263,15 +302,21 @@ func TestEventValues(t *testing.T) {
 		c    prometheus.Collector
 		want float64
 	}{
-		{"sends fcm ACCEPTED", m.sends.WithLabelValues("fcm", "ACCEPTED"), 2},
-		{"sends fcm GONE", m.sends.WithLabelValues("fcm", "GONE"), 1},
-		{"sends wns RATE_LIMITED", m.sends.WithLabelValues("wns", "RATE_LIMITED"), 1},
-		{"sends wns OTHER", m.sends.WithLabelValues("wns", OtherCode), 1},
-		{"sends apple ACCEPTED", m.sends.WithLabelValues("apple", "ACCEPTED"), 0},
+		{"sends fcm transactional ACCEPTED", m.sends.WithLabelValues("fcm", ClassTransactional, "ACCEPTED"), 2},
+		{"sends fcm bulk ACCEPTED", m.sends.WithLabelValues("fcm", ClassBulk, "ACCEPTED"), 1},
+		{"sends fcm transactional GONE", m.sends.WithLabelValues("fcm", ClassTransactional, "GONE"), 1},
+		{"sends fcm bulk GONE", m.sends.WithLabelValues("fcm", ClassBulk, "GONE"), 0},
+		{"sends wns bulk RATE_LIMITED", m.sends.WithLabelValues("wns", ClassBulk, "RATE_LIMITED"), 1},
+		{"sends wns transactional OTHER", m.sends.WithLabelValues("wns", ClassTransactional, OtherCode), 1},
+		{"sends wns other-class ACCEPTED", m.sends.WithLabelValues("wns", OtherLabel, "ACCEPTED"), 1},
+		{"sends apple transactional ACCEPTED", m.sends.WithLabelValues("apple", ClassTransactional, "ACCEPTED"), 0},
 		{"transitions wns open", m.breakerTx.WithLabelValues("wns", "open"), 1},
 		{"transitions wns half_open", m.breakerTx.WithLabelValues("wns", "half_open"), 1},
 		{"transitions wns other", m.breakerTx.WithLabelValues("wns", OtherLabel), 1},
-		{"finished fcm ACCEPTED", m.finished.WithLabelValues("fcm", "ACCEPTED"), 2},
+		{"finished fcm transactional ACCEPTED", m.finished.WithLabelValues("fcm", ClassTransactional, "ACCEPTED"), 2},
+		{"finished fcm bulk ACCEPTED", m.finished.WithLabelValues("fcm", ClassBulk, "ACCEPTED"), 0},
+		{"finished fcm bulk EXPIRED", m.finished.WithLabelValues("fcm", ClassBulk, "EXPIRED"), 1},
+		{"finished apple other-class ACCEPTED", m.finished.WithLabelValues("apple", OtherLabel, "ACCEPTED"), 1},
 		{"retries wns RATE_LIMITED", m.retries.WithLabelValues("wns", "RATE_LIMITED"), 1},
 		{"dead invalid_job", m.dead.WithLabelValues("invalid_job"), 2},
 		{"dead other", m.dead.WithLabelValues("other"), 1},
@@ -294,10 +339,10 @@ func TestSendDurationHistogram(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.Send("fcm", "ACCEPTED", 250*time.Millisecond, "a")
-	m.Send("fcm", "ACCEPTED", 500*time.Millisecond, "")
-	m.Send("fcm", "GONE", 50*time.Millisecond, "b")
-	m.Send("fcm", "GONE", -time.Second, "")
+	m.Send("fcm", ClassTransactional, "ACCEPTED", 250*time.Millisecond, "a")
+	m.Send("fcm", ClassBulk, "ACCEPTED", 500*time.Millisecond, "")
+	m.Send("fcm", ClassTransactional, "GONE", 50*time.Millisecond, "b")
+	m.Send("fcm", ClassBulk, "GONE", -time.Second, "")
 
 	want := `
 # HELP webpush_send_duration_seconds Time from the start of a delivery attempt to its outcome, by provider.
@@ -348,6 +393,120 @@ webpush_send_duration_seconds_count{provider="fcm"} 4
 	}
 }
 
+// TestSendWaitHistogram: webpush_send_wait_seconds keeps each class's waits apart (a class
+// outside the two counts as other), its classic buckets reach an hour with a minute among them,
+// a negative wait counts as 0, and a native histogram stands beside them.
+func TestSendWaitHistogram(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg, MetricsOptions{Providers: []string{"fcm"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.SendWait("fcm", ClassTransactional, 250*time.Millisecond)
+	m.SendWait("fcm", ClassTransactional, 500*time.Millisecond)
+	m.SendWait("fcm", ClassTransactional, -time.Second)
+	m.SendWait("fcm", ClassBulk, 45*time.Second)
+	m.SendWait("fcm", ClassBulk, 90*time.Second)
+	m.SendWait("fcm", ClassBulk, 2*time.Hour)
+	m.SendWait("fcm", "urgent", time.Second)
+
+	want := `
+# HELP webpush_send_wait_seconds Time from when a job became due to the start of its send request, by provider and class: a first attempt counts from the job's enqueued_at (its send_at when that is later), a retry from its write back to the lane (the time in the lane entry's id, by Redis's clock).
+# TYPE webpush_send_wait_seconds histogram
+webpush_send_wait_seconds_bucket{class="bulk",provider="fcm",le="0.005"} 0
+webpush_send_wait_seconds_bucket{class="bulk",provider="fcm",le="0.01"} 0
+webpush_send_wait_seconds_bucket{class="bulk",provider="fcm",le="0.025"} 0
+webpush_send_wait_seconds_bucket{class="bulk",provider="fcm",le="0.05"} 0
+webpush_send_wait_seconds_bucket{class="bulk",provider="fcm",le="0.1"} 0
+webpush_send_wait_seconds_bucket{class="bulk",provider="fcm",le="0.25"} 0
+webpush_send_wait_seconds_bucket{class="bulk",provider="fcm",le="0.5"} 0
+webpush_send_wait_seconds_bucket{class="bulk",provider="fcm",le="1"} 0
+webpush_send_wait_seconds_bucket{class="bulk",provider="fcm",le="2.5"} 0
+webpush_send_wait_seconds_bucket{class="bulk",provider="fcm",le="5"} 0
+webpush_send_wait_seconds_bucket{class="bulk",provider="fcm",le="10"} 0
+webpush_send_wait_seconds_bucket{class="bulk",provider="fcm",le="30"} 0
+webpush_send_wait_seconds_bucket{class="bulk",provider="fcm",le="60"} 1
+webpush_send_wait_seconds_bucket{class="bulk",provider="fcm",le="120"} 2
+webpush_send_wait_seconds_bucket{class="bulk",provider="fcm",le="300"} 2
+webpush_send_wait_seconds_bucket{class="bulk",provider="fcm",le="600"} 2
+webpush_send_wait_seconds_bucket{class="bulk",provider="fcm",le="1800"} 2
+webpush_send_wait_seconds_bucket{class="bulk",provider="fcm",le="3600"} 2
+webpush_send_wait_seconds_bucket{class="bulk",provider="fcm",le="+Inf"} 3
+webpush_send_wait_seconds_sum{class="bulk",provider="fcm"} 7335
+webpush_send_wait_seconds_count{class="bulk",provider="fcm"} 3
+webpush_send_wait_seconds_bucket{class="other",provider="fcm",le="0.005"} 0
+webpush_send_wait_seconds_bucket{class="other",provider="fcm",le="0.01"} 0
+webpush_send_wait_seconds_bucket{class="other",provider="fcm",le="0.025"} 0
+webpush_send_wait_seconds_bucket{class="other",provider="fcm",le="0.05"} 0
+webpush_send_wait_seconds_bucket{class="other",provider="fcm",le="0.1"} 0
+webpush_send_wait_seconds_bucket{class="other",provider="fcm",le="0.25"} 0
+webpush_send_wait_seconds_bucket{class="other",provider="fcm",le="0.5"} 0
+webpush_send_wait_seconds_bucket{class="other",provider="fcm",le="1"} 1
+webpush_send_wait_seconds_bucket{class="other",provider="fcm",le="2.5"} 1
+webpush_send_wait_seconds_bucket{class="other",provider="fcm",le="5"} 1
+webpush_send_wait_seconds_bucket{class="other",provider="fcm",le="10"} 1
+webpush_send_wait_seconds_bucket{class="other",provider="fcm",le="30"} 1
+webpush_send_wait_seconds_bucket{class="other",provider="fcm",le="60"} 1
+webpush_send_wait_seconds_bucket{class="other",provider="fcm",le="120"} 1
+webpush_send_wait_seconds_bucket{class="other",provider="fcm",le="300"} 1
+webpush_send_wait_seconds_bucket{class="other",provider="fcm",le="600"} 1
+webpush_send_wait_seconds_bucket{class="other",provider="fcm",le="1800"} 1
+webpush_send_wait_seconds_bucket{class="other",provider="fcm",le="3600"} 1
+webpush_send_wait_seconds_bucket{class="other",provider="fcm",le="+Inf"} 1
+webpush_send_wait_seconds_sum{class="other",provider="fcm"} 1
+webpush_send_wait_seconds_count{class="other",provider="fcm"} 1
+webpush_send_wait_seconds_bucket{class="transactional",provider="fcm",le="0.005"} 1
+webpush_send_wait_seconds_bucket{class="transactional",provider="fcm",le="0.01"} 1
+webpush_send_wait_seconds_bucket{class="transactional",provider="fcm",le="0.025"} 1
+webpush_send_wait_seconds_bucket{class="transactional",provider="fcm",le="0.05"} 1
+webpush_send_wait_seconds_bucket{class="transactional",provider="fcm",le="0.1"} 1
+webpush_send_wait_seconds_bucket{class="transactional",provider="fcm",le="0.25"} 2
+webpush_send_wait_seconds_bucket{class="transactional",provider="fcm",le="0.5"} 3
+webpush_send_wait_seconds_bucket{class="transactional",provider="fcm",le="1"} 3
+webpush_send_wait_seconds_bucket{class="transactional",provider="fcm",le="2.5"} 3
+webpush_send_wait_seconds_bucket{class="transactional",provider="fcm",le="5"} 3
+webpush_send_wait_seconds_bucket{class="transactional",provider="fcm",le="10"} 3
+webpush_send_wait_seconds_bucket{class="transactional",provider="fcm",le="30"} 3
+webpush_send_wait_seconds_bucket{class="transactional",provider="fcm",le="60"} 3
+webpush_send_wait_seconds_bucket{class="transactional",provider="fcm",le="120"} 3
+webpush_send_wait_seconds_bucket{class="transactional",provider="fcm",le="300"} 3
+webpush_send_wait_seconds_bucket{class="transactional",provider="fcm",le="600"} 3
+webpush_send_wait_seconds_bucket{class="transactional",provider="fcm",le="1800"} 3
+webpush_send_wait_seconds_bucket{class="transactional",provider="fcm",le="3600"} 3
+webpush_send_wait_seconds_bucket{class="transactional",provider="fcm",le="+Inf"} 3
+webpush_send_wait_seconds_sum{class="transactional",provider="fcm"} 0.75
+webpush_send_wait_seconds_count{class="transactional",provider="fcm"} 3
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), SendWaitSeconds); err != nil {
+		t.Error(err)
+	}
+
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	zeros := map[string]uint64{} // class -> observations in the native histogram's zero bucket
+	for _, mf := range mfs {
+		if mf.GetName() != SendWaitSeconds {
+			continue
+		}
+		for _, s := range mf.GetMetric() {
+			h := s.GetHistogram()
+			if h.GetSchema() != 3 || len(h.GetPositiveSpan()) == 0 {
+				t.Errorf("%v: native histogram schema %d with %d positive spans; want schema 3 and spans", s.GetLabel(), h.GetSchema(), len(h.GetPositiveSpan()))
+			}
+			for _, l := range s.GetLabel() {
+				if l.GetName() == "class" {
+					zeros[l.GetValue()] = h.GetZeroCount()
+				}
+			}
+		}
+	}
+	if diff := cmp.Diff(map[string]uint64{ClassTransactional: 1, ClassBulk: 0, OtherLabel: 0}, zeros); diff != "" {
+		t.Errorf("zero-bucket observations of the native histograms by class (-want +got):\n%s", diff)
+	}
+}
+
 // TestRegistryReload: success is 1 then 0 after a failure; the timestamp keeps the last
 // success.
 func TestRegistryReload(t *testing.T) {
@@ -386,17 +545,20 @@ func TestSetProvidersAddsSeries(t *testing.T) {
 	m.SetProviders([]string{"fcm", "newpush"})
 	codes := len(taxonomy.Codes())
 	for name, want := range map[string]int{
-		SendsTotal:          (len(testProviders) + 1) * codes,
-		JobsFinishedTotal:   (len(testProviders) + 1) * codes,
+		SendsTotal:          (len(testProviders) + 1) * 2 * codes,
+		JobsFinishedTotal:   (len(testProviders) + 1) * 2 * codes,
 		BreakerTransitions:  (len(testProviders) + 1) * 3,
 		SendDurationSeconds: len(testProviders) + 1,
+		SendWaitSeconds:     (len(testProviders) + 1) * 2,
 	} {
 		if n, err := testutil.GatherAndCount(reg, name); err != nil || n != want {
 			t.Errorf("%s: %d series (%v), want %d", name, n, err, want)
 		}
 	}
-	if v := testutil.ToFloat64(m.sends.WithLabelValues("newpush", "ACCEPTED")); v != 0 {
-		t.Errorf("newpush ACCEPTED = %v, want 0", v)
+	for _, class := range classes {
+		if v := testutil.ToFloat64(m.sends.WithLabelValues("newpush", class, "ACCEPTED")); v != 0 {
+			t.Errorf("newpush %s ACCEPTED = %v, want 0", class, v)
+		}
 	}
 }
 
@@ -486,30 +648,40 @@ webpush_rate_limit_per_second{provider="fcm"} 12.5
 
 // TestQueueStatsReplace: each SetQueueStats replaces the whole set; lag only for the intake and
 // lanes; the oldest pending age for the intake and lanes always (0 with nothing pending) and
-// elsewhere only where there is one; lanes as stream="lane:<id>".
+// elsewhere only where there is one; lanes as stream="lane:<id>" with class="transactional",
+// bulk lanes as stream="lane:<id>:bulk" with class="bulk", every other stream with the class
+// empty (a provider named "bulk" has a transactional lane like any other).
 func TestQueueStatsReplace(t *testing.T) {
 	reg, m := newTestMetrics(t)
 	m.SetQueueStats([]QueueStat{
 		{Shard: 0, Stream: StreamIntake, Entries: 10, Lag: 4, OldestPendingAge: 2 * time.Second, HasPending: true},
 		{Shard: 0, Stream: lanePrefix + "fcm", Entries: 6, Lag: 1},
+		{Shard: 0, Stream: lanePrefix + "fcm" + bulkLaneSuffix, Entries: 800, Lag: 700, OldestPendingAge: 90 * time.Second, HasPending: true},
+		{Shard: 0, Stream: lanePrefix + "bulk", Entries: 2, Lag: 2},
 		{Shard: 1, Stream: StreamDelayed, Entries: 3, Lag: 99, HasPending: true, OldestPendingAge: time.Second},
 	}, t0)
 	names := []string{QueueEntries, QueueLagEntries, OldestPendingAge, QueueStatsRefreshed}
 	want := fmt.Sprintf(`
 # HELP webpush_oldest_pending_age_seconds Age of the stream's oldest entry read but not acknowledged. The same on every replica: aggregate with max.
 # TYPE webpush_oldest_pending_age_seconds gauge
-webpush_oldest_pending_age_seconds{shard="0",stream="intake"} 2
-webpush_oldest_pending_age_seconds{shard="0",stream="lane:fcm"} 0
-webpush_oldest_pending_age_seconds{shard="1",stream="delayed"} 1
+webpush_oldest_pending_age_seconds{class="",shard="0",stream="intake"} 2
+webpush_oldest_pending_age_seconds{class="",shard="1",stream="delayed"} 1
+webpush_oldest_pending_age_seconds{class="bulk",shard="0",stream="lane:fcm:bulk"} 90
+webpush_oldest_pending_age_seconds{class="transactional",shard="0",stream="lane:bulk"} 0
+webpush_oldest_pending_age_seconds{class="transactional",shard="0",stream="lane:fcm"} 0
 # HELP webpush_queue_entries Entries in the stream (members of the delayed set). The same on every replica: aggregate with max.
 # TYPE webpush_queue_entries gauge
-webpush_queue_entries{shard="0",stream="intake"} 10
-webpush_queue_entries{shard="0",stream="lane:fcm"} 6
-webpush_queue_entries{shard="1",stream="delayed"} 3
+webpush_queue_entries{class="",shard="0",stream="intake"} 10
+webpush_queue_entries{class="",shard="1",stream="delayed"} 3
+webpush_queue_entries{class="bulk",shard="0",stream="lane:fcm:bulk"} 800
+webpush_queue_entries{class="transactional",shard="0",stream="lane:bulk"} 2
+webpush_queue_entries{class="transactional",shard="0",stream="lane:fcm"} 6
 # HELP webpush_queue_lag_entries Entries of the intake or a lane the consumer group has not read yet. The same on every replica: aggregate with max.
 # TYPE webpush_queue_lag_entries gauge
-webpush_queue_lag_entries{shard="0",stream="intake"} 4
-webpush_queue_lag_entries{shard="0",stream="lane:fcm"} 1
+webpush_queue_lag_entries{class="",shard="0",stream="intake"} 4
+webpush_queue_lag_entries{class="bulk",shard="0",stream="lane:fcm:bulk"} 700
+webpush_queue_lag_entries{class="transactional",shard="0",stream="lane:bulk"} 2
+webpush_queue_lag_entries{class="transactional",shard="0",stream="lane:fcm"} 1
 # HELP webpush_queue_stats_refreshed_timestamp_seconds When this replica last read the queue statistics, in Unix seconds.
 # TYPE webpush_queue_stats_refreshed_timestamp_seconds gauge
 webpush_queue_stats_refreshed_timestamp_seconds %d
@@ -518,7 +690,7 @@ webpush_queue_stats_refreshed_timestamp_seconds %d
 		t.Error(err)
 	}
 
-	// The lane and the delayed set are gone; an unknown stream and a repeated one are left out.
+	// The lanes and the delayed set are gone; an unknown stream and a repeated one are left out.
 	m.SetQueueStats([]QueueStat{
 		{Shard: 0, Stream: StreamIntake, Entries: 2, Lag: 0},
 		{Shard: 0, Stream: StreamIntake, Entries: 9, Lag: 9},
@@ -528,13 +700,13 @@ webpush_queue_stats_refreshed_timestamp_seconds %d
 	want = fmt.Sprintf(`
 # HELP webpush_oldest_pending_age_seconds Age of the stream's oldest entry read but not acknowledged. The same on every replica: aggregate with max.
 # TYPE webpush_oldest_pending_age_seconds gauge
-webpush_oldest_pending_age_seconds{shard="0",stream="intake"} 0
+webpush_oldest_pending_age_seconds{class="",shard="0",stream="intake"} 0
 # HELP webpush_queue_entries Entries in the stream (members of the delayed set). The same on every replica: aggregate with max.
 # TYPE webpush_queue_entries gauge
-webpush_queue_entries{shard="0",stream="intake"} 2
+webpush_queue_entries{class="",shard="0",stream="intake"} 2
 # HELP webpush_queue_lag_entries Entries of the intake or a lane the consumer group has not read yet. The same on every replica: aggregate with max.
 # TYPE webpush_queue_lag_entries gauge
-webpush_queue_lag_entries{shard="0",stream="intake"} 0
+webpush_queue_lag_entries{class="",shard="0",stream="intake"} 0
 # HELP webpush_queue_stats_refreshed_timestamp_seconds When this replica last read the queue statistics, in Unix seconds.
 # TYPE webpush_queue_stats_refreshed_timestamp_seconds gauge
 webpush_queue_stats_refreshed_timestamp_seconds %d
@@ -605,8 +777,8 @@ func TestLabelSetsAreBounded(t *testing.T) {
 func TestExemplarValueFits(t *testing.T) {
 	_, m := newTestMetrics(t)
 	long := strings.Repeat("é", 500)
-	m.Send("fcm", "ACCEPTED", time.Millisecond, long)
-	m.Send("fcm", "ACCEPTED", time.Millisecond, "\xff\xfe")
+	m.Send("fcm", ClassTransactional, "ACCEPTED", time.Millisecond, long)
+	m.Send("fcm", ClassTransactional, "ACCEPTED", time.Millisecond, "\xff\xfe")
 	got := exemplarValue(long)
 	if n := len([]rune(got)) + len(exemplarJobIDLabel); n != prometheus.ExemplarMaxRunes {
 		t.Errorf("cut exemplar has %d runes with its label name, want %d", n, prometheus.ExemplarMaxRunes)

@@ -105,8 +105,9 @@ func TestServerMetricsTextAndOpenMetrics(t *testing.T) {
 		t.Fatalf("GET /metrics: %d %q", code, ctype)
 	}
 	for _, want := range []string{
-		`webpush_sends_total{code="ACCEPTED",provider="fcm"} 1`,
-		`webpush_queue_lag_entries{shard="0",stream="lane:fcm"} 2`,
+		`webpush_sends_total{class="transactional",code="ACCEPTED",provider="fcm"} 1`,
+		`webpush_queue_lag_entries{class="transactional",shard="0",stream="lane:fcm"} 2`,
+		`webpush_queue_lag_entries{class="",shard="0",stream="intake"} 3`,
 		"go_goroutines ", "process_cpu_seconds_total ",
 	} {
 		if !strings.Contains(text, want) {

@@ -155,8 +155,10 @@ func TestWorkerServesMetricsAndHealth(t *testing.T) {
 	before := c.scrape(addr)
 	for _, p := range []string{"fcm", "autopush", "apple", "wns", "fallback"} {
 		for _, code := range []taxonomy.Code{taxonomy.Accepted, taxonomy.Gone, taxonomy.RateLimited, taxonomy.ProviderDown} {
-			if v := before.value("webpush_sends_total", "provider", p, "code", string(code)); v != 0 {
-				t.Errorf("before any job: webpush_sends_total{%s,%s} = %v, want 0", p, code, v)
+			for _, class := range []string{"transactional", "bulk"} {
+				if v := before.value("webpush_sends_total", "provider", p, "class", class, "code", string(code)); v != 0 {
+					t.Errorf("before any job: webpush_sends_total{%s,%s,%s} = %v, want 0", p, class, code, v)
+				}
 			}
 		}
 		if v := before.value("webpush_breaker_state", "provider", p); v != 0 {
@@ -207,24 +209,28 @@ func TestWorkerServesMetricsAndHealth(t *testing.T) {
 		provider, code string
 		n              int
 	}{{"fcm", "ACCEPTED", 40}, {"apple", "GONE", 10}, {"fallback", "ACCEPTED", 5}} {
-		if got := s.value("webpush_sends_total", "provider", want.provider, "code", want.code); got != float64(l[[2]string{want.provider, want.code}]) {
-			t.Errorf("webpush_sends_total{%s,%s} = %v; the ledger holds %d", want.provider, want.code, got, l[[2]string{want.provider, want.code}])
+		// Every job here is transactional.
+		if got := s.value("webpush_sends_total", "provider", want.provider, "class", "transactional", "code", want.code); got != float64(l[[2]string{want.provider, want.code}]) {
+			t.Errorf("webpush_sends_total{%s,transactional,%s} = %v; the ledger holds %d", want.provider, want.code, got, l[[2]string{want.provider, want.code}])
 		}
-		if got := s.value("webpush_jobs_finished_total", "provider", want.provider, "code", want.code); got != float64(want.n) {
-			t.Errorf("webpush_jobs_finished_total{%s,%s} = %v, want %d", want.provider, want.code, got, want.n)
+		if got := s.value("webpush_jobs_finished_total", "provider", want.provider, "class", "transactional", "code", want.code); got != float64(want.n) {
+			t.Errorf("webpush_jobs_finished_total{%s,transactional,%s} = %v, want %d", want.provider, want.code, got, want.n)
+		}
+		if got := s.value("webpush_send_wait_seconds", "provider", want.provider, "class", "transactional"); got != float64(want.n) {
+			t.Errorf("webpush_send_wait_seconds{%s,transactional} counts %v sends, want %d", want.provider, got, want.n)
 		}
 	}
 	// Each failed send schedules one retry; an entry read when the breaker had just opened is
 	// put back on the delayed set unsent, which is no retry (its attempt is not spent).
 	delayed := s.value("webpush_queue_entries", "shard", "0", "stream", "delayed")
-	down := s.value("webpush_sends_total", "provider", "autopush", "code", "PROVIDER_DOWN")
+	down := s.value("webpush_sends_total", "provider", "autopush", "class", "transactional", "code", "PROVIDER_DOWN")
 	if down < 5 || down > delayed {
 		t.Errorf("webpush_sends_total{autopush,PROVIDER_DOWN} = %v, want at least the breaker's 5 samples and at most the %v delayed", down, delayed)
 	}
 	if got := s.value("webpush_retries_scheduled_total", "provider", "autopush", "code", "PROVIDER_DOWN"); got != down {
 		t.Errorf("webpush_retries_scheduled_total{autopush,PROVIDER_DOWN} = %v, want one per failed send (%v)", got, down)
 	}
-	if got := s.value("webpush_sends_total", "provider", "autopush", "code", "CIRCUIT_OPEN"); got != 0 {
+	if got := s.value("webpush_sends_total", "provider", "autopush", "class", "transactional", "code", "CIRCUIT_OPEN"); got != 0 {
 		t.Errorf("webpush_sends_total{autopush,CIRCUIT_OPEN} = %v: an open breaker holds the lane, it spends no attempt", got)
 	}
 	for _, want := range []struct {
