@@ -73,7 +73,7 @@ func warnOrphanLanes(ctx context.Context, cfg *Config) {
 				continue
 			}
 			log.Warn("dispatch: orphan lane: its provider is not in the registry and nothing serves it; re-add the provider or move its jobs",
-				"shard", s, "provider", p, "stream", cfg.Store.LaneStream(s, p), "length", n, "pending", pending)
+				"shard", s, "provider", p, "stream", cfg.Store.Keys(s).Lane(p), "length", n, "pending", pending)
 		}
 	}
 }

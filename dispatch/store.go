@@ -26,9 +26,7 @@ type Store interface {
 type storeLayout interface {
 	Shards() int
 	Consumer() string
-	IntakeStream(shard int) string
-	LaneStream(shard int, provider string) string
-	ClassLaneStream(shard int, provider string, class jobfmt.Class) string
+	Keys(shard int) stream.Keys
 }
 
 // startupStore is what the start of a worker does: the groups and scripts, the check of lanes

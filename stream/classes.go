@@ -72,16 +72,11 @@ func laneKeys(k Keys, providers []string) []string {
 	return out
 }
 
-// ClassLaneStream is the lane stream key of provider's class on shard.
-func (s *Store) ClassLaneStream(shard int, provider string, class job.Class) string {
-	return s.Keys(shard).LaneOf(provider, class)
-}
-
 // ToClassLane is ToLane into the lane of provider's class: a bulk job waits in the provider's
 // bulk lane, every other in its lane. The duplicate checks are ToLane's, over both lanes: the
 // jobs index holds every job of the shard, whatever its class.
 func (s *Store) ToClassLane(ctx context.Context, e Entry, provider string, class job.Class, jobID, rawJob string, enqueuedAtMs int64) (LaneVerdict, error) {
-	lane := s.ClassLaneStream(e.Shard, provider, class)
+	lane := s.Keys(e.Shard).LaneOf(provider, class)
 	if err := s.ensureLane(ctx, lane); err != nil {
 		return LaneNotOwner, err
 	}
@@ -94,7 +89,7 @@ func (s *Store) ToClassLane(ctx context.Context, e Entry, provider string, class
 
 // ReadClassLane is ReadLane of provider's lane of class.
 func (s *Store) ReadClassLane(ctx context.Context, shard int, provider string, class job.Class, count int, block time.Duration) ([]Entry, error) {
-	return s.read(ctx, shard, s.ClassLaneStream(shard, provider, class), count, block)
+	return s.read(ctx, shard, s.Keys(shard).LaneOf(provider, class), count, block)
 }
 
 // WaitLanes blocks up to block (it must be positive) for a new entry in either lane of

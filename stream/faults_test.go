@@ -181,7 +181,7 @@ func TestToLaneAcksCopies(t *testing.T) {
 func TestReclaimSparesLiveOwners(t *testing.T) {
 	env, w1 := newStore(t, "fcm")
 	w2 := env.store(t, "w2", Options{}, "fcm")
-	lane := w1.LaneStream(0, "fcm")
+	lane := w1.Keys(0).Lane("fcm")
 	e := env.laneEntry(t, w1, "fcm", "j1")
 	env.age(t, lane, "w1", e.ID, time.Hour, 1)
 	if got, _, err := w2.Reclaim(env.ctx, 0, lane, time.Minute, 10, 0, nil, "w1", "w2"); err != nil || len(got) != 0 {

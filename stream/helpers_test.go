@@ -109,7 +109,7 @@ func all(tb testing.TB, es []Entry, op func(Entry) error) {
 func (e *env) enqueue(t *testing.T, s *Store, jobs ...string) {
 	t.Helper()
 	for _, j := range jobs {
-		if err := e.c.XAdd(e.ctx, &redis.XAddArgs{Stream: s.IntakeStream(0), Values: []any{"job", j}}).Err(); err != nil {
+		if err := e.c.XAdd(e.ctx, &redis.XAddArgs{Stream: s.Keys(0).Intake, Values: []any{"job", j}}).Err(); err != nil {
 			t.Fatalf("XADD: %v", err)
 		}
 	}
@@ -246,7 +246,7 @@ func (s *Store) moveToLane(ctx context.Context, e Entry, provider, raw string, e
 // that keeps intake from doing so, and reads it for s: what a defence in depth must handle.
 func (e *env) copyInLane(t *testing.T, s *Store, provider, id string) Entry {
 	t.Helper()
-	err := e.c.XAdd(e.ctx, &redis.XAddArgs{Stream: s.LaneStream(0, provider),
+	err := e.c.XAdd(e.ctx, &redis.XAddArgs{Stream: s.Keys(0).Lane(provider),
 		Values: []any{"job", validJob(id), "provider", provider, "attempt", "0", "enqueued_at", "1"}}).Err()
 	if err != nil {
 		t.Fatalf("XADD: %v", err)

@@ -39,7 +39,7 @@ func (s *Store) Lanes(ctx context.Context, shard int) ([]string, error) {
 // none.
 func (s *Store) LaneLength(ctx context.Context, shard int, provider string) (length, pending int64, err error) {
 	for _, c := range job.Classes {
-		n, p, err := s.laneLength(ctx, s.ClassLaneStream(shard, provider, c))
+		n, p, err := s.laneLength(ctx, s.Keys(shard).LaneOf(provider, c))
 		if err != nil {
 			return 0, 0, err
 		}

@@ -10,7 +10,7 @@ import (
 func TestOwns(t *testing.T) {
 	env, w1 := newStore(t, "fcm")
 	w2 := env.store(t, "w2", Options{}, "fcm")
-	lane := w1.LaneStream(0, "fcm")
+	lane := w1.Keys(0).Lane("fcm")
 	cases := []struct {
 		name string
 		// entry returns the entry to ask about, in the state the case names.
@@ -46,7 +46,7 @@ func TestOwns(t *testing.T) {
 			return Entry{Stream: lane, ID: id}
 		}, false},
 		{"no such stream", func(t *testing.T, id string) Entry {
-			return Entry{Stream: w1.LaneStream(0, "nobody"), ID: "1-1"}
+			return Entry{Stream: w1.Keys(0).Lane("nobody"), ID: "1-1"}
 		}, false},
 	}
 	for i, c := range cases {
@@ -65,7 +65,7 @@ func TestLanesListsLanesOutsideTheRegistry(t *testing.T) {
 	s := env.store(t, "w1", Options{Shards: 2}, "fcm", "apple")
 	// A provider since removed from the registry left entries on shard 1 only, one of them
 	// read by a consumer that is gone.
-	old := s.LaneStream(1, "retired")
+	old := s.Keys(1).Lane("retired")
 	for _, id := range []string{"a", "b", "c"} {
 		if err := env.c.XAdd(env.ctx, redisXAdd(old, validJob(id))).Err(); err != nil {
 			t.Fatal(err)

@@ -187,12 +187,6 @@ func (s *Store) Consumer() string { return s.o.Consumer }
 // Keys are the keys of shard.
 func (s *Store) Keys(shard int) Keys { return KeysFor(s.o.Prefix, shard) }
 
-// IntakeStream is the intake stream key of shard.
-func (s *Store) IntakeStream(shard int) string { return s.Keys(shard).Intake }
-
-// LaneStream is the lane stream key of provider on shard.
-func (s *Store) LaneStream(shard int, provider string) string { return s.Keys(shard).Lane(provider) }
-
 // Setup creates the consumer group on the intake stream and on both lanes (transactional and
 // bulk) of every provider on every shard (an existing group is left as it is) and loads the scripts.
 //
@@ -399,7 +393,7 @@ func (s *Store) ReadIntake(ctx context.Context, shard, count int, block time.Dur
 	if s.o.Consumer == "" {
 		return nil, nil, errors.New("stream: Options.Consumer is empty; a reading Store needs a consumer name")
 	}
-	stream := s.IntakeStream(shard)
+	stream := s.Keys(shard).Intake
 	entries, refused, last, err := s.readIntake(ctx, shard, count)
 	if err != nil || len(entries)+len(refused) > 0 || last == "" || block <= 0 {
 		return entries, refused, err
@@ -458,7 +452,7 @@ func (s *Store) readIntake(ctx context.Context, shard, count int) (entries []Ent
 // (block <= 0 does not block). No entry is (nil, nil). Lane entries are written only by this
 // package's scripts, from checked intake entries, so their size is bounded.
 func (s *Store) ReadLane(ctx context.Context, shard int, provider string, count int, block time.Duration) ([]Entry, error) {
-	return s.read(ctx, shard, s.LaneStream(shard, provider), count, block)
+	return s.read(ctx, shard, s.Keys(shard).Lane(provider), count, block)
 }
 
 func (s *Store) read(ctx context.Context, shard int, stream string, count int, block time.Duration) ([]Entry, error) {

@@ -92,7 +92,7 @@ const (
 // ToLane moves an intake entry holding job jobID to the lane of provider as attempt 0, or
 // acknowledges it as a copy (see Copy).
 func (s *Store) ToLane(ctx context.Context, e Entry, provider, jobID, rawJob string, enqueuedAtMs int64) (LaneVerdict, error) {
-	lane := s.LaneStream(e.Shard, provider)
+	lane := s.Keys(e.Shard).Lane(provider)
 	if err := s.ensureLane(ctx, lane); err != nil {
 		return LaneNotOwner, err
 	}
