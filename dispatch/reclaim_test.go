@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	jobfmt "github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/stream"
 )
@@ -228,7 +229,7 @@ func TestReclaimedEntryIsSentOnlyWhileStillOurs(t *testing.T) {
 			ls := e.newLaneSet(e.config(e.store))
 			raw := job("claimed", sub, "x")
 			e.laneEntry("fcm", 0, raw)
-			read, err := e.store.ReadLane(context.Background(), 0, "fcm", 1, 0)
+			read, err := e.store.ReadLane(context.Background(), 0, "fcm", jobfmt.ClassTransactional, 1, 0)
 			if err != nil || len(read) != 1 {
 				t.Fatalf("ReadLane: %d entries, %v", len(read), err)
 			}
@@ -281,7 +282,7 @@ func TestReclaimSpendsAProviderRoomOnceOverShards(t *testing.T) {
 			e.xadd(e.store.Keys(s).Lane("fcm"), "job", string(raw), "provider", "fcm", "attempt", "0",
 				"enqueued_at", fmt.Sprint(e.clock.Now().UnixMilli()))
 		}
-		if got, err := ghost.ReadLane(context.Background(), s, "fcm", 10, 0); err != nil || len(got) != 3 {
+		if got, err := ghost.ReadLane(context.Background(), s, "fcm", jobfmt.ClassTransactional, 10, 0); err != nil || len(got) != 3 {
 			t.Fatalf("ghost ReadLane(%d): %d entries, %v", s, len(got), err)
 		}
 	}
@@ -350,7 +351,7 @@ func TestLongHeldEntryIsSentOnlyWhileStillOurs(t *testing.T) {
 			ls := e.newLaneSet(e.config(e.store))
 			raw := job("held", sub, "x")
 			e.laneEntry("fcm", 0, raw)
-			read, err := e.store.ReadLane(context.Background(), 0, "fcm", 1, 0)
+			read, err := e.store.ReadLane(context.Background(), 0, "fcm", jobfmt.ClassTransactional, 1, 0)
 			if err != nil || len(read) != 1 {
 				t.Fatalf("ReadLane: %d entries, %v", len(read), err)
 			}

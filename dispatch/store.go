@@ -41,7 +41,7 @@ type startupStore interface {
 // intakeStore is the intake reader's: new entries, and their move to a lane or the dead stream.
 type intakeStore interface {
 	ReadIntake(ctx context.Context, shard, count int, block time.Duration) ([]stream.Entry, []stream.Refusal, error)
-	ToClassLane(ctx context.Context, e stream.Entry, provider string, class jobfmt.Class, jobID, rawJob string, enqueuedAtMs int64) (stream.LaneVerdict, error)
+	ToLane(ctx context.Context, e stream.Entry, provider string, class jobfmt.Class, jobID, rawJob string, enqueuedAtMs int64) (stream.LaneVerdict, error)
 	ToScheduled(ctx context.Context, e stream.Entry, r stream.ScheduledRecord) (stream.LaneVerdict, error)
 	ToDead(ctx context.Context, e stream.Entry, d stream.DeadRecord) (bool, error)
 }

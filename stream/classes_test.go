@@ -21,16 +21,16 @@ func TestBulkLaneRoundTrip(t *testing.T) {
 		if jobID(in.Fields["job"]) == "bulk" {
 			class = job.ClassBulk
 		}
-		if v, err := s.ToClassLane(env.ctx, in, "fcm", class, jobID(in.Fields["job"]), in.Fields["job"], ms(t0)); v != Moved || err != nil {
-			t.Fatalf("ToClassLane %s = %v, %v", class, v, err)
+		if v, err := s.ToLane(env.ctx, in, "fcm", class, jobID(in.Fields["job"]), in.Fields["job"], ms(t0)); v != Moved || err != nil {
+			t.Fatalf("ToLane %s = %v, %v", class, v, err)
 		}
 	}
 	if n, b := len(env.entries(t, k.Lane("fcm"))), len(env.entries(t, k.BulkLane("fcm"))); n != 1 || b != 1 {
 		t.Fatalf("lane holds %d, bulk lane %d; want 1 each", n, b)
 	}
-	got, err := s.ReadClassLane(env.ctx, 0, "fcm", job.ClassBulk, 10, 0)
+	got, err := s.ReadLane(env.ctx, 0, "fcm", job.ClassBulk, 10, 0)
 	if err != nil || len(got) != 1 || got[0].Stream != k.BulkLane("fcm") || jobID(got[0].Fields["job"]) != "bulk" {
-		t.Fatalf("ReadClassLane bulk = %v, %v; want the bulk job from %s", got, err, k.BulkLane("fcm"))
+		t.Fatalf("ReadLane bulk = %v, %v; want the bulk job from %s", got, err, k.BulkLane("fcm"))
 	}
 	if c := ClassOfLane(got[0].Stream); c != job.ClassBulk {
 		t.Errorf("ClassOfLane(%s) = %s", got[0].Stream, c)

@@ -120,7 +120,7 @@ func TestToLaneAcksCopies(t *testing.T) {
 		t.Helper()
 		env.enqueue(t, s, validJob(id))
 		in := env.readIntake(t, s, 1)[0]
-		v, err := s.ToLane(env.ctx, in, "fcm", id, in.Fields["job"], ms(t0))
+		v, err := s.ToLane(env.ctx, in, "fcm", job.ClassTransactional, id, in.Fields["job"], ms(t0))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -267,7 +267,7 @@ func TestOutcomesAreRecordedWhenRedisIsOutOfMemory(t *testing.T) {
 	if err := s.ProbeWrite(env.ctx, 0); !WriteRefused(err) {
 		t.Fatalf("ProbeWrite under OOM = %v; want a write refusal", err)
 	}
-	v, err := s.ToLane(env.ctx, in, "fcm", "new-1", in.Fields["job"], ms(t0))
+	v, err := s.ToLane(env.ctx, in, "fcm", job.ClassTransactional, "new-1", in.Fields["job"], ms(t0))
 	if !WriteRefused(err) || v != LaneNotOwner {
 		t.Fatalf("ToLane under OOM = %v, %v; want a write refusal", v, err)
 	}
@@ -301,7 +301,7 @@ func TestOutcomesAreRecordedWhenRedisIsOutOfMemory(t *testing.T) {
 	if err := s.ProbeWrite(env.ctx, 0); err != nil {
 		t.Fatalf("ProbeWrite with memory back = %v", err)
 	}
-	if v, err := s.ToLane(env.ctx, in, "fcm", "new-1", in.Fields["job"], ms(t0)); v != Moved || err != nil {
+	if v, err := s.ToLane(env.ctx, in, "fcm", job.ClassTransactional, "new-1", in.Fields["job"], ms(t0)); v != Moved || err != nil {
 		t.Fatalf("ToLane with memory back = %v, %v", v, err)
 	}
 	if n := env.c.Exists(env.ctx, k.Probe).Val(); n != 0 {

@@ -448,11 +448,11 @@ func (s *Store) readIntake(ctx context.Context, shard, count int) (entries []Ent
 	return entries, refused, last, nil
 }
 
-// ReadLane reads up to count new entries of provider's lane on shard, blocking up to block
-// (block <= 0 does not block). No entry is (nil, nil). Lane entries are written only by this
-// package's scripts, from checked intake entries, so their size is bounded.
-func (s *Store) ReadLane(ctx context.Context, shard int, provider string, count int, block time.Duration) ([]Entry, error) {
-	return s.read(ctx, shard, s.Keys(shard).Lane(provider), count, block)
+// ReadLane reads up to count new entries of provider's lane of class on shard, blocking up to
+// block (block <= 0 does not block). No entry is (nil, nil). Lane entries are written only by
+// this package's scripts, from checked intake entries, so their size is bounded.
+func (s *Store) ReadLane(ctx context.Context, shard int, provider string, class job.Class, count int, block time.Duration) ([]Entry, error) {
+	return s.read(ctx, shard, s.Keys(shard).LaneOf(provider, class), count, block)
 }
 
 func (s *Store) read(ctx context.Context, shard int, stream string, count int, block time.Duration) ([]Entry, error) {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/webpush-gateway/webpush-gateway/job"
 )
 
 // TestNoTrimOfGroupedStreams drives many transitions in random order, with the record
@@ -56,7 +58,7 @@ func TestNoTrimOfGroupedStreams(t *testing.T) {
 		}
 		// Lane consumers read some and finish, retry, or ack some of what they hold.
 		for _, p := range providers {
-			got, err := s.ReadLane(env.ctx, 0, p, rng.IntN(5), 0)
+			got, err := s.ReadLane(env.ctx, 0, p, job.ClassTransactional, rng.IntN(5), 0)
 			if err != nil {
 				t.Fatal(err)
 			}
