@@ -273,7 +273,8 @@ func TestOpenErrors(t *testing.T) {
 // whole; the intake script then dead-letters it where it lies.
 func TestDoorbellRefusesOversizedEntry(t *testing.T) {
 	env := newEnv(t)
-	s, err := Open(env.srv.URL(), OpenOptions{ClientName: "gw-bell", Options: Options{Consumer: "w1"}})
+	waits := &xreadErrors{}
+	s, err := Open(env.srv.URL(), OpenOptions{ClientName: "gw-bell", Options: Options{Consumer: "w1"}, Hooks: []redis.Hook{waits}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,8 +282,6 @@ func TestDoorbellRefusesOversizedEntry(t *testing.T) {
 	if err := s.Setup(env.ctx, []string{"fcm"}); err != nil {
 		t.Fatal(err)
 	}
-	waits := &xreadErrors{}
-	s.AddHook(waits)
 	type read struct {
 		entries []Entry
 		refused []Refusal

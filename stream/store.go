@@ -5,7 +5,6 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -134,17 +133,6 @@ func (s *Store) Close() error {
 		errs = append(errs, c.Close())
 	}
 	return errors.Join(errs...)
-}
-
-// AddHook adds h to every client the Store sends on (a CallCounter counts them all).
-func (s *Store) AddHook(h redis.Hook) {
-	var added []redis.UniversalClient // New may have been given one client twice
-	for _, c := range []redis.UniversalClient{s.c, s.blocking, s.bell} {
-		if !slices.Contains(added, c) {
-			c.AddHook(h)
-			added = append(added, c)
-		}
-	}
 }
 
 // Producer is a Producer on the Store's main client, with its prefix and shard count.

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/webpush-gateway/webpush-gateway/adapter"
 	"github.com/webpush-gateway/webpush-gateway/dispatch"
 	"github.com/webpush-gateway/webpush-gateway/internal/product/buildinfo"
@@ -168,16 +170,16 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			readShards, len(reg.Providers()), readers, maxBlockingReaders))
 	}
 	so.Prefix, so.Shards, so.Consumer = rf.prefix, rf.shards, *consumer
+	calls := &stream.CallCounter{}
 	store, err := stream.Open(rf.url, stream.OpenOptions{
 		Options: so, ClientName: "gateway-worker",
 		BlockingPoolSize: readShards*(1+len(reg.Providers())) + 4,
+		Hooks:            []redis.Hook{calls},
 	})
 	if err != nil {
 		return fail(fmt.Errorf("--redis: %w", err))
 	}
 	defer store.Close()
-	calls := &stream.CallCounter{}
-	store.AddHook(calls)
 	if *profile != "" {
 		stop, err := startCPUProfile(*profile)
 		if err != nil {
