@@ -29,13 +29,12 @@ type storeLayout interface {
 	Keys(shard int) stream.Keys
 }
 
-// startupStore is what the start of a worker does: the groups and scripts, the check of lanes
-// no provider of the registry reads, and the pipelines' linger.
+// startupStore is what the start of a worker does: the groups and scripts, and the check of
+// lanes no provider of the registry reads.
 type startupStore interface {
 	Setup(ctx context.Context, providers []string) error
 	Lanes(ctx context.Context, shard int) ([]string, error)
 	LaneLength(ctx context.Context, shard int, provider string) (length, pending int64, err error)
-	SetCommitLinger(d time.Duration)
 }
 
 // intakeStore is the intake reader's: new entries, and their move to a lane or the dead stream.

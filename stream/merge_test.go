@@ -259,8 +259,8 @@ func TestOnlyRecordsAskedToLingerWait(t *testing.T) {
 		asks   bool
 	}{{"asks", 300 * time.Millisecond, true}, {"does not ask", time.Hour, false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			env, s := newStore(t, "fcm")
-			s.SetCommitLinger(tc.linger)
+			env := newEnv(t)
+			s := env.store(t, "w1", Options{CommitLinger: tc.linger}, "fcm")
 			env.enqueue(t, s, validJob("j"))
 			in := env.readIntake(t, s, 1)[0]
 			mustOK(t)(s.moveToLane(env.ctx, in, "fcm", in.Fields["job"], ms(t0)))

@@ -23,9 +23,14 @@ var (
 
 // The defaults of Options' zero fields.
 const (
-	DefaultSentTTL = time.Hour
-	DefaultGoneTTL = 7 * 24 * time.Hour
+	DefaultSentTTL      = time.Hour
+	DefaultGoneTTL      = 7 * 24 * time.Hour
+	DefaultCommitLinger = 2 * time.Millisecond
 )
+
+// NoLinger switches off Options.CommitLinger: a shard's shared pipeline goes out as soon as its
+// first command arrives.
+const NoLinger time.Duration = -1
 
 // Options configure a Store. A zero field takes its default; a zero cap is no cap.
 type Options struct {
@@ -54,6 +59,13 @@ type Options struct {
 	// never past an entry that a consumer group of an upstream has not read and acknowledged;
 	// no write trims them on its own.
 	ResultsMaxLen, GoneMaxLen, DeadMaxLen int64
+	// CommitLinger is how long each shard's shared pipeline of records that may wait (Finish of
+	// a Result with Linger set) waits after its first one for others to join it
+	// (DefaultCommitLinger; NoLinger: not at all; see groupCommit). At a steady rate below what
+	// the worker can do, each record would otherwise pay a round trip and a script call of its
+	// own; with the linger the records of a few milliseconds share them. Moves to a lane, the
+	// checks before a send and every other record never wait (BENCHMARKS.md has its effect).
+	CommitLinger time.Duration
 	// Now is the clock for the "at" of records the Store writes on its own (dead records of
 	// Reclaim); time.Now when nil. The duplicate-suppression window never reads it: it ages its
 	// jobs by Redis's clock, the one clock every replica shares.
@@ -96,7 +108,7 @@ func New(c redis.UniversalClient, blocking redis.UniversalClient, o Options) *St
 	o.ResultsMaxLen, o.GoneMaxLen, o.DeadMaxLen = 0, 0, 0
 	groups := make([]*groupCommit, max(o.Shards, o.ReshardFrom))
 	for i := range groups {
-		groups[i] = newGroupCommit(c)
+		groups[i] = newGroupCommit(c, max(o.CommitLinger, 0))
 	}
 	return &Store{keyspace: keyspace{c: c, o: o}, blocking: blocking, bell: blocking, bounds: bounds, groups: groups,
 		providers: map[string]bool{}, ready: map[string]bool{}}
@@ -118,6 +130,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.GoneTTL <= 0 {
 		o.GoneTTL = DefaultGoneTTL
+	}
+	if o.CommitLinger == 0 {
+		o.CommitLinger = DefaultCommitLinger
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -153,16 +168,6 @@ func (s *Store) groupFor(key string) *groupCommit {
 		}
 	}
 	return s.groups[0]
-}
-
-// SetCommitLinger lets each shard's shared pipeline of records (Finish of a Result with Linger
-// set) wait up to d after its first one for others to join it (0, the default, sends at once;
-// see groupCommit). Moves, checks and other records never wait. Call it before the Store is
-// used.
-func (s *Store) SetCommitLinger(d time.Duration) {
-	for _, g := range s.groups {
-		g.linger = max(d, 0)
-	}
 }
 
 // Shards is the number of shards the Store reads: Options.Shards, or Options.ReshardFrom when

@@ -197,7 +197,7 @@ type Result struct {
 	// again is acknowledged without a send.
 	Sent bool
 	// Linger lets the record wait up to the commit linger for others to share its pipeline and
-	// script call (Store.SetCommitLinger): for a record whose wait delays no send.
+	// script call (Options.CommitLinger): for a record whose wait delays no send.
 	Linger bool
 }
 
