@@ -33,8 +33,7 @@ type storeLayout interface {
 // lanes no provider of the registry reads.
 type startupStore interface {
 	Setup(ctx context.Context, providers []string) error
-	Lanes(ctx context.Context, shard int) ([]string, error)
-	LaneLength(ctx context.Context, shard int, provider string) (length, pending int64, err error)
+	Lanes(ctx context.Context, shard int, skip ...string) ([]stream.LaneSize, error)
 }
 
 // intakeStore is the intake reader's: new entries, and their move to a lane or the dead stream.

@@ -81,7 +81,12 @@ func TestLanesListsLanesOutsideTheRegistry(t *testing.T) {
 		t.Fatalf("ReadLane: %d entries, %v", len(got), err)
 	}
 
-	for shard, want := range [][]string{{"apple", "fcm"}, {"apple", "fcm", "retired"}} {
+	// The orphan lane holds the entries written above, the one read pending; an empty lane
+	// holds none; a provider with no lane on a shard is not listed there.
+	for shard, want := range [][]LaneSize{
+		{{Provider: "apple"}, {Provider: "fcm"}},
+		{{Provider: "apple"}, {Provider: "fcm"}, {Provider: "retired", Length: 3, Pending: 1}},
+	} {
 		got, err := s.Lanes(env.ctx, shard)
 		if err != nil {
 			t.Fatal(err)
@@ -89,6 +94,10 @@ func TestLanesListsLanesOutsideTheRegistry(t *testing.T) {
 		if d := cmp.Diff(want, got); d != "" {
 			t.Errorf("Lanes(%d) (-want +got):\n%s", shard, d)
 		}
+	}
+	got, err := s.Lanes(env.ctx, 1, "apple", "fcm")
+	if d := cmp.Diff([]LaneSize{{Provider: "retired", Length: 3, Pending: 1}}, got); err != nil || d != "" {
+		t.Errorf("Lanes(1) skipping the registry's providers: %v (-want +got):\n%s", err, d)
 	}
 	for _, c := range []struct {
 		name            string
@@ -101,9 +110,9 @@ func TestLanesListsLanesOutsideTheRegistry(t *testing.T) {
 		{"no lane at all", 0, "retired", 0, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			n, p, err := s.LaneLength(env.ctx, c.shard, c.provider)
+			n, p, err := s.providerLaneLength(env.ctx, c.shard, c.provider)
 			if err != nil || n != c.length || p != c.pending {
-				t.Errorf("LaneLength = %d, %d, %v; want %d, %d, nil", n, p, err, c.length, c.pending)
+				t.Errorf("providerLaneLength = %d, %d, %v; want %d, %d, nil", n, p, err, c.length, c.pending)
 			}
 		})
 	}
