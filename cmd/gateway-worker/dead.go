@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -58,16 +57,6 @@ func (d *deadFlags) check(fs *cli.FlagSet, now time.Time) (int, bool) {
 	}
 	d.filtered = d.reason != "" || d.code != "" || d.provider != "" || d.since != "" || d.until != ""
 	return cli.ExitOK, true
-}
-
-func printable(s string) string {
-	if s == "" {
-		return "-"
-	}
-	if q := strconv.Quote(s); q[1:len(q)-1] != s || strings.ContainsAny(s, " \t") {
-		return q
-	}
-	return s
 }
 
 func cmdDeadLs(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stderr io.Writer) int {
@@ -123,7 +112,7 @@ func cmdDeadLs(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stde
 		if r.Note != "" {
 			reason += " [job cut: cannot be replayed]"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Ref(st.Shards()), printable(r.ID), r.Code, dash(r.Provider),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Ref(st.Shards()), cli.Printable(r.ID), r.Code, cli.Dash(r.Provider),
 			r.At.UTC().Format(time.RFC3339), reason)
 	}
 	_ = tw.Flush()
@@ -178,12 +167,12 @@ func cmdDeadShow(ctx context.Context, fs *cli.FlagSet, args []string, stdout, st
 		return printJSON(fs, stdout, stderr, d.View(true))
 	}
 	fmt.Fprintf(stdout, "entry     %s of %s\n", d.Ref(st.Shards()), st.Keys(d.Shard).Dead)
-	fmt.Fprintf(stdout, "id        %s\n", printable(d.ID))
+	fmt.Fprintf(stdout, "id        %s\n", cli.Printable(d.ID))
 	fmt.Fprintf(stdout, "code      %s\n", d.Code)
 	fmt.Fprintf(stdout, "reason    %s\n", d.Reason)
-	fmt.Fprintf(stdout, "provider  %s\n", dash(d.Provider))
+	fmt.Fprintf(stdout, "provider  %s\n", cli.Dash(d.Provider))
 	fmt.Fprintf(stdout, "attempt   %d (0 is the first; the last attempt made)\n", d.Attempt)
-	fmt.Fprintf(stdout, "from      %s entry %s\n", d.From, dash(d.Entry))
+	fmt.Fprintf(stdout, "from      %s entry %s\n", d.From, cli.Dash(d.Entry))
 	fmt.Fprintf(stdout, "at        %s\n", d.At.UTC().Format(time.RFC3339Nano))
 	if d.Note != "" {
 		fmt.Fprintf(stdout, "note      %s (cannot be replayed)\n", d.Note)
@@ -286,10 +275,10 @@ func cmdDeadReplay(ctx context.Context, fs *cli.FlagSet, args []string, stdout, 
 		switch {
 		case v == stream.Replayed && d.dryRun:
 			replayed++
-			fmt.Fprintf(stdout, "would replay %s (job %s, %s)\n", ref, printable(r.ID), r.Code)
+			fmt.Fprintf(stdout, "would replay %s (job %s, %s)\n", ref, cli.Printable(r.ID), r.Code)
 		case v == stream.Replayed:
 			replayed++
-			fmt.Fprintf(stdout, "replayed %s (job %s) as %s entry %s\n", ref, printable(r.ID), st.Keys(r.Shard).Intake, intakeID)
+			fmt.Fprintf(stdout, "replayed %s (job %s) as %s entry %s\n", ref, cli.Printable(r.ID), st.Keys(r.Shard).Intake, intakeID)
 		case v == stream.ReplayGone && byRef:
 			// Found by the selection, gone at its replay: another replay or purge took it.
 			missing++
@@ -297,14 +286,14 @@ func cmdDeadReplay(ctx context.Context, fs *cli.FlagSet, args []string, stdout, 
 		case v == stream.ReplayGone:
 			gone++
 		case v == stream.ReplayCut:
-			skip(fmt.Sprintf("%s (job %s): its record keeps only the first bytes of its job; it cannot be replayed", ref, printable(r.ID)))
+			skip(fmt.Sprintf("%s (job %s): its record keeps only the first bytes of its job; it cannot be replayed", ref, cli.Printable(r.ID)))
 		case v == stream.ReplayNoJob:
 			skip(fmt.Sprintf("%s: the record holds no job to replay", ref))
 		case v == stream.ReplayFailsAgain:
 			why, _ := stream.FailsAgain(r.Code)
 			skipped++
 			again++
-			fmt.Fprintf(stderr, "%s: skipped %s (job %s, %s): %s; --include-invalid replays it\n", fs.Name(), ref, printable(r.ID), r.Code, why)
+			fmt.Fprintf(stderr, "%s: skipped %s (job %s, %s): %s; --include-invalid replays it\n", fs.Name(), ref, cli.Printable(r.ID), r.Code, why)
 		}
 	})
 	if err != nil {
@@ -348,7 +337,7 @@ func cmdDeadPurge(ctx context.Context, fs *cli.FlagSet, args []string, stdout, s
 	defer st.Close()
 	chosen, purged, err := st.PurgeSelection(ctx, sel, d.dryRun, func(r stream.DeadEntry) {
 		if d.dryRun {
-			fmt.Fprintf(stdout, "would purge %s (job %s, %s)\n", r.Ref(st.Shards()), printable(r.ID), r.Code)
+			fmt.Fprintf(stdout, "would purge %s (job %s, %s)\n", r.Ref(st.Shards()), cli.Printable(r.ID), r.Code)
 		}
 	})
 	if err != nil {
