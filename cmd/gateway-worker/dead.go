@@ -11,7 +11,6 @@ import (
 
 	"github.com/webpush-gateway/webpush-gateway/internal/product/cli"
 	"github.com/webpush-gateway/webpush-gateway/stream"
-	"github.com/webpush-gateway/webpush-gateway/taxonomy"
 )
 
 // deadFlags are the flags of the dead commands that choose records.
@@ -48,9 +47,6 @@ func (d *deadFlags) registerSelection(fs *cli.FlagSet, verb, done string) {
 
 // check reads the filters at now; it has printed the problem when it returns false.
 func (d *deadFlags) check(fs *cli.FlagSet, now time.Time) (int, bool) {
-	if d.code != "" && !taxonomy.Code(d.code).Valid() {
-		return fs.Fail(fmt.Errorf("--code %q is not an outcome code (one of %v)", d.code, taxonomy.Codes())), false
-	}
 	var err error
 	if d.filter, err = stream.NewDeadFilter(d.reason, d.code, d.provider, d.since, d.until, now); err != nil {
 		return fs.Fail(err), false
@@ -191,29 +187,6 @@ func unavailableOrUsage(fs *cli.FlagSet, stderr io.Writer, err error) int {
 	return unavailable(stderr, fs.Name(), err)
 }
 
-// checkSelection checks that the records to act on are chosen one way: entry ids, or filters, or
-// --all.
-func (d *deadFlags) checkSelection(fs *cli.FlagSet) (int, bool) {
-	ways := 0
-	for _, on := range []bool{fs.NArg() > 0, d.filtered, d.all} {
-		if on {
-			ways++
-		}
-	}
-	switch {
-	case ways == 0:
-		return fs.Fail(errors.New("choose the records: ENTRY_ID..., a filter (--reason, --code, --provider, --since, --until) or --all")), false
-	case ways > 1:
-		return fs.Fail(errors.New("choose the records one way: ENTRY_ID..., filters, or --all")), false
-	}
-	for _, ref := range fs.Args() {
-		if _, _, ok, _ := stream.ParseDeadRef(ref, stream.MaxShards); !ok {
-			return fs.Fail(fmt.Errorf("%q is not an entry id (1717171717171-0, or SHARD/1717171717171-0)", ref)), false
-		}
-	}
-	return cli.ExitOK, true
-}
-
 // selected parses the command line of replay or purge, checks it (and with confirm, whatever
 // else the command requires), opens Redis and resolves the chosen records. A nil Inspector
 // means the command ends with code, the reason printed.
@@ -224,8 +197,8 @@ func (d *deadFlags) selected(ctx context.Context, fs *cli.FlagSet, args []string
 	if code, ok := d.check(fs, time.Now()); !ok {
 		return nil, nil, code
 	}
-	if code, ok := d.checkSelection(fs); !ok {
-		return nil, nil, code
+	if err := stream.CheckDeadChoice(fs.Args(), d.filtered, d.all); err != nil {
+		return nil, nil, fs.Fail(err)
 	}
 	if confirm != nil {
 		if err := confirm(); err != nil {
