@@ -183,7 +183,7 @@ func (l *lane) readClasses(ctx context.Context, n, nb, most, past int, owed bool
 		if count <= 0 || (!owed && time.Now().Before(l.bulkIdleUntil)) {
 			return nil
 		}
-		got, err := l.store.ReadClassLane(ctx, l.shard, l.provider, jobfmt.ClassBulk, count, 0)
+		got, err := l.store.ReadLane(ctx, l.shard, l.provider, jobfmt.ClassBulk, count, 0)
 		if err != nil {
 			return err
 		}
@@ -202,7 +202,7 @@ func (l *lane) readClasses(ctx context.Context, n, nb, most, past int, owed bool
 		}
 	}
 	if n = min(n, free-len(out)); n > 0 {
-		got, err := l.store.ReadClassLane(ctx, l.shard, l.provider, jobfmt.ClassTransactional, n, 0)
+		got, err := l.store.ReadLane(ctx, l.shard, l.provider, jobfmt.ClassTransactional, n, 0)
 		if err != nil {
 			return out, err
 		}
@@ -237,5 +237,5 @@ func (l *lane) waitNew(ctx context.Context, n, nb int) ([]stream.Entry, error) {
 		}
 		return got, err
 	}
-	return l.store.ReadClassLane(ctx, l.shard, l.provider, jobfmt.ClassTransactional, n, min(l.lim.paceWait(cfg.Block), l.readBlock()))
+	return l.store.ReadLane(ctx, l.shard, l.provider, jobfmt.ClassTransactional, n, min(l.lim.paceWait(cfg.Block), l.readBlock()))
 }

@@ -45,12 +45,10 @@ const (
 	DefaultJanitorIdle       = 10 * time.Minute
 	DefaultStartupTimeout    = 2 * time.Minute
 	DefaultStatsEvery        = 5 * time.Second
-	DefaultCommitLinger      = 2 * time.Millisecond
 	DefaultLaneGather        = 20 * time.Millisecond
 )
 
-// NoLinger switches off Config.CommitLinger (a shard's shared pipeline goes out as soon as its
-// first command arrives) or Config.LaneGather (a lane reads as soon as a slot is free).
+// NoLinger switches off Config.LaneGather (a lane reads as soon as a slot is free).
 const NoLinger time.Duration = -1
 
 // NoLimit switches off a cap of Config that may be switched off (MaxDelayed, MaxPerRecipient),
@@ -97,16 +95,6 @@ type Config struct {
 	RecordGrace time.Duration
 	Block       time.Duration // longest blocking read, which bounds shutdown's wait for a reader
 	IntakeBatch int           // intake entries per read
-	// CommitLinger is how long a shard's shared pipeline of records (the outcomes of sends)
-	// waits, after its first one, for others to join it before it goes to Redis (NoLinger: not
-	// at all). At a steady rate below what the worker can do, a provider's token bucket lets one
-	// job go at a time, and each record would otherwise pay a round trip and a script call of
-	// its own; with the linger the records of a few milliseconds share them
-	// (stream.Store.SetCommitLinger). Only the records of a provider whose entries wait for its
-	// tokens linger: the in-flight slot such a record holds a little longer delays no send.
-	// Moves to a lane, the checks before a send and every other record never wait
-	// (BENCHMARKS.md has its effect).
-	CommitLinger time.Duration
 	// LaneGather bounds how long a lane whose provider's token bucket is the limit waits before
 	// it reads more entries (NoLinger: it reads as soon as a slot is free). While the entries
 	// the provider's lanes have started still wait for their tokens, an entry read now would
@@ -261,16 +249,11 @@ func (c Config) withDefaults() (Config, error) {
 	setDefault(&c.ProbeEvery, DefaultProbeEvery)
 	setDefault(&c.Block, DefaultBlock)
 	setDefault(&c.IntakeBatch, DefaultIntakeBatch)
-	for _, v := range []struct {
-		p   *time.Duration
-		def time.Duration
-	}{{&c.CommitLinger, DefaultCommitLinger}, {&c.LaneGather, DefaultLaneGather}} {
-		switch {
-		case *v.p == 0:
-			*v.p = v.def
-		case *v.p < 0:
-			*v.p = NoLinger
-		}
+	switch {
+	case c.LaneGather == 0:
+		c.LaneGather = DefaultLaneGather
+	case c.LaneGather < 0:
+		c.LaneGather = NoLinger
 	}
 	setDefault(&c.PromoteEvery, DefaultPromoteEvery)
 	setDefault(&c.ReclaimEvery, DefaultReclaimEvery)

@@ -327,7 +327,7 @@ func (d *delivery) send(ctx context.Context, adm admission) {
 	r := stream.Result{ID: d.job.ID, Provider: l.provider, Attempt: d.attempt, Code: string(out.Code),
 		Status: out.Status, Detail: out.Detail, Latency: at.Sub(began), At: at,
 		// While entries wait for the provider's tokens, the slot this record holds delays no
-		// send: the record may wait for others (Config.CommitLinger).
+		// send: the record may wait for others (stream.Options.CommitLinger).
 		Linger: l.lim.tokenQueue() > 0}
 	d.record(ctx, l.afterSend(d.laneJob, out, r))
 }

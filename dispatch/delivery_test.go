@@ -120,7 +120,7 @@ func TestPoisonJobsAreDeadLetteredAmongGoodOnes(t *testing.T) {
 	sub := e.subscribe(pushsim.FCM, e.key)
 	httpSub := sub
 	httpSub.Endpoint = "http://" + strings.TrimPrefix(sub.Endpoint, "https://")
-	in := e.store.IntakeStream(0)
+	in := e.store.Keys(0).Intake
 	huge := `{"id":"huge","payload":"` + strings.Repeat("A", 10<<20-26) + `"}`
 	if len(huge) != 10485760 {
 		t.Fatalf("huge entry is %d bytes", len(huge))
@@ -228,9 +228,9 @@ func TestRedeliveredJobWithSentMarkIsNotSentAgain(t *testing.T) {
 	// must see the sent mark rather than send it again.
 	ghost := e.newStore("ghost")
 	ctx := context.Background()
-	lane := e.store.LaneStream(0, "fcm")
+	lane := e.store.Keys(0).Lane("fcm")
 	e.xadd(lane, "job", string(j), "provider", "fcm", "attempt", "0", "enqueued_at", strconv.FormatInt(e.clock.Now().UnixMilli(), 10))
-	if got, err := ghost.ReadLane(ctx, 0, "fcm", 10, 0); err != nil || len(got) != 1 {
+	if got, err := ghost.ReadLane(ctx, 0, "fcm", jobfmt.ClassTransactional, 10, 0); err != nil || len(got) != 1 {
 		t.Fatalf("ghost ReadLane: %d entries, %v", len(got), err)
 	}
 
@@ -293,7 +293,7 @@ func TestInvalidIDIsKeptInTheDeadRecord(t *testing.T) {
 	}
 	var ids []string
 	for _, c := range cases {
-		e.xadd(e.store.IntakeStream(0), "job", string(job(c.id, sub, "x")))
+		e.xadd(e.store.Keys(0).Intake, "job", string(job(c.id, sub, "x")))
 		ids = append(ids, c.id)
 	}
 	e.start(e.config(e.store))

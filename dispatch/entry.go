@@ -11,7 +11,7 @@ import (
 // laneStore is what a lane needs of Redis: its reads and the state changes of its entries.
 // *stream.Store is one; the lane's unit tests use one of their own.
 type laneStore interface {
-	ReadClassLane(ctx context.Context, shard int, provider string, class jobfmt.Class, count int, block time.Duration) ([]stream.Entry, error)
+	ReadLane(ctx context.Context, shard int, provider string, class jobfmt.Class, count int, block time.Duration) ([]stream.Entry, error)
 	WaitLanes(ctx context.Context, shard int, provider string, block time.Duration) ([]stream.Entry, error)
 	WasSent(ctx context.Context, shard int, id string) (bool, error)
 	IsGone(ctx context.Context, shard int, endpoint string) (bool, error)

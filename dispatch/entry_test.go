@@ -64,7 +64,7 @@ func newFakeStore() *fakeStore {
 	return &fakeStore{sent: map[string]bool{}, gone: map[string]bool{}, notOwned: map[string]bool{}}
 }
 
-func (f *fakeStore) ReadClassLane(context.Context, int, string, jobfmt.Class, int, time.Duration) ([]stream.Entry, error) {
+func (f *fakeStore) ReadLane(context.Context, int, string, jobfmt.Class, int, time.Duration) ([]stream.Entry, error) {
 	return nil, nil
 }
 

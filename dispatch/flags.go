@@ -58,7 +58,7 @@ func CheckFlags(cfg *Config, so *stream.Options, registryEvery, redisFresh time.
 	for _, d := range []struct {
 		flag string
 		v    time.Duration
-	}{{"--commit-linger", cfg.CommitLinger}, {"--lane-gather", cfg.LaneGather}} {
+	}{{"--commit-linger", so.CommitLinger}, {"--lane-gather", cfg.LaneGather}} {
 		if d.v < 0 || d.v > maxLinger {
 			return fmt.Errorf("%s must be 0 (none) to %s, got %s", d.flag, maxLinger, d.v)
 		}
@@ -74,8 +74,8 @@ func CheckFlags(cfg *Config, so *stream.Options, registryEvery, redisFresh time.
 		return fmt.Errorf("--block %s must be shorter than --grace %s: shutdown waits up to --block for each reader", cfg.Block, cfg.Grace)
 	case so.SentTTL < time.Second:
 		return fmt.Errorf("--sent-ttl must be at least 1s (the window counts whole seconds), got %s", so.SentTTL)
-	case cfg.RecordGrace <= cfg.CommitLinger:
-		return fmt.Errorf("--record-grace %s must be longer than --commit-linger %s: a record may wait that long before it is written", cfg.RecordGrace, cfg.CommitLinger)
+	case cfg.RecordGrace <= so.CommitLinger:
+		return fmt.Errorf("--record-grace %s must be longer than --commit-linger %s: a record may wait that long before it is written", cfg.RecordGrace, so.CommitLinger)
 	case registryEvery < 0 || registryEvery > 0 && registryEvery < minRegistryCheck:
 		return fmt.Errorf("--registry-check-every must be 0 (only SIGHUP) or at least %s, got %s", minRegistryCheck, registryEvery)
 	case redisFresh < minRedisFresh:
@@ -100,9 +100,10 @@ func FlagNones(cfg *Config, so *stream.Options) {
 	if cfg.Backoff.MaxRetries == 0 {
 		cfg.Backoff.MaxRetries = NoRetries
 	}
-	for _, v := range []*time.Duration{&cfg.CommitLinger, &cfg.LaneGather} {
-		if *v == 0 {
-			*v = NoLinger
-		}
+	if so.CommitLinger == 0 {
+		so.CommitLinger = stream.NoLinger
+	}
+	if cfg.LaneGather == 0 {
+		cfg.LaneGather = NoLinger
 	}
 }

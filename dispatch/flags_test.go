@@ -17,10 +17,11 @@ func flagDefaults() (Config, stream.Options) {
 			Grace: DefaultGrace, RecordGrace: DefaultRecordGrace, Block: DefaultBlock,
 			ReclaimEvery: DefaultReclaimEvery, PromoteEvery: DefaultPromoteEvery,
 			StartupTimeout: DefaultStartupTimeout, StatsEvery: DefaultStatsEvery,
-			CommitLinger: DefaultCommitLinger, LaneGather: DefaultLaneGather,
+			LaneGather:       DefaultLaneGather,
 			MaxScheduleAhead: DefaultMaxScheduleAhead,
 		}, stream.Options{SentTTL: stream.DefaultSentTTL, GoneTTL: stream.DefaultGoneTTL,
-			ResultsMaxLen: stream.DefaultResultsMaxLen, GoneMaxLen: stream.DefaultGoneMaxLen, DeadMaxLen: stream.DefaultDeadMaxLen}
+			ResultsMaxLen: stream.DefaultResultsMaxLen, GoneMaxLen: stream.DefaultGoneMaxLen, DeadMaxLen: stream.DefaultDeadMaxLen,
+			CommitLinger: stream.DefaultCommitLinger}
 }
 
 // TestCheckFlags: the defaults pass; a value Config would take for "the default", or that the
@@ -64,10 +65,10 @@ func TestCheckFlags(t *testing.T) {
 // TestFlagNones: the command line's 0 becomes Config's explicit none; other values stay.
 func TestFlagNones(t *testing.T) {
 	cfg, so := flagDefaults()
-	cfg.MaxDelayed, cfg.Backoff.MaxRetries, cfg.CommitLinger, so.GoneMaxLen = 0, 0, 0, 0
+	cfg.MaxDelayed, cfg.Backoff.MaxRetries, so.CommitLinger, so.GoneMaxLen = 0, 0, 0, 0
 	FlagNones(&cfg, &so)
-	if cfg.MaxDelayed != NoLimit || cfg.Backoff.MaxRetries != NoRetries || cfg.CommitLinger != NoLinger || so.GoneMaxLen != stream.NoLimit {
-		t.Errorf("after FlagNones: %d %d %v %d; want every one none", cfg.MaxDelayed, cfg.Backoff.MaxRetries, cfg.CommitLinger, so.GoneMaxLen)
+	if cfg.MaxDelayed != NoLimit || cfg.Backoff.MaxRetries != NoRetries || so.CommitLinger != stream.NoLinger || so.GoneMaxLen != stream.NoLimit {
+		t.Errorf("after FlagNones: %d %d %v %d; want every one none", cfg.MaxDelayed, cfg.Backoff.MaxRetries, so.CommitLinger, so.GoneMaxLen)
 	}
 	if cfg.MaxPerRecipient != DefaultMaxPerRecipient || so.DeadMaxLen != stream.DefaultDeadMaxLen || cfg.LaneGather != DefaultLaneGather {
 		t.Error("FlagNones changed a value that was not 0")

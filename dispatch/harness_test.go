@@ -511,11 +511,11 @@ func (e *env) deliveriesOf(id string) []pushsim.Delivery {
 // queuesEmpty reports whether no intake or lane stream of any shard holds an entry.
 func (e *env) queuesEmpty() bool {
 	for s := 0; s < e.shards; s++ {
-		if e.xlen(e.store.IntakeStream(s)) != 0 {
+		if e.xlen(e.store.Keys(s).Intake) != 0 {
 			return false
 		}
 		for _, p := range e.reg.Providers() {
-			if e.xlen(e.store.LaneStream(s, p.ID)) != 0 {
+			if e.xlen(e.store.Keys(s).Lane(p.ID)) != 0 {
 				return false
 			}
 		}

@@ -30,7 +30,7 @@ func TestEntryHeldByItsLiveWorkerIsNeverCountedAsADelivery(t *testing.T) {
 	e.enqueue(job("held", sub, "x"))
 	waitFor(t, "the send in flight", func() bool { return e.sim.Stats().InFlight == 1 })
 	time.Sleep(time.Second)
-	lane := e.store.LaneStream(0, "fcm")
+	lane := e.store.Keys(0).Lane("fcm")
 	rdb := e.redis.Client(t)
 	p, err := rdb.XPendingExt(context.Background(), &redis.XPendingExtArgs{Stream: lane, Group: "gateway", Start: "-", End: "+", Count: 10}).Result()
 	if err != nil || len(p) != 1 {

@@ -137,7 +137,7 @@ func (in *intake) handle(ctx context.Context, e stream.Entry) error {
 				Job: raw, EnqueuedAtMs: job.EnqueuedAt.UnixMilli(), SendAt: job.SendAt, At: now})
 			return err
 		}
-		v, err = cfg.Store.ToClassLane(ctx, e, provider, job.Class, job.ID, raw, job.EnqueuedAt.UnixMilli())
+		v, err = cfg.Store.ToLane(ctx, e, provider, job.Class, job.ID, raw, job.EnqueuedAt.UnixMilli())
 		return err
 	})
 	switch {

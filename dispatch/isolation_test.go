@@ -96,7 +96,7 @@ func testOpenBreakerLaneReadsNothing(t *testing.T, viaProxy bool) {
 	// read (put back, not sent). New jobs join them, one with a TTL that runs out before the
 	// breaker closes. Nothing is read meanwhile: the lane has no pending entry, pushsim sees
 	// no request. The whole look fits in the 4 s cooldown.
-	lane := e.store.LaneStream(0, "apple")
+	lane := e.store.Keys(0).Lane("apple")
 	e.enqueue(job("new-0", apple, "x"), job("new-1", apple, "x"), job("short", apple, "x", "ttl", 1))
 	e.enqueue(job("meanwhile", fcm, "other providers go on"))
 	e.waitRecord("results", "meanwhile")
@@ -413,7 +413,7 @@ func TestPausedProviderWaitsInRedis(t *testing.T) {
 	waitFor(t, "the pause seen", func() bool { return strings.Contains(e.logs.String(), "provider paused by an operator") })
 	e.enqueue(job("held", apple, "x"), job("flows", fcm, "x"))
 	e.waitRecord("results", "flows")
-	lane := e.store.LaneStream(0, "apple")
+	lane := e.store.Keys(0).Lane("apple")
 	holds(t, time.Second, "a paused provider's lane reading nothing", func() bool {
 		return e.xlen(lane) == 1 && e.pending(lane) == 0 && len(e.deliveriesOf("held")) == 0
 	})

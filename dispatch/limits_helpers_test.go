@@ -224,6 +224,6 @@ func (b *blackHole) accepted() int {
 // enqueued now.
 func (e *env) laneEntry(provider string, attempt int, raw []byte) {
 	e.t.Helper()
-	e.xadd(e.store.LaneStream(0, provider), "job", string(raw), "provider", provider,
+	e.xadd(e.store.Keys(0).Lane(provider), "job", string(raw), "provider", provider,
 		"attempt", fmt.Sprint(attempt), "enqueued_at", fmt.Sprint(e.clock.Now().UnixMilli()))
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	jobfmt "github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/stream"
 )
@@ -45,7 +46,7 @@ func TestReclaimedIntakeEntriesAreHandledLikeFreshOnes(t *testing.T) {
 	if d := e.waitRecord("dead", "orphan-bad"); d["code"] != "INVALID_JOB" || d["reason"] != "ttl: must be at least 0, got -1" {
 		t.Errorf("orphan-bad: %v", d)
 	}
-	if p := e.pending(e.store.IntakeStream(0)); p != 0 {
+	if p := e.pending(e.store.Keys(0).Intake); p != 0 {
 		t.Errorf("%d intake entries still pending", p)
 	}
 }
@@ -80,7 +81,7 @@ func TestJanitorRemovesOnlyIdleConsumersWithNothingPending(t *testing.T) {
 	if _, _, err := idle.ReadIntake(context.Background(), 0, 1, 0); err != nil { // joins, reads nothing
 		t.Fatal(err)
 	}
-	in := e.store.IntakeStream(0)
+	in := e.store.Keys(0).Intake
 
 	cfg := e.config(e.store)
 	cfg.JanitorIdle = 50 * time.Millisecond
@@ -228,7 +229,7 @@ func TestReclaimedEntryIsSentOnlyWhileStillOurs(t *testing.T) {
 			ls := e.newLaneSet(e.config(e.store))
 			raw := job("claimed", sub, "x")
 			e.laneEntry("fcm", 0, raw)
-			read, err := e.store.ReadLane(context.Background(), 0, "fcm", 1, 0)
+			read, err := e.store.ReadLane(context.Background(), 0, "fcm", jobfmt.ClassTransactional, 1, 0)
 			if err != nil || len(read) != 1 {
 				t.Fatalf("ReadLane: %d entries, %v", len(read), err)
 			}
@@ -278,10 +279,10 @@ func TestReclaimSpendsAProviderRoomOnceOverShards(t *testing.T) {
 	for s := range 2 {
 		for i := range 3 {
 			raw := job(fmt.Sprintf("s%d-%d", s, i), sub, "x")
-			e.xadd(e.store.LaneStream(s, "fcm"), "job", string(raw), "provider", "fcm", "attempt", "0",
+			e.xadd(e.store.Keys(s).Lane("fcm"), "job", string(raw), "provider", "fcm", "attempt", "0",
 				"enqueued_at", fmt.Sprint(e.clock.Now().UnixMilli()))
 		}
-		if got, err := ghost.ReadLane(context.Background(), s, "fcm", 10, 0); err != nil || len(got) != 3 {
+		if got, err := ghost.ReadLane(context.Background(), s, "fcm", jobfmt.ClassTransactional, 10, 0); err != nil || len(got) != 3 {
 			t.Fatalf("ghost ReadLane(%d): %d entries, %v", s, len(got), err)
 		}
 	}
@@ -307,7 +308,7 @@ func TestReclaimSpendsAProviderRoomOnceOverShards(t *testing.T) {
 	}
 	claimed := 0
 	for s := range 2 {
-		for _, en := range e.pendingOf(e.store.LaneStream(s, "fcm")) {
+		for _, en := range e.pendingOf(e.store.Keys(s).Lane("fcm")) {
 			if en.Consumer == "w1" {
 				claimed++
 			}
@@ -350,7 +351,7 @@ func TestLongHeldEntryIsSentOnlyWhileStillOurs(t *testing.T) {
 			ls := e.newLaneSet(e.config(e.store))
 			raw := job("held", sub, "x")
 			e.laneEntry("fcm", 0, raw)
-			read, err := e.store.ReadLane(context.Background(), 0, "fcm", 1, 0)
+			read, err := e.store.ReadLane(context.Background(), 0, "fcm", jobfmt.ClassTransactional, 1, 0)
 			if err != nil || len(read) != 1 {
 				t.Fatalf("ReadLane: %d entries, %v", len(read), err)
 			}

@@ -89,7 +89,7 @@ func (r *reclaimer) reclaim(ctx context.Context) error {
 			continue // the shard takes no new work now; its idle entries wait
 		}
 		for range reclaimRounds {
-			claimed, err := r.claim(ctx, s, cfg.Store.IntakeStream(s), cfg.IntakeBatch, nil, alive)
+			claimed, err := r.claim(ctx, s, cfg.Store.Keys(s).Intake, cfg.IntakeBatch, nil, alive)
 			if err != nil {
 				return err
 			}
@@ -126,7 +126,7 @@ func (r *reclaimer) reclaim(ctx context.Context) error {
 				if n <= 0 {
 					break
 				}
-				st := cfg.Store.ClassLaneStream(s, p, class)
+				st := cfg.Store.Keys(s).LaneOf(p, class)
 				now := time.Now()
 				held := l.heldSince(st, now.Add(-cfg.VisibilityTimeout/2), now)
 				claimed, err := r.claim(ctx, s, st, n, held, alive)

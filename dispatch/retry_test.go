@@ -305,13 +305,13 @@ func TestCopiesOfAHeldJobEndWithNoRecordOfTheirOwn(t *testing.T) {
 
 	// Two copies while the first waits to retry.
 	e.enqueue(j, j)
-	waitFor(t, "the copies acknowledged", func() bool { return e.xlen(e.store.IntakeStream(0)) == 0 })
+	waitFor(t, "the copies acknowledged", func() bool { return e.xlen(e.store.Keys(0).Intake) == 0 })
 	// And one while it is in flight: the retry hangs until the copy is in.
 	setFault(t, e, pushsim.Apple, pushsim.Fault{Kind: pushsim.Slow, Delay: time.Second})
 	e.clock.Step(time.Minute)
 	waitFor(t, "the retry in flight", func() bool { return e.sim.Stats().InFlight == 1 })
 	e.enqueue(j)
-	waitFor(t, "the copy acknowledged", func() bool { return e.xlen(e.store.IntakeStream(0)) == 0 })
+	waitFor(t, "the copy acknowledged", func() bool { return e.xlen(e.store.Keys(0).Intake) == 0 })
 
 	if r := e.waitRecord("results", "twice"); r["code"] != "ACCEPTED" || r["attempt"] != "1" {
 		t.Errorf("ledger %v, want ACCEPTED at attempt 1", r)

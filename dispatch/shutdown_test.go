@@ -27,7 +27,7 @@ func TestShutdownLetsInFlightSendsFinish(t *testing.T) {
 		e.enqueue(job(id, sub, "x"))
 	}
 	w := e.start(e.config(e.store)) // Grace 10 s
-	lane := e.store.LaneStream(0, "fcm")
+	lane := e.store.Keys(0).Lane("fcm")
 	waitFor(t, "every job in the lane, two sends in flight", func() bool {
 		return e.xlen(lane) == int64(len(ids)) && e.sim.Stats().InFlight == 2
 	})
@@ -90,7 +90,7 @@ func TestShutdownCancelsSendsWhenGraceEnds(t *testing.T) {
 	if ledger := e.all("results"); len(ledger) != 0 {
 		t.Errorf("cancelled sends were recorded: %v", ledger)
 	}
-	lane := e.store.LaneStream(0, "fcm")
+	lane := e.store.Keys(0).Lane("fcm")
 	if p := e.pending(lane); p != 2 {
 		t.Errorf("%d lane entries pending, want the 2 cut short", p)
 	}
@@ -226,7 +226,7 @@ func TestOutcomeOfASendIsWrittenWhenGraceEnds(t *testing.T) {
 			if err := w.stop(); err != nil {
 				t.Fatalf("Run returned %v, want nil", err)
 			}
-			lane := e.store.LaneStream(0, "fcm")
+			lane := e.store.Keys(0).Lane("fcm")
 			if c.code == "" {
 				if n := len(e.all("results")); n != 0 {
 					t.Errorf("%d ledger records, want none", n)

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/redistest"
+	jobfmt "github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/stream"
 )
@@ -90,7 +91,7 @@ func TestSecondSendAfterTakeoverIsWarned(t *testing.T) {
 	sub := e.subscribe(pushsim.FCM, e.key)
 	raw := job("taken", sub, "twice")
 	e.laneEntry("fcm", 0, raw)
-	read, err := e.store.ReadLane(ctx, 0, "fcm", 1, 0)
+	read, err := e.store.ReadLane(ctx, 0, "fcm", jobfmt.ClassTransactional, 1, 0)
 	if err != nil || len(read) != 1 {
 		t.Fatalf("ReadLane: %d entries, %v", len(read), err)
 	}

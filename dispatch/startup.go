@@ -52,28 +52,24 @@ const orphanScanLimit = 30 * time.Second
 func warnOrphanLanes(ctx context.Context, cfg *Config) {
 	ctx, cancel := context.WithTimeout(ctx, orphanScanLimit)
 	defer cancel()
-	known := map[string]bool{}
+	var known []string
 	for _, p := range cfg.registry().Providers() {
-		known[p.ID] = true
+		known = append(known, p.ID)
 	}
 	log := cfg.Logger
 	for s := 0; s < cfg.Store.Shards(); s++ {
-		lanes, err := cfg.Store.Lanes(ctx, s)
+		orphans, err := cfg.Store.Lanes(ctx, s, known...)
 		if err != nil {
 			log.Warn("dispatch: could not look for orphan lanes", "shard", s, "err", err)
 			return
 		}
-		for _, p := range lanes {
-			if known[p] {
-				continue
-			}
-			n, pending, err := cfg.Store.LaneLength(ctx, s, p)
-			if err != nil {
-				log.Warn("dispatch: could not measure an orphan lane", "shard", s, "provider", p, "err", err)
+		for _, o := range orphans {
+			if o.Err != nil {
+				log.Warn("dispatch: could not measure an orphan lane", "shard", s, "provider", o.Provider, "err", o.Err)
 				continue
 			}
 			log.Warn("dispatch: orphan lane: its provider is not in the registry and nothing serves it; re-add the provider or move its jobs",
-				"shard", s, "provider", p, "stream", cfg.Store.LaneStream(s, p), "length", n, "pending", pending)
+				"shard", s, "provider", o.Provider, "stream", cfg.Store.Keys(s).Lane(o.Provider), "length", o.Length, "pending", o.Pending)
 		}
 	}
 }

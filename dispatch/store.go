@@ -26,24 +26,20 @@ type Store interface {
 type storeLayout interface {
 	Shards() int
 	Consumer() string
-	IntakeStream(shard int) string
-	LaneStream(shard int, provider string) string
-	ClassLaneStream(shard int, provider string, class jobfmt.Class) string
+	Keys(shard int) stream.Keys
 }
 
-// startupStore is what the start of a worker does: the groups and scripts, the check of lanes
-// no provider of the registry reads, and the pipelines' linger.
+// startupStore is what the start of a worker does: the groups and scripts, and the check of
+// lanes no provider of the registry reads.
 type startupStore interface {
 	Setup(ctx context.Context, providers []string) error
-	Lanes(ctx context.Context, shard int) ([]string, error)
-	LaneLength(ctx context.Context, shard int, provider string) (length, pending int64, err error)
-	SetCommitLinger(d time.Duration)
+	Lanes(ctx context.Context, shard int, skip ...string) ([]stream.LaneSize, error)
 }
 
 // intakeStore is the intake reader's: new entries, and their move to a lane or the dead stream.
 type intakeStore interface {
 	ReadIntake(ctx context.Context, shard, count int, block time.Duration) ([]stream.Entry, []stream.Refusal, error)
-	ToClassLane(ctx context.Context, e stream.Entry, provider string, class jobfmt.Class, jobID, rawJob string, enqueuedAtMs int64) (stream.LaneVerdict, error)
+	ToLane(ctx context.Context, e stream.Entry, provider string, class jobfmt.Class, jobID, rawJob string, enqueuedAtMs int64) (stream.LaneVerdict, error)
 	ToScheduled(ctx context.Context, e stream.Entry, r stream.ScheduledRecord) (stream.LaneVerdict, error)
 	ToDead(ctx context.Context, e stream.Entry, d stream.DeadRecord) (bool, error)
 }

@@ -40,7 +40,6 @@ func New(cfg Config) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg.Store.SetCommitLinger(cfg.CommitLinger)
 	return &Worker{cfg: cfg, reloads: make(chan reload)}, nil
 }
 

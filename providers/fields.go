@@ -277,17 +277,18 @@ func suggest(w string, known []string) string {
 	}
 	best, bestD := "", max(1, min(3, (len(w)+1)/3))+1
 	for _, k := range known {
-		if d := editDistance(strings.ToLower(w), k); d < bestD {
+		if d := EditDistance(strings.ToLower(w), k); d < bestD {
 			best, bestD = k, d
 		}
 	}
 	return best
 }
 
-// editDistance is the optimal string alignment distance (Levenshtein plus adjacent
-// transpositions, so "brust" is one edit from "burst"). Long input exits early: a fuzzer or a
-// pasted paragraph should not cost quadratic time.
-func editDistance(a, b string) int {
+// EditDistance is the optimal string alignment distance between a and b, by bytes (Levenshtein
+// plus adjacent transpositions, so "brust" is one edit from "burst"): what the registry's
+// suggestions and the commands' "did you mean" measure. Long input is not measured and is as
+// far as anything can be: a fuzzer or a pasted paragraph should not cost quadratic time.
+func EditDistance(a, b string) int {
 	if len(a) > 64 || len(b) > 64 {
 		return math.MaxInt
 	}

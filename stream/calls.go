@@ -9,7 +9,7 @@ import (
 
 // CallCounter is a go-redis hook that counts what a client sends: round trips (one per command
 // or pipeline sent) and commands. It is how the worker reports what each job costs Redis
-// (`run --stats-file`, the pipeline benchmark); add it with Store.AddHook.
+// (`run --stats-file`, the pipeline benchmark); give it to Open in OpenOptions.Hooks.
 type CallCounter struct {
 	trips, commands atomic.Int64
 }

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/webpush-gateway/webpush-gateway/job"
 )
 
 // ledgerOf is the ledger records of job id on shard 0, oldest first.
@@ -133,7 +135,7 @@ func TestCancelLeavesWorkersJobs(t *testing.T) {
 	if ok, err := s.Finish(env.ctx, lane, Result{ID: "flying", Provider: "fcm", Code: "ACCEPTED", Status: 201, Sent: true, At: t0}); err != nil || !ok {
 		t.Fatalf("Finish of the job in flight = %v, %v", ok, err)
 	}
-	if v, err := s.ToLane(env.ctx, routing, "fcm", "routing", routing.Fields["job"], ms(t0)); err != nil || v != Moved {
+	if v, err := s.ToLane(env.ctx, routing, "fcm", job.ClassTransactional, "routing", routing.Fields["job"], ms(t0)); err != nil || v != Moved {
 		t.Fatalf("ToLane of the routed job = %v, %v", v, err)
 	}
 	for _, id := range []string{"flying", "done"} {
@@ -186,7 +188,7 @@ func TestCancelRacesTheWorker(t *testing.T) {
 				worker <- err
 				return
 			}
-			es, err := s.ReadLane(env.ctx, 0, "fcm", 2, 0)
+			es, err := s.ReadLane(env.ctx, 0, "fcm", job.ClassTransactional, 2, 0)
 			if err != nil {
 				worker <- err
 				return

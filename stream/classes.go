@@ -72,31 +72,6 @@ func laneKeys(k Keys, providers []string) []string {
 	return out
 }
 
-// ClassLaneStream is the lane stream key of provider's class on shard.
-func (s *Store) ClassLaneStream(shard int, provider string, class job.Class) string {
-	return s.Keys(shard).LaneOf(provider, class)
-}
-
-// ToClassLane is ToLane into the lane of provider's class: a bulk job waits in the provider's
-// bulk lane, every other in its lane. The duplicate checks are ToLane's, over both lanes: the
-// jobs index holds every job of the shard, whatever its class.
-func (s *Store) ToClassLane(ctx context.Context, e Entry, provider string, class job.Class, jobID, rawJob string, enqueuedAtMs int64) (LaneVerdict, error) {
-	lane := s.ClassLaneStream(e.Shard, provider, class)
-	if err := s.ensureLane(ctx, lane); err != nil {
-		return LaneNotOwner, err
-	}
-	n, err := s.groupFor(e.Stream).run(ctx, s.toLaneItem(e, lane, provider, jobID, rawJob, enqueuedAtMs))
-	if err != nil {
-		return LaneNotOwner, fmt.Errorf("stream: to lane: %w", err)
-	}
-	return LaneVerdict(n), nil
-}
-
-// ReadClassLane is ReadLane of provider's lane of class.
-func (s *Store) ReadClassLane(ctx context.Context, shard int, provider string, class job.Class, count int, block time.Duration) ([]Entry, error) {
-	return s.read(ctx, shard, s.ClassLaneStream(shard, provider, class), count, block)
-}
-
 // WaitLanes blocks up to block (it must be positive) for a new entry in either lane of
 // provider on shard and reads it: at most one entry of each class, transactional first. A
 // lane whose classes both ran dry waits here, so that a job of either class is read as it

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/webpush-gateway/webpush-gateway/job"
 )
 
 // BenchmarkRedisCPUPerJob is what each step of a job's happy path costs the Redis server in CPU
@@ -40,11 +42,11 @@ func BenchmarkRedisCPUPerJob(b *testing.B) {
 					func() { in, _, _ = s.ReadIntake(ctx, 0, batch, 0) },
 					func() {
 						all(b, in, func(e Entry) error {
-							_, err := s.ToLane(ctx, e, "fcm", jobID(e.Fields["job"]), e.Fields["job"], ms(t0))
+							_, err := s.ToLane(ctx, e, "fcm", job.ClassTransactional, jobID(e.Fields["job"]), e.Fields["job"], ms(t0))
 							return err
 						})
 					},
-					func() { lane, _ = s.ReadLane(ctx, 0, "fcm", batch, 0) },
+					func() { lane, _ = s.ReadLane(ctx, 0, "fcm", job.ClassTransactional, batch, 0) },
 					func() {
 						all(b, lane, func(e Entry) error {
 							_, err := s.Finish(ctx, e, Result{ID: jobID(e.Fields["job"]), Provider: "fcm", Code: "ACCEPTED", Status: 201, Sent: true, At: t0})

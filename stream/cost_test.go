@@ -65,10 +65,10 @@ func TestCommandsPerJob(t *testing.T) {
 // once for all of them: the script call, the owner check, the index and sent-mark lookups, the
 // XACK and XDEL.
 func TestCommandsPerJobTogether(t *testing.T) {
-	env, s := newStore(t, "fcm")
 	// The records wait for each other; the moves go at once, and those that arrive while one
 	// pipeline is out go in the next.
-	s.SetCommitLinger(time.Minute)
+	env := newEnv(t)
+	s := env.store(t, "w1", Options{CommitLinger: time.Minute}, "fcm")
 	const n = 50
 	enqueueCounted(t, env, n)
 	together(t, env.readIntake(t, s, n), func(e Entry) (bool, error) {

@@ -49,7 +49,7 @@ func TestDeadStreamOfInvalidJobsIsBoundedInBytes(t *testing.T) {
 				for i := range batch {
 					id := fmt.Sprintf("bad-%d", b*batch+i)
 					head := `{"id":"` + id + `","colour":"`
-					pipe.XAdd(env.ctx, redisXAdd(s.IntakeStream(0), head+strings.Repeat("r", c.size-len(head)-2)+`"}`))
+					pipe.XAdd(env.ctx, redisXAdd(s.Keys(0).Intake, head+strings.Repeat("r", c.size-len(head)-2)+`"}`))
 				}
 				if _, err := pipe.Exec(env.ctx); err != nil {
 					t.Fatal(err)
@@ -108,7 +108,7 @@ func TestDeadRecordOfAValidJobReplays(t *testing.T) {
 	if err != nil || v != Replayed {
 		t.Fatalf("ReplayDead = %v, %v; want %v", v, err, Replayed)
 	}
-	back, err := env.c.XRange(env.ctx, s.IntakeStream(0), intakeID, intakeID).Result()
+	back, err := env.c.XRange(env.ctx, s.Keys(0).Intake, intakeID, intakeID).Result()
 	if err != nil || len(back) != 1 || back[0].Values["job"] != raw {
 		t.Errorf("the replayed intake entry is %v, %v; want the job byte for byte", back, err)
 	}

@@ -102,6 +102,30 @@ type DeadSelection struct {
 	Missing, Problems []string
 }
 
+// CheckDeadChoice refuses a replay or purge that does not choose its records exactly one way:
+// refs (each ENTRY_ID or SHARD/ENTRY_ID), or a filter (filtered: the operator gave one), or
+// all. An operator who mixes them would act on more, or other, records than meant.
+func CheckDeadChoice(refs []string, filtered, all bool) error {
+	ways := 0
+	for _, on := range []bool{len(refs) > 0, filtered, all} {
+		if on {
+			ways++
+		}
+	}
+	switch {
+	case ways == 0:
+		return errors.New("choose the records: ENTRY_ID..., a filter (--reason, --code, --provider, --since, --until) or --all")
+	case ways > 1:
+		return errors.New("choose the records one way: ENTRY_ID..., filters, or --all")
+	}
+	for _, ref := range refs {
+		if _, _, ok, _ := ParseDeadRef(ref, MaxShards); !ok {
+			return fmt.Errorf("%q is not an entry id (1717171717171-0, or SHARD/1717171717171-0)", ref)
+		}
+	}
+	return nil
+}
+
 // SelectDead resolves what refs name, or without refs the newest limit records f chooses;
 // without refs and limit, the selection walks every record f chooses (EachDead).
 func (s *Inspector) SelectDead(ctx context.Context, refs []string, f DeadFilter, limit int) (*DeadSelection, error) {
@@ -279,9 +303,12 @@ func (s *Inspector) PurgeSelection(ctx context.Context, sel *DeadSelection, dry 
 }
 
 // NewDeadFilter is the filter an operator gives (the flags of `gateway-worker dead`): reason,
-// code and provider as DeadFilter has them, and since and until as ParseWhen reads them at now
-// ("" for none).
+// code and provider as DeadFilter has them, code one of the outcome codes, and since and until
+// as ParseWhen reads them at now ("" for none).
 func NewDeadFilter(reason, code, provider, since, until string, now time.Time) (DeadFilter, error) {
+	if code != "" && !taxonomy.Code(code).Valid() {
+		return DeadFilter{}, fmt.Errorf("--code %q is not an outcome code (one of %v)", code, taxonomy.Codes())
+	}
 	f := DeadFilter{Reason: reason, Code: code, Provider: provider}
 	var err error
 	if since != "" {

@@ -68,6 +68,32 @@ func TestNewDeadFilter(t *testing.T) {
 	if _, err := NewDeadFilter("", "", "", "soon", "", now); err == nil || !strings.HasPrefix(err.Error(), "--since: ") {
 		t.Errorf("a bad --since: %v", err)
 	}
+	if _, err := NewDeadFilter("", "PROVIDER_DEAD", "", "", "", now); err == nil || !strings.HasPrefix(err.Error(), `--code "PROVIDER_DEAD" is not an outcome code (one of [`) {
+		t.Errorf("a code that is none: %v", err)
+	}
+}
+
+// TestCheckDeadChoice: a replay or purge names its records one way, and each ref is an entry id.
+func TestCheckDeadChoice(t *testing.T) {
+	for _, c := range []struct {
+		name          string
+		refs          []string
+		filtered, all bool
+		want          string // the start of the error; "" for none
+	}{
+		{"refs", []string{"1717171717171-0", "2/1717171717171-3"}, false, false, ""},
+		{"a filter", nil, true, false, ""},
+		{"all", nil, false, true, ""},
+		{"nothing", nil, false, false, "choose the records: ENTRY_ID..., a filter"},
+		{"all and a filter", nil, true, true, "choose the records one way"},
+		{"refs and a filter", []string{"1-0"}, true, false, "choose the records one way"},
+		{"a job id for an entry id", []string{"1-0", "job-1"}, false, false, `"job-1" is not an entry id`},
+	} {
+		err := CheckDeadChoice(c.refs, c.filtered, c.all)
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.HasPrefix(err.Error(), c.want)) {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+	}
 }
 
 func TestCheckPauseRequest(t *testing.T) {

@@ -125,7 +125,7 @@ func TestToDelayedQueuedWrites(t *testing.T) {
 	if score := env.c.ZScore(env.ctx, k.Delayed, "j1").Val(); int64(score) != ms(due) {
 		t.Errorf("after the copy, due score = %v, want the first copy's %d", score, ms(due))
 	}
-	if n := len(env.entries(t, s.LaneStream(0, "fcm"))); n != 0 {
+	if n := len(env.entries(t, s.Keys(0).Lane("fcm"))); n != 0 {
 		t.Errorf("the copy's lane entry is still there (%d entries)", n)
 	}
 }

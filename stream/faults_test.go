@@ -120,7 +120,7 @@ func TestToLaneAcksCopies(t *testing.T) {
 		t.Helper()
 		env.enqueue(t, s, validJob(id))
 		in := env.readIntake(t, s, 1)[0]
-		v, err := s.ToLane(env.ctx, in, "fcm", id, in.Fields["job"], ms(t0))
+		v, err := s.ToLane(env.ctx, in, "fcm", job.ClassTransactional, id, in.Fields["job"], ms(t0))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -181,7 +181,7 @@ func TestToLaneAcksCopies(t *testing.T) {
 func TestReclaimSparesLiveOwners(t *testing.T) {
 	env, w1 := newStore(t, "fcm")
 	w2 := env.store(t, "w2", Options{}, "fcm")
-	lane := w1.LaneStream(0, "fcm")
+	lane := w1.Keys(0).Lane("fcm")
 	e := env.laneEntry(t, w1, "fcm", "j1")
 	env.age(t, lane, "w1", e.ID, time.Hour, 1)
 	if got, _, err := w2.Reclaim(env.ctx, 0, lane, time.Minute, 10, 0, nil, "w1", "w2"); err != nil || len(got) != 0 {
@@ -267,7 +267,7 @@ func TestOutcomesAreRecordedWhenRedisIsOutOfMemory(t *testing.T) {
 	if err := s.ProbeWrite(env.ctx, 0); !WriteRefused(err) {
 		t.Fatalf("ProbeWrite under OOM = %v; want a write refusal", err)
 	}
-	v, err := s.ToLane(env.ctx, in, "fcm", "new-1", in.Fields["job"], ms(t0))
+	v, err := s.ToLane(env.ctx, in, "fcm", job.ClassTransactional, "new-1", in.Fields["job"], ms(t0))
 	if !WriteRefused(err) || v != LaneNotOwner {
 		t.Fatalf("ToLane under OOM = %v, %v; want a write refusal", v, err)
 	}
@@ -301,7 +301,7 @@ func TestOutcomesAreRecordedWhenRedisIsOutOfMemory(t *testing.T) {
 	if err := s.ProbeWrite(env.ctx, 0); err != nil {
 		t.Fatalf("ProbeWrite with memory back = %v", err)
 	}
-	if v, err := s.ToLane(env.ctx, in, "fcm", "new-1", in.Fields["job"], ms(t0)); v != Moved || err != nil {
+	if v, err := s.ToLane(env.ctx, in, "fcm", job.ClassTransactional, "new-1", in.Fields["job"], ms(t0)); v != Moved || err != nil {
 		t.Fatalf("ToLane with memory back = %v, %v", v, err)
 	}
 	if n := env.c.Exists(env.ctx, k.Probe).Val(); n != 0 {

@@ -31,7 +31,7 @@ import (
 // the last pipeline in flight for as long as the client's timeouts allow.
 type groupCommit struct {
 	c      redis.UniversalClient
-	linger time.Duration // set before the first do; 0 sends at once
+	linger time.Duration // immutable; 0 sends at once
 	mu     sync.Mutex
 	queue  []*groupCall  // guarded by mu
 	eager  int           // guarded by mu: queued calls that may not linger
@@ -58,7 +58,7 @@ type batchItem struct {
 	sharedArgs []any
 	keys       []string
 	args       []any
-	// linger lets the call wait for others (Store.SetCommitLinger): a record, which no send
+	// linger lets the call wait for others (Options.CommitLinger): a record, which no send
 	// waits for.
 	linger bool
 	// Set by the sender before done is closed.
@@ -77,8 +77,8 @@ const maxBatch = 128
 // round trip well enough.
 const lingerEnough = 64
 
-func newGroupCommit(c redis.UniversalClient) *groupCommit {
-	return &groupCommit{c: c, enough: make(chan struct{}, 1)}
+func newGroupCommit(c redis.UniversalClient, linger time.Duration) *groupCommit {
+	return &groupCommit{c: c, linger: linger, enough: make(chan struct{}, 1)}
 }
 
 // do sends cmd with whatever else is queued and returns its error. A caller whose ctx ends

@@ -109,7 +109,7 @@ func all(tb testing.TB, es []Entry, op func(Entry) error) {
 func (e *env) enqueue(t *testing.T, s *Store, jobs ...string) {
 	t.Helper()
 	for _, j := range jobs {
-		if err := e.c.XAdd(e.ctx, &redis.XAddArgs{Stream: s.IntakeStream(0), Values: []any{"job", j}}).Err(); err != nil {
+		if err := e.c.XAdd(e.ctx, &redis.XAddArgs{Stream: s.Keys(0).Intake, Values: []any{"job", j}}).Err(); err != nil {
 			t.Fatalf("XADD: %v", err)
 		}
 	}
@@ -131,7 +131,7 @@ func (e *env) readIntake(t *testing.T, s *Store, n int) []Entry {
 // readLane reads exactly n lane entries of provider on shard 0 for s.
 func (e *env) readLane(t *testing.T, s *Store, provider string, n int) []Entry {
 	t.Helper()
-	got, err := s.ReadLane(e.ctx, 0, provider, n, 0)
+	got, err := s.ReadLane(e.ctx, 0, provider, job.ClassTransactional, n, 0)
 	if err != nil {
 		t.Fatalf("ReadLane: %v", err)
 	}
@@ -238,7 +238,7 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // moveToLane is ToLane with the job id read from raw, true when the entry was moved.
 func (s *Store) moveToLane(ctx context.Context, e Entry, provider, raw string, enqueuedAtMs int64) (bool, error) {
-	v, err := s.ToLane(ctx, e, provider, jobID(raw), raw, enqueuedAtMs)
+	v, err := s.ToLane(ctx, e, provider, job.ClassTransactional, jobID(raw), raw, enqueuedAtMs)
 	return v == Moved, err
 }
 
@@ -246,7 +246,7 @@ func (s *Store) moveToLane(ctx context.Context, e Entry, provider, raw string, e
 // that keeps intake from doing so, and reads it for s: what a defence in depth must handle.
 func (e *env) copyInLane(t *testing.T, s *Store, provider, id string) Entry {
 	t.Helper()
-	err := e.c.XAdd(e.ctx, &redis.XAddArgs{Stream: s.LaneStream(0, provider),
+	err := e.c.XAdd(e.ctx, &redis.XAddArgs{Stream: s.Keys(0).Lane(provider),
 		Values: []any{"job", validJob(id), "provider", provider, "attempt", "0", "enqueued_at", "1"}}).Err()
 	if err != nil {
 		t.Fatalf("XADD: %v", err)

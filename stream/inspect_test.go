@@ -223,7 +223,7 @@ func TestInspectSaysWhenAScanWasCut(t *testing.T) {
 func (e *env) deadJob(t *testing.T, s *Store, id, raw, code, reason string) {
 	t.Helper()
 	shard := ShardOf(id, s.Shards())
-	if err := e.c.XAdd(e.ctx, redisXAdd(s.IntakeStream(shard), raw)).Err(); err != nil {
+	if err := e.c.XAdd(e.ctx, redisXAdd(s.Keys(shard).Intake, raw)).Err(); err != nil {
 		t.Fatal(err)
 	}
 	got, refused, err := s.ReadIntake(e.ctx, shard, 1, 0)
@@ -317,7 +317,7 @@ func TestDeadListReplayAndPurge(t *testing.T) {
 	}
 	for _, rec := range list {
 		var jobs []map[string]string
-		for _, m := range env.entries(t, s.IntakeStream(rec.Shard)) {
+		for _, m := range env.entries(t, s.Keys(rec.Shard).Intake) {
 			jobs = append(jobs, fieldsOf(m))
 		}
 		if d := cmp.Diff([]map[string]string{{"job": validJob(rec.ID)}}, jobs); d != "" {
@@ -392,7 +392,7 @@ func TestRecordedShardsAndLanes(t *testing.T) {
 	w := env.store(t, "w1", Options{Shards: 4}, "fcm", "apple")
 	// A lane of a provider the registry lost, on shard 2 only, and a key that only looks like a
 	// lane.
-	if err := env.c.XAdd(env.ctx, redisXAdd(w.LaneStream(2, "retired"), "{}")).Err(); err != nil {
+	if err := env.c.XAdd(env.ctx, redisXAdd(w.Keys(2).Lane("retired"), "{}")).Err(); err != nil {
 		t.Fatal(err)
 	}
 	env.c.Set(env.ctx, "wp:{9}:lane:ghost", "x", 0)

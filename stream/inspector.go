@@ -41,7 +41,7 @@ func OpenInspector(rawURL string, o OpenOptions) (*Inspector, error) {
 }
 
 // OpenClient is a client of the Redis that rawURL names (the URLs of Open), of o.PoolSize
-// connections, with o's TLS, name and timeouts: for a tool that reads Redis beyond the
+// connections, with o's TLS, name, timeouts and hooks: for a tool that reads Redis beyond the
 // gateway's keys (the lab's INFO figures). The caller closes it.
 func OpenClient(rawURL string, o OpenOptions) (redis.UniversalClient, error) {
 	t, err := parseURL(rawURL)
@@ -49,7 +49,9 @@ func OpenClient(rawURL string, o OpenOptions) (redis.UniversalClient, error) {
 		return nil, err
 	}
 	t.apply(o)
-	return t.client(o.PoolSize), nil
+	c := t.client(o.PoolSize)
+	addHooks(c, o.Hooks)
+	return c, nil
 }
 
 // Close closes the client OpenInspector made; an Inspector made with NewInspector has none.

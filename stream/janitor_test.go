@@ -15,7 +15,7 @@ func TestCleanConsumersSafety(t *testing.T) {
 	env := newEnv(t)
 	self := env.store(t, "self", Options{}, "fcm")
 	busy := env.store(t, "busy", Options{}, "fcm")
-	lane := self.LaneStream(0, "fcm")
+	lane := self.Keys(0).Lane("fcm")
 	e := env.laneEntry(t, busy, "fcm", "j1") // busy now holds a pending lane entry
 	for _, c := range []string{"idle-1", "idle-2", "self"} {
 		if err := env.c.XGroupCreateConsumer(env.ctx, lane, Group, c).Err(); err != nil {
@@ -71,7 +71,7 @@ func TestCleanConsumersSafety(t *testing.T) {
 		t.Errorf("busy AckSent = %v, %v", ok, err)
 	}
 	// The intake's group and a stream without a group are fine too.
-	if _, err := self.CleanConsumers(env.ctx, 0, self.IntakeStream(0), time.Millisecond); err != nil {
+	if _, err := self.CleanConsumers(env.ctx, 0, self.Keys(0).Intake, time.Millisecond); err != nil {
 		t.Errorf("CleanConsumers(intake): %v", err)
 	}
 	if r, err := self.CleanConsumers(env.ctx, 0, "wp:{0}:lane:none", time.Millisecond); err != nil || r != nil {
@@ -85,7 +85,7 @@ func TestCleanConsumerScriptRechecks(t *testing.T) {
 	env := newEnv(t)
 	self := env.store(t, "self", Options{}, "fcm")
 	busy := env.store(t, "busy", Options{}, "fcm")
-	lane := self.LaneStream(0, "fcm")
+	lane := self.Keys(0).Lane("fcm")
 	env.laneEntry(t, busy, "fcm", "j1")
 	for _, name := range []string{"busy", "self"} {
 		ok, err := self.runBool(env.ctx, cleanConsumerScript, "clean", []string{lane}, Group, name, -1, "self")

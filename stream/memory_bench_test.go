@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/webpush-gateway/webpush-gateway/job"
 )
 
 // BenchmarkRedisMemoryPerJob is what a job costs Redis's memory in each place it can be: queued
@@ -69,7 +71,7 @@ func BenchmarkRedisMemoryPerJob(b *testing.B) {
 				b.Fatalf("ReadIntake: %d entries, %v", len(in), err)
 			}
 			all(b, in, func(e Entry) error {
-				_, err := s.ToLane(ctx, e, "fcm", jobID(e.Fields["job"]), e.Fields["job"], ms(t0))
+				_, err := s.ToLane(ctx, e, "fcm", job.ClassTransactional, jobID(e.Fields["job"]), e.Fields["job"], ms(t0))
 				return err
 			})
 			moved += len(in)
@@ -77,7 +79,7 @@ func BenchmarkRedisMemoryPerJob(b *testing.B) {
 	}
 	fromLane := func(op func(Entry) error) {
 		for done := 0; done < n; {
-			es, err := s.ReadLane(ctx, 0, "fcm", 100, 0)
+			es, err := s.ReadLane(ctx, 0, "fcm", job.ClassTransactional, 100, 0)
 			if err != nil || len(es) == 0 {
 				b.Fatalf("ReadLane: %d entries, %v", len(es), err)
 			}

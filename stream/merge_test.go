@@ -39,7 +39,7 @@ func TestMergedToLaneKeepsEachVerdict(t *testing.T) {
 	env.enqueue(t, w1, validJob("a"), validJob("held"), validJob("b"), validJob("b"), validJob("other"))
 	in := env.readIntake(t, w1, 4)
 	other := env.readIntake(t, w2, 1)[0] // pending for w2, not w1
-	lane := func(p string) string { return w1.LaneStream(0, p) }
+	lane := func(p string) string { return w1.Keys(0).Lane(p) }
 	got := execMerged(t, w1,
 		w1.toLaneItem(in[0], lane("apple"), "apple", "a", in[0].Fields["job"], 1),
 		w1.toLaneItem(in[1], lane("fcm"), "fcm", "held", in[1].Fields["job"], 1),
@@ -57,7 +57,7 @@ func TestMergedToLaneKeepsEachVerdict(t *testing.T) {
 		t.Errorf("fcm lane holds %d entries, want 2", n)
 	}
 	// w2's entry is still in the intake, pending for w2; w1's four are gone.
-	if n := env.xlen(t, w1.IntakeStream(0)); n != 1 {
+	if n := env.xlen(t, w1.Keys(0).Intake); n != 1 {
 		t.Errorf("intake holds %d entries, want 1 (w2's)", n)
 	}
 	idx, err := env.c.HGetAll(env.ctx, w1.Keys(0).Jobs).Result()
@@ -80,7 +80,7 @@ func TestMergedFinishKeepsEachOutcome(t *testing.T) {
 	gone := env.laneEntry(t, w1, "fcm", "g")
 	taken := env.laneEntry(t, w1, "fcm", "t")
 	lost := env.laneEntry(t, w1, "fcm", "l")
-	laneKey := w1.LaneStream(0, "fcm")
+	laneKey := w1.Keys(0).Lane("fcm")
 	for _, e := range []Entry{taken, lost} {
 		env.age(t, laneKey, "w1", e.ID, 10*time.Minute, 1)
 	}
@@ -149,7 +149,7 @@ func TestLateAcceptedSendOfAnEndedJob(t *testing.T) {
 			env, w1 := newStore(t, "fcm")
 			w2 := env.store(t, "w2", Options{}, "fcm")
 			e := env.laneEntry(t, w1, "fcm", "j")
-			laneKey := w1.LaneStream(0, "fcm")
+			laneKey := w1.Keys(0).Lane("fcm")
 			if ending == "gone" {
 				env.age(t, laneKey, "w1", e.ID, 10*time.Minute, 1)
 				claimed, _, err := w2.Reclaim(env.ctx, 0, laneKey, time.Minute, 10, 5, nil)
@@ -189,7 +189,7 @@ func TestReclaimDoesNotDeadLetterAnAcceptedJob(t *testing.T) {
 	w2 := env.store(t, "w2", Options{}, "fcm")
 	w3 := env.store(t, "w3", Options{}, "fcm")
 	e := env.laneEntry(t, w1, "fcm", "j")
-	laneKey := w1.LaneStream(0, "fcm")
+	laneKey := w1.Keys(0).Lane("fcm")
 	env.age(t, laneKey, "w1", e.ID, 10*time.Minute, 1)
 	if claimed, _, err := w2.Reclaim(env.ctx, 0, laneKey, time.Minute, 10, 5, nil); err != nil || len(claimed) != 1 {
 		t.Fatalf("Reclaim by w2: %v, %d claimed", err, len(claimed))
@@ -259,8 +259,8 @@ func TestOnlyRecordsAskedToLingerWait(t *testing.T) {
 		asks   bool
 	}{{"asks", 300 * time.Millisecond, true}, {"does not ask", time.Hour, false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			env, s := newStore(t, "fcm")
-			s.SetCommitLinger(tc.linger)
+			env := newEnv(t)
+			s := env.store(t, "w1", Options{CommitLinger: tc.linger}, "fcm")
 			env.enqueue(t, s, validJob("j"))
 			in := env.readIntake(t, s, 1)[0]
 			mustOK(t)(s.moveToLane(env.ctx, in, "fcm", in.Fields["job"], ms(t0)))

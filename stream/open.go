@@ -27,6 +27,9 @@ type OpenOptions struct {
 	// ClientName is set with CLIENT SETNAME on every connection (visible in CLIENT LIST).
 	ClientName                             string
 	DialTimeout, ReadTimeout, WriteTimeout time.Duration
+	// Hooks are added to every client Open makes, so one hook sees every command the Store
+	// sends (a CallCounter counts them all); OpenInspector and OpenClient add them to theirs.
+	Hooks []redis.Hook
 }
 
 // clusterReloadInterval is how old a Redis Cluster client's slot map may grow before the next
@@ -62,7 +65,16 @@ func Open(rawURL string, o OpenOptions) (*Store, error) {
 	main, blocking, bell := t.client(o.PoolSize), t.client(o.BlockingPoolSize), t.doorbell(o.BlockingPoolSize)
 	s := New(main, blocking, o.Options)
 	s.bell, s.owned = bell, []redis.UniversalClient{main, blocking, bell}
+	for _, c := range s.owned {
+		addHooks(c, o.Hooks)
+	}
 	return s, nil
+}
+
+func addHooks(c redis.UniversalClient, hooks []redis.Hook) {
+	for _, h := range hooks {
+		c.AddHook(h)
+	}
 }
 
 // target is a parsed Redis URL: the options of the one kind of client it names.

@@ -60,7 +60,7 @@ func TestOpenCloseLeavesNothingRunning(t *testing.T) {
 	if _, _, err := s.ReadIntake(env.ctx, 0, 10, 50*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.ReadLane(env.ctx, 0, "fcm", 10, 50*time.Millisecond); err != nil {
+	if _, err := s.ReadLane(env.ctx, 0, "fcm", job.ClassTransactional, 10, 50*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	if n := connections(t, env, "gw-leak"); n < 3 {
@@ -273,7 +273,8 @@ func TestOpenErrors(t *testing.T) {
 // whole; the intake script then dead-letters it where it lies.
 func TestDoorbellRefusesOversizedEntry(t *testing.T) {
 	env := newEnv(t)
-	s, err := Open(env.srv.URL(), OpenOptions{ClientName: "gw-bell", Options: Options{Consumer: "w1"}})
+	waits := &xreadErrors{}
+	s, err := Open(env.srv.URL(), OpenOptions{ClientName: "gw-bell", Options: Options{Consumer: "w1"}, Hooks: []redis.Hook{waits}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,8 +282,6 @@ func TestDoorbellRefusesOversizedEntry(t *testing.T) {
 	if err := s.Setup(env.ctx, []string{"fcm"}); err != nil {
 		t.Fatal(err)
 	}
-	waits := &xreadErrors{}
-	s.AddHook(waits)
 	type read struct {
 		entries []Entry
 		refused []Refusal

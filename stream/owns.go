@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/redis/go-redis/v9"
 
@@ -26,20 +27,43 @@ func (s *Store) Owns(ctx context.Context, e Entry) (bool, error) {
 	return len(p) == 1 && p[0].ID == e.ID && p[0].Consumer == s.o.Consumer, nil
 }
 
-// Lanes lists the providers with a lane on shard: those given to Setup and those whose lane
-// stream exists (found by SCAN: a provider another replica's registry has, or one since
-// removed from the registry, whose lane nobody reads any more). Sorted. An operator's check,
-// run once at start: SCAN walks the whole keyspace.
-func (s *Store) Lanes(ctx context.Context, shard int) ([]string, error) {
-	return s.lanes(ctx, shard, s.knownProviders())
+// LaneSize is what one provider's lanes (both classes) on a shard hold, as Lanes measured it.
+type LaneSize struct {
+	Provider string
+	// Length is how many entries the lanes hold, Pending how many of them are pending (read by
+	// a consumer and not finished).
+	Length, Pending int64
+	// Err says why the lanes could not be measured; Length and Pending are then 0. The others
+	// are measured all the same.
+	Err error
 }
 
-// LaneLength is how many entries provider's lanes (both classes) on shard hold, and how many
-// of them are pending (read by a consumer and not finished). A lane that does not exist holds
-// none.
-func (s *Store) LaneLength(ctx context.Context, shard int, provider string) (length, pending int64, err error) {
+// Lanes lists the providers with a lane on shard, other than those in skip, each with what its
+// lanes hold: those given to Setup and those whose lane stream exists (found by SCAN: a
+// provider another replica's registry has, or one since removed from the registry, whose lane
+// nobody reads any more). Sorted. An operator's check, run once at start: SCAN walks the whole
+// keyspace. The error is the SCAN's; a lane that could not be measured has its own Err.
+func (s *Store) Lanes(ctx context.Context, shard int, skip ...string) ([]LaneSize, error) {
+	providers, err := s.lanes(ctx, shard, s.knownProviders())
+	if err != nil {
+		return nil, err
+	}
+	out := make([]LaneSize, 0, len(providers))
+	for _, p := range providers {
+		if slices.Contains(skip, p) {
+			continue
+		}
+		n, pending, err := s.providerLaneLength(ctx, shard, p)
+		out = append(out, LaneSize{Provider: p, Length: n, Pending: pending, Err: err})
+	}
+	return out, nil
+}
+
+// providerLaneLength is how many entries provider's lanes (both classes) on shard hold, and how
+// many of them are pending. A lane that does not exist holds none.
+func (s *Store) providerLaneLength(ctx context.Context, shard int, provider string) (length, pending int64, err error) {
 	for _, c := range job.Classes {
-		n, p, err := s.laneLength(ctx, s.ClassLaneStream(shard, provider, c))
+		n, p, err := s.laneLength(ctx, s.Keys(shard).LaneOf(provider, c))
 		if err != nil {
 			return 0, 0, err
 		}

@@ -5,12 +5,14 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/webpush-gateway/webpush-gateway/job"
 )
 
 func TestOwns(t *testing.T) {
 	env, w1 := newStore(t, "fcm")
 	w2 := env.store(t, "w2", Options{}, "fcm")
-	lane := w1.LaneStream(0, "fcm")
+	lane := w1.Keys(0).Lane("fcm")
 	cases := []struct {
 		name string
 		// entry returns the entry to ask about, in the state the case names.
@@ -46,7 +48,7 @@ func TestOwns(t *testing.T) {
 			return Entry{Stream: lane, ID: id}
 		}, false},
 		{"no such stream", func(t *testing.T, id string) Entry {
-			return Entry{Stream: w1.LaneStream(0, "nobody"), ID: "1-1"}
+			return Entry{Stream: w1.Keys(0).Lane("nobody"), ID: "1-1"}
 		}, false},
 	}
 	for i, c := range cases {
@@ -65,7 +67,7 @@ func TestLanesListsLanesOutsideTheRegistry(t *testing.T) {
 	s := env.store(t, "w1", Options{Shards: 2}, "fcm", "apple")
 	// A provider since removed from the registry left entries on shard 1 only, one of them
 	// read by a consumer that is gone.
-	old := s.LaneStream(1, "retired")
+	old := s.Keys(1).Lane("retired")
 	for _, id := range []string{"a", "b", "c"} {
 		if err := env.c.XAdd(env.ctx, redisXAdd(old, validJob(id))).Err(); err != nil {
 			t.Fatal(err)
@@ -75,11 +77,16 @@ func TestLanesListsLanesOutsideTheRegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 	gone := New(env.c, env.c, Options{Shards: 2, Consumer: "gone"})
-	if got, err := gone.ReadLane(env.ctx, 1, "retired", 1, 0); err != nil || len(got) != 1 {
+	if got, err := gone.ReadLane(env.ctx, 1, "retired", job.ClassTransactional, 1, 0); err != nil || len(got) != 1 {
 		t.Fatalf("ReadLane: %d entries, %v", len(got), err)
 	}
 
-	for shard, want := range [][]string{{"apple", "fcm"}, {"apple", "fcm", "retired"}} {
+	// The orphan lane holds the entries written above, the one read pending; an empty lane
+	// holds none; a provider with no lane on a shard is not listed there.
+	for shard, want := range [][]LaneSize{
+		{{Provider: "apple"}, {Provider: "fcm"}},
+		{{Provider: "apple"}, {Provider: "fcm"}, {Provider: "retired", Length: 3, Pending: 1}},
+	} {
 		got, err := s.Lanes(env.ctx, shard)
 		if err != nil {
 			t.Fatal(err)
@@ -87,6 +94,10 @@ func TestLanesListsLanesOutsideTheRegistry(t *testing.T) {
 		if d := cmp.Diff(want, got); d != "" {
 			t.Errorf("Lanes(%d) (-want +got):\n%s", shard, d)
 		}
+	}
+	got, err := s.Lanes(env.ctx, 1, "apple", "fcm")
+	if d := cmp.Diff([]LaneSize{{Provider: "retired", Length: 3, Pending: 1}}, got); err != nil || d != "" {
+		t.Errorf("Lanes(1) skipping the registry's providers: %v (-want +got):\n%s", err, d)
 	}
 	for _, c := range []struct {
 		name            string
@@ -99,9 +110,9 @@ func TestLanesListsLanesOutsideTheRegistry(t *testing.T) {
 		{"no lane at all", 0, "retired", 0, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			n, p, err := s.LaneLength(env.ctx, c.shard, c.provider)
+			n, p, err := s.providerLaneLength(env.ctx, c.shard, c.provider)
 			if err != nil || n != c.length || p != c.pending {
-				t.Errorf("LaneLength = %d, %d, %v; want %d, %d, nil", n, p, err, c.length, c.pending)
+				t.Errorf("providerLaneLength = %d, %d, %v; want %d, %d, nil", n, p, err, c.length, c.pending)
 			}
 		})
 	}

@@ -11,7 +11,7 @@ import (
 func TestReclaim(t *testing.T) {
 	env, w1 := newStore(t, "fcm")
 	w2 := env.store(t, "w2", Options{Now: func() time.Time { return t0 }}, "fcm")
-	lane := w1.LaneStream(0, "fcm")
+	lane := w1.Keys(0).Lane("fcm")
 	fresh := env.laneEntry(t, w1, "fcm", "fresh")
 	idle := env.laneEntry(t, w1, "fcm", "idle")
 	often := env.laneEntry(t, w1, "fcm", "often")
@@ -88,7 +88,7 @@ func TestReclaimIntakeNoLimit(t *testing.T) {
 	for _, e := range in {
 		env.age(t, e.Stream, "w1", e.ID, time.Hour, 50)
 	}
-	claimed, dead, err := w2.Reclaim(env.ctx, 0, w1.IntakeStream(0), time.Minute, 100, 0, nil)
+	claimed, dead, err := w2.Reclaim(env.ctx, 0, w1.Keys(0).Intake, time.Minute, 100, 0, nil)
 	if err != nil || dead.Total() != 0 || len(claimed) != 2 {
 		t.Fatalf("Reclaim without a limit = %d claimed, %+v dead, %v; want 2, 0", len(claimed), dead, err)
 	}
@@ -97,7 +97,7 @@ func TestReclaimIntakeNoLimit(t *testing.T) {
 	}
 	// With a limit, an intake entry that is not JSON is dead-lettered without an id.
 	env.age(t, claimed[1].Stream, "w2", claimed[1].ID, time.Hour, 50)
-	_, dead, err = w1.Reclaim(env.ctx, 0, w1.IntakeStream(0), time.Minute, 100, 5, nil)
+	_, dead, err = w1.Reclaim(env.ctx, 0, w1.Keys(0).Intake, time.Minute, 100, 5, nil)
 	if err != nil || dead != (Dead{TooManyDeliveries: 1}) {
 		t.Fatalf("Reclaim = %+v dead, %v; want 1", dead, err)
 	}
@@ -113,7 +113,7 @@ func TestReclaimIntakeNoLimit(t *testing.T) {
 func TestReclaimLooksPastBusyEntries(t *testing.T) {
 	env, w1 := newStore(t, "fcm")
 	w2 := env.store(t, "w2", Options{}, "fcm")
-	lane := w1.LaneStream(0, "fcm")
+	lane := w1.Keys(0).Lane("fcm")
 	for i := range 25 {
 		env.laneEntry(t, w1, "fcm", "busy-"+itoa(int64(i)))
 	}
@@ -135,7 +135,7 @@ func TestReclaimLooksPastBusyEntries(t *testing.T) {
 func TestReclaimRefreshesTheEntriesItsConsumerHolds(t *testing.T) {
 	env, w1 := newStore(t, "fcm")
 	w2 := env.store(t, "w2", Options{Now: func() time.Time { return t0 }}, "fcm")
-	lane := w1.LaneStream(0, "fcm")
+	lane := w1.Keys(0).Lane("fcm")
 	held := env.laneEntry(t, w1, "fcm", "held")
 	lost := env.laneEntry(t, w1, "fcm", "lost")
 	others := env.laneEntry(t, w1, "fcm", "others")

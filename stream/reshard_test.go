@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/webpush-gateway/webpush-gateway/job"
 )
 
 // TestReshardSwitchesTheRecordedCount: a Store with ReshardFrom takes the old count as
@@ -84,7 +86,7 @@ func TestLeftoverShards(t *testing.T) {
 	if err != nil || len(es) != 1 {
 		t.Fatalf("ReadIntake shard 2 = %v, %v", es, err)
 	}
-	if v, err := old.ToLane(env.ctx, es[0], "fcm", "left-2", es[0].Fields["job"], 1); err != nil || v != Moved {
+	if v, err := old.ToLane(env.ctx, es[0], "fcm", job.ClassTransactional, "left-2", es[0].Fields["job"], 1); err != nil || v != Moved {
 		t.Fatalf("ToLane = %v, %v", v, err)
 	}
 
@@ -101,11 +103,11 @@ func TestLeftoverShards(t *testing.T) {
 	if err != nil || len(es) != 1 {
 		t.Fatalf("ReadIntake shard 3 = %v, %v", es, err)
 	}
-	if v, err := old.ToLane(env.ctx, es[0], "fcm", "left-3", es[0].Fields["job"], 1); err != nil || v != Moved {
+	if v, err := old.ToLane(env.ctx, es[0], "fcm", job.ClassTransactional, "left-3", es[0].Fields["job"], 1); err != nil || v != Moved {
 		t.Fatalf("ToLane = %v, %v", v, err)
 	}
 	for _, sh := range []int{2, 3} {
-		le, err := old.ReadLane(env.ctx, sh, "fcm", 10, 0)
+		le, err := old.ReadLane(env.ctx, sh, "fcm", job.ClassTransactional, 10, 0)
 		if err != nil || len(le) != 1 {
 			t.Fatalf("ReadLane shard %d = %v, %v", sh, le, err)
 		}

@@ -5,7 +5,6 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,9 +23,14 @@ var (
 
 // The defaults of Options' zero fields.
 const (
-	DefaultSentTTL = time.Hour
-	DefaultGoneTTL = 7 * 24 * time.Hour
+	DefaultSentTTL      = time.Hour
+	DefaultGoneTTL      = 7 * 24 * time.Hour
+	DefaultCommitLinger = 2 * time.Millisecond
 )
+
+// NoLinger switches off Options.CommitLinger: a shard's shared pipeline goes out as soon as its
+// first command arrives.
+const NoLinger time.Duration = -1
 
 // Options configure a Store. A zero field takes its default; a zero cap is no cap.
 type Options struct {
@@ -55,6 +59,13 @@ type Options struct {
 	// never past an entry that a consumer group of an upstream has not read and acknowledged;
 	// no write trims them on its own.
 	ResultsMaxLen, GoneMaxLen, DeadMaxLen int64
+	// CommitLinger is how long each shard's shared pipeline of records that may wait (Finish of
+	// a Result with Linger set) waits after its first one for others to join it
+	// (DefaultCommitLinger; NoLinger: not at all; see groupCommit). At a steady rate below what
+	// the worker can do, each record would otherwise pay a round trip and a script call of its
+	// own; with the linger the records of a few milliseconds share them. Moves to a lane, the
+	// checks before a send and every other record never wait (BENCHMARKS.md has its effect).
+	CommitLinger time.Duration
 	// Now is the clock for the "at" of records the Store writes on its own (dead records of
 	// Reclaim); time.Now when nil. The duplicate-suppression window never reads it: it ages its
 	// jobs by Redis's clock, the one clock every replica shares.
@@ -97,7 +108,7 @@ func New(c redis.UniversalClient, blocking redis.UniversalClient, o Options) *St
 	o.ResultsMaxLen, o.GoneMaxLen, o.DeadMaxLen = 0, 0, 0
 	groups := make([]*groupCommit, max(o.Shards, o.ReshardFrom))
 	for i := range groups {
-		groups[i] = newGroupCommit(c)
+		groups[i] = newGroupCommit(c, max(o.CommitLinger, 0))
 	}
 	return &Store{keyspace: keyspace{c: c, o: o}, blocking: blocking, bell: blocking, bounds: bounds, groups: groups,
 		providers: map[string]bool{}, ready: map[string]bool{}}
@@ -120,6 +131,9 @@ func (o Options) withDefaults() Options {
 	if o.GoneTTL <= 0 {
 		o.GoneTTL = DefaultGoneTTL
 	}
+	if o.CommitLinger == 0 {
+		o.CommitLinger = DefaultCommitLinger
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -134,17 +148,6 @@ func (s *Store) Close() error {
 		errs = append(errs, c.Close())
 	}
 	return errors.Join(errs...)
-}
-
-// AddHook adds h to every client the Store sends on (a CallCounter counts them all).
-func (s *Store) AddHook(h redis.Hook) {
-	var added []redis.UniversalClient // New may have been given one client twice
-	for _, c := range []redis.UniversalClient{s.c, s.blocking, s.bell} {
-		if !slices.Contains(added, c) {
-			c.AddHook(h)
-			added = append(added, c)
-		}
-	}
 }
 
 // Producer is a Producer on the Store's main client, with its prefix and shard count.
@@ -167,16 +170,6 @@ func (s *Store) groupFor(key string) *groupCommit {
 	return s.groups[0]
 }
 
-// SetCommitLinger lets each shard's shared pipeline of records (Finish of a Result with Linger
-// set) wait up to d after its first one for others to join it (0, the default, sends at once;
-// see groupCommit). Moves, checks and other records never wait. Call it before the Store is
-// used.
-func (s *Store) SetCommitLinger(d time.Duration) {
-	for _, g := range s.groups {
-		g.linger = max(d, 0)
-	}
-}
-
 // Shards is the number of shards the Store reads: Options.Shards, or Options.ReshardFrom when
 // that is larger. Every loop of a worker runs over these.
 func (s *Store) Shards() int { return max(s.o.Shards, s.o.ReshardFrom) }
@@ -186,12 +179,6 @@ func (s *Store) Consumer() string { return s.o.Consumer }
 
 // Keys are the keys of shard.
 func (s *Store) Keys(shard int) Keys { return KeysFor(s.o.Prefix, shard) }
-
-// IntakeStream is the intake stream key of shard.
-func (s *Store) IntakeStream(shard int) string { return s.Keys(shard).Intake }
-
-// LaneStream is the lane stream key of provider on shard.
-func (s *Store) LaneStream(shard int, provider string) string { return s.Keys(shard).Lane(provider) }
 
 // Setup creates the consumer group on the intake stream and on both lanes (transactional and
 // bulk) of every provider on every shard (an existing group is left as it is) and loads the scripts.
@@ -399,7 +386,7 @@ func (s *Store) ReadIntake(ctx context.Context, shard, count int, block time.Dur
 	if s.o.Consumer == "" {
 		return nil, nil, errors.New("stream: Options.Consumer is empty; a reading Store needs a consumer name")
 	}
-	stream := s.IntakeStream(shard)
+	stream := s.Keys(shard).Intake
 	entries, refused, last, err := s.readIntake(ctx, shard, count)
 	if err != nil || len(entries)+len(refused) > 0 || last == "" || block <= 0 {
 		return entries, refused, err
@@ -454,11 +441,11 @@ func (s *Store) readIntake(ctx context.Context, shard, count int) (entries []Ent
 	return entries, refused, last, nil
 }
 
-// ReadLane reads up to count new entries of provider's lane on shard, blocking up to block
-// (block <= 0 does not block). No entry is (nil, nil). Lane entries are written only by this
-// package's scripts, from checked intake entries, so their size is bounded.
-func (s *Store) ReadLane(ctx context.Context, shard int, provider string, count int, block time.Duration) ([]Entry, error) {
-	return s.read(ctx, shard, s.LaneStream(shard, provider), count, block)
+// ReadLane reads up to count new entries of provider's lane of class on shard, blocking up to
+// block (block <= 0 does not block). No entry is (nil, nil). Lane entries are written only by
+// this package's scripts, from checked intake entries, so their size is bounded.
+func (s *Store) ReadLane(ctx context.Context, shard int, provider string, class job.Class, count int, block time.Duration) ([]Entry, error) {
+	return s.read(ctx, shard, s.Keys(shard).LaneOf(provider, class), count, block)
 }
 
 func (s *Store) read(ctx context.Context, shard int, stream string, count int, block time.Duration) ([]Entry, error) {

@@ -89,10 +89,12 @@ const (
 	Copy
 )
 
-// ToLane moves an intake entry holding job jobID to the lane of provider as attempt 0, or
-// acknowledges it as a copy (see Copy).
-func (s *Store) ToLane(ctx context.Context, e Entry, provider, jobID, rawJob string, enqueuedAtMs int64) (LaneVerdict, error) {
-	lane := s.LaneStream(e.Shard, provider)
+// ToLane moves an intake entry holding job jobID to the lane of provider's class as attempt
+// 0, or acknowledges it as a copy (see Copy): a bulk job waits in the provider's bulk lane,
+// every other in its lane. The duplicate checks span both lanes: the jobs index holds every job
+// of the shard, whatever its class.
+func (s *Store) ToLane(ctx context.Context, e Entry, provider string, class job.Class, jobID, rawJob string, enqueuedAtMs int64) (LaneVerdict, error) {
+	lane := s.Keys(e.Shard).LaneOf(provider, class)
 	if err := s.ensureLane(ctx, lane); err != nil {
 		return LaneNotOwner, err
 	}
@@ -195,7 +197,7 @@ type Result struct {
 	// again is acknowledged without a send.
 	Sent bool
 	// Linger lets the record wait up to the commit linger for others to share its pipeline and
-	// script call (Store.SetCommitLinger): for a record whose wait delays no send.
+	// script call (Options.CommitLinger): for a record whose wait delays no send.
 	Linger bool
 }
 

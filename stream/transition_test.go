@@ -103,7 +103,7 @@ func TestFinishAcceptedAfterReclaim(t *testing.T) {
 	env, w1 := newStore(t, "fcm")
 	w2 := env.store(t, "w2", Options{}, "fcm")
 	e := env.laneEntry(t, w1, "fcm", "j1")
-	lane := w1.LaneStream(0, "fcm")
+	lane := w1.Keys(0).Lane("fcm")
 	env.age(t, lane, "w1", e.ID, 10*time.Minute, 1)
 	claimed, _, err := w2.Reclaim(env.ctx, 0, lane, time.Minute, 10, 5, nil)
 	if err != nil || len(claimed) != 1 {
@@ -152,16 +152,16 @@ func TestToLaneWritesLaneEntry(t *testing.T) {
 	if ok, err := s.moveToLane(env.ctx, in, "apple", job, 1748779200000); err != nil || !ok {
 		t.Fatalf("ToLane = %v, %v", ok, err)
 	}
-	if n := env.xlen(t, s.IntakeStream(0)); n != 0 {
+	if n := env.xlen(t, s.Keys(0).Intake); n != 0 {
 		t.Errorf("intake XLEN = %d, want 0 (acked entries are deleted)", n)
 	}
-	if n := env.pending(t, s.IntakeStream(0)); n != 0 {
+	if n := env.pending(t, s.Keys(0).Intake); n != 0 {
 		t.Errorf("intake pending = %d, want 0", n)
 	}
-	if n := env.xlen(t, s.LaneStream(0, "fcm")); n != 0 {
+	if n := env.xlen(t, s.Keys(0).Lane("fcm")); n != 0 {
 		t.Errorf("lane fcm XLEN = %d, want 0", n)
 	}
-	lane := env.entries(t, s.LaneStream(0, "apple"))
+	lane := env.entries(t, s.Keys(0).Lane("apple"))
 	if len(lane) != 1 {
 		t.Fatalf("lane apple has %d entries, want 1", len(lane))
 	}
@@ -174,7 +174,7 @@ func TestToLaneWritesLaneEntry(t *testing.T) {
 	if d := cmp.Diff(want, got.Fields); d != "" {
 		t.Errorf("ReadLane fields (-want +got):\n%s", d)
 	}
-	if got.Stream != s.LaneStream(0, "apple") || got.Shard != 0 {
+	if got.Stream != s.Keys(0).Lane("apple") || got.Shard != 0 {
 		t.Errorf("ReadLane entry = %+v", got)
 	}
 }
@@ -225,12 +225,12 @@ func TestToDeadRecord(t *testing.T) {
 			}
 			dead := env.entries(t, s.Keys(0).Dead)
 			got := fieldsOf(dead[len(dead)-1])
-			c.want["from"] = s.IntakeStream(0)
+			c.want["from"] = s.Keys(0).Intake
 			c.want["entry"] = in.ID
 			if d := cmp.Diff(c.want, got); d != "" {
 				t.Errorf("dead record (-want +got):\n%s", d)
 			}
-			if n := env.xlen(t, s.IntakeStream(0)); n != 0 {
+			if n := env.xlen(t, s.Keys(0).Intake); n != 0 {
 				t.Errorf("intake XLEN = %d, want 0", n)
 			}
 		})

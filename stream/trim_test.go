@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/webpush-gateway/webpush-gateway/job"
 )
 
 // TestNoTrimOfGroupedStreams drives many transitions in random order, with the record
@@ -32,7 +34,7 @@ func TestNoTrimOfGroupedStreams(t *testing.T) {
 			id := fmt.Sprintf("j%04d", next)
 			next++
 			env.enqueue(t, s, validJob(id))
-			want[id] = s.IntakeStream(0)
+			want[id] = s.Keys(0).Intake
 		}
 		// Intake reads some (they stay pending) and moves or kills some of its pending ones.
 		got, _, err := s.ReadIntake(env.ctx, 0, rng.IntN(8), 0)
@@ -52,11 +54,11 @@ func TestNoTrimOfGroupedStreams(t *testing.T) {
 			}
 			p := providers[rng.IntN(len(providers))]
 			mustOK(t)(s.moveToLane(env.ctx, e, p, e.Fields["job"], ms(t0)))
-			want[id] = s.LaneStream(0, p)
+			want[id] = s.Keys(0).Lane(p)
 		}
 		// Lane consumers read some and finish, retry, or ack some of what they hold.
 		for _, p := range providers {
-			got, err := s.ReadLane(env.ctx, 0, p, rng.IntN(5), 0)
+			got, err := s.ReadLane(env.ctx, 0, p, job.ClassTransactional, rng.IntN(5), 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -78,7 +80,7 @@ func TestNoTrimOfGroupedStreams(t *testing.T) {
 					if err != nil || v != Queued {
 						t.Fatalf("ToDelayed = %v, %v", v, err)
 					}
-					want[id] = "delayed:" + s.LaneStream(0, p)
+					want[id] = "delayed:" + s.Keys(0).Lane(p)
 				case 3:
 					mustOK(t)(s.AckSent(env.ctx, e, jobID(e.Fields["job"])))
 					delete(want, id)
@@ -124,9 +126,9 @@ func mustOK(t *testing.T) func(bool, error) {
 // check compares the ids in the intake and lanes with want, and XLEN with the same counts.
 func check(t *testing.T, env *env, s *Store, providers []string, want map[string]string) {
 	t.Helper()
-	streams := []string{s.IntakeStream(0)}
+	streams := []string{s.Keys(0).Intake}
 	for _, p := range providers {
-		streams = append(streams, s.LaneStream(0, p))
+		streams = append(streams, s.Keys(0).Lane(p))
 	}
 	got := map[string]string{}
 	for _, st := range streams {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/webpush-gateway/webpush-gateway/job"
 )
 
 // The clocks of replicas that drifted: one 70 minutes behind, one 40 minutes ahead. Either
@@ -57,7 +59,7 @@ func copyVerdict(t *testing.T, env *env, s *Store, id string) LaneVerdict {
 	t.Helper()
 	env.enqueue(t, s, validJob(id))
 	in := env.readIntake(t, s, 1)[0]
-	v, err := s.ToLane(env.ctx, in, "fcm", id, in.Fields["job"], ms(t0))
+	v, err := s.ToLane(env.ctx, in, "fcm", job.ClassTransactional, id, in.Fields["job"], ms(t0))
 	if err != nil {
 		t.Fatal(err)
 	}

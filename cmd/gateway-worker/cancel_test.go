@@ -63,7 +63,7 @@ func TestCancelCommand(t *testing.T) {
 		if err != nil || len(in) != 1 {
 			t.Fatalf("ReadIntake: %v, %v", in, err)
 		}
-		if v, err := st.ToClassLane(ctx, in[0], "apple", class, id, in[0].Fields["job"], time.Now().UnixMilli()); err != nil || v != stream.Moved {
+		if v, err := st.ToLane(ctx, in[0], "apple", class, id, in[0].Fields["job"], time.Now().UnixMilli()); err != nil || v != stream.Moved {
 			t.Fatalf("ToLane %s: %v, %v", id, v, err)
 		}
 		return in[0]
@@ -71,7 +71,7 @@ func TestCancelCommand(t *testing.T) {
 	// A retry due now: a worker would promote and send it at once.
 	enqueue("c-delayed", "")
 	route("c-delayed", job.ClassTransactional)
-	lane, err := st.ReadLane(ctx, 0, "apple", 1, 0)
+	lane, err := st.ReadLane(ctx, 0, "apple", job.ClassTransactional, 1, 0)
 	if err != nil || len(lane) != 1 {
 		t.Fatalf("ReadLane: %v, %v", lane, err)
 	}

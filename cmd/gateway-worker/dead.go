@@ -5,14 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/internal/product/cli"
 	"github.com/webpush-gateway/webpush-gateway/stream"
-	"github.com/webpush-gateway/webpush-gateway/taxonomy"
 )
 
 // deadFlags are the flags of the dead commands that choose records.
@@ -49,25 +47,12 @@ func (d *deadFlags) registerSelection(fs *cli.FlagSet, verb, done string) {
 
 // check reads the filters at now; it has printed the problem when it returns false.
 func (d *deadFlags) check(fs *cli.FlagSet, now time.Time) (int, bool) {
-	if d.code != "" && !taxonomy.Code(d.code).Valid() {
-		return fs.Fail(fmt.Errorf("--code %q is not an outcome code (one of %v)", d.code, taxonomy.Codes())), false
-	}
 	var err error
 	if d.filter, err = stream.NewDeadFilter(d.reason, d.code, d.provider, d.since, d.until, now); err != nil {
 		return fs.Fail(err), false
 	}
 	d.filtered = d.reason != "" || d.code != "" || d.provider != "" || d.since != "" || d.until != ""
 	return cli.ExitOK, true
-}
-
-func printable(s string) string {
-	if s == "" {
-		return "-"
-	}
-	if q := strconv.Quote(s); q[1:len(q)-1] != s || strings.ContainsAny(s, " \t") {
-		return q
-	}
-	return s
 }
 
 func cmdDeadLs(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stderr io.Writer) int {
@@ -123,7 +108,7 @@ func cmdDeadLs(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stde
 		if r.Note != "" {
 			reason += " [job cut: cannot be replayed]"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Ref(st.Shards()), printable(r.ID), r.Code, dash(r.Provider),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Ref(st.Shards()), cli.Printable(r.ID), r.Code, cli.Dash(r.Provider),
 			r.At.UTC().Format(time.RFC3339), reason)
 	}
 	_ = tw.Flush()
@@ -178,12 +163,12 @@ func cmdDeadShow(ctx context.Context, fs *cli.FlagSet, args []string, stdout, st
 		return printJSON(fs, stdout, stderr, d.View(true))
 	}
 	fmt.Fprintf(stdout, "entry     %s of %s\n", d.Ref(st.Shards()), st.Keys(d.Shard).Dead)
-	fmt.Fprintf(stdout, "id        %s\n", printable(d.ID))
+	fmt.Fprintf(stdout, "id        %s\n", cli.Printable(d.ID))
 	fmt.Fprintf(stdout, "code      %s\n", d.Code)
 	fmt.Fprintf(stdout, "reason    %s\n", d.Reason)
-	fmt.Fprintf(stdout, "provider  %s\n", dash(d.Provider))
+	fmt.Fprintf(stdout, "provider  %s\n", cli.Dash(d.Provider))
 	fmt.Fprintf(stdout, "attempt   %d (0 is the first; the last attempt made)\n", d.Attempt)
-	fmt.Fprintf(stdout, "from      %s entry %s\n", d.From, dash(d.Entry))
+	fmt.Fprintf(stdout, "from      %s entry %s\n", d.From, cli.Dash(d.Entry))
 	fmt.Fprintf(stdout, "at        %s\n", d.At.UTC().Format(time.RFC3339Nano))
 	if d.Note != "" {
 		fmt.Fprintf(stdout, "note      %s (cannot be replayed)\n", d.Note)
@@ -202,29 +187,6 @@ func unavailableOrUsage(fs *cli.FlagSet, stderr io.Writer, err error) int {
 	return unavailable(stderr, fs.Name(), err)
 }
 
-// checkSelection checks that the records to act on are chosen one way: entry ids, or filters, or
-// --all.
-func (d *deadFlags) checkSelection(fs *cli.FlagSet) (int, bool) {
-	ways := 0
-	for _, on := range []bool{fs.NArg() > 0, d.filtered, d.all} {
-		if on {
-			ways++
-		}
-	}
-	switch {
-	case ways == 0:
-		return fs.Fail(errors.New("choose the records: ENTRY_ID..., a filter (--reason, --code, --provider, --since, --until) or --all")), false
-	case ways > 1:
-		return fs.Fail(errors.New("choose the records one way: ENTRY_ID..., filters, or --all")), false
-	}
-	for _, ref := range fs.Args() {
-		if _, _, ok, _ := stream.ParseDeadRef(ref, stream.MaxShards); !ok {
-			return fs.Fail(fmt.Errorf("%q is not an entry id (1717171717171-0, or SHARD/1717171717171-0)", ref)), false
-		}
-	}
-	return cli.ExitOK, true
-}
-
 // selected parses the command line of replay or purge, checks it (and with confirm, whatever
 // else the command requires), opens Redis and resolves the chosen records. A nil Inspector
 // means the command ends with code, the reason printed.
@@ -235,8 +197,8 @@ func (d *deadFlags) selected(ctx context.Context, fs *cli.FlagSet, args []string
 	if code, ok := d.check(fs, time.Now()); !ok {
 		return nil, nil, code
 	}
-	if code, ok := d.checkSelection(fs); !ok {
-		return nil, nil, code
+	if err := stream.CheckDeadChoice(fs.Args(), d.filtered, d.all); err != nil {
+		return nil, nil, fs.Fail(err)
 	}
 	if confirm != nil {
 		if err := confirm(); err != nil {
@@ -286,10 +248,10 @@ func cmdDeadReplay(ctx context.Context, fs *cli.FlagSet, args []string, stdout, 
 		switch {
 		case v == stream.Replayed && d.dryRun:
 			replayed++
-			fmt.Fprintf(stdout, "would replay %s (job %s, %s)\n", ref, printable(r.ID), r.Code)
+			fmt.Fprintf(stdout, "would replay %s (job %s, %s)\n", ref, cli.Printable(r.ID), r.Code)
 		case v == stream.Replayed:
 			replayed++
-			fmt.Fprintf(stdout, "replayed %s (job %s) as %s entry %s\n", ref, printable(r.ID), st.Keys(r.Shard).Intake, intakeID)
+			fmt.Fprintf(stdout, "replayed %s (job %s) as %s entry %s\n", ref, cli.Printable(r.ID), st.Keys(r.Shard).Intake, intakeID)
 		case v == stream.ReplayGone && byRef:
 			// Found by the selection, gone at its replay: another replay or purge took it.
 			missing++
@@ -297,14 +259,14 @@ func cmdDeadReplay(ctx context.Context, fs *cli.FlagSet, args []string, stdout, 
 		case v == stream.ReplayGone:
 			gone++
 		case v == stream.ReplayCut:
-			skip(fmt.Sprintf("%s (job %s): its record keeps only the first bytes of its job; it cannot be replayed", ref, printable(r.ID)))
+			skip(fmt.Sprintf("%s (job %s): its record keeps only the first bytes of its job; it cannot be replayed", ref, cli.Printable(r.ID)))
 		case v == stream.ReplayNoJob:
 			skip(fmt.Sprintf("%s: the record holds no job to replay", ref))
 		case v == stream.ReplayFailsAgain:
 			why, _ := stream.FailsAgain(r.Code)
 			skipped++
 			again++
-			fmt.Fprintf(stderr, "%s: skipped %s (job %s, %s): %s; --include-invalid replays it\n", fs.Name(), ref, printable(r.ID), r.Code, why)
+			fmt.Fprintf(stderr, "%s: skipped %s (job %s, %s): %s; --include-invalid replays it\n", fs.Name(), ref, cli.Printable(r.ID), r.Code, why)
 		}
 	})
 	if err != nil {
@@ -348,7 +310,7 @@ func cmdDeadPurge(ctx context.Context, fs *cli.FlagSet, args []string, stdout, s
 	defer st.Close()
 	chosen, purged, err := st.PurgeSelection(ctx, sel, d.dryRun, func(r stream.DeadEntry) {
 		if d.dryRun {
-			fmt.Fprintf(stdout, "would purge %s (job %s, %s)\n", r.Ref(st.Shards()), printable(r.ID), r.Code)
+			fmt.Fprintf(stdout, "would purge %s (job %s, %s)\n", r.Ref(st.Shards()), cli.Printable(r.ID), r.Code)
 		}
 	})
 	if err != nil {

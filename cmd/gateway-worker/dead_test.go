@@ -64,10 +64,10 @@ func newDeadSet(t *testing.T) *deadSet {
 		if err != nil || len(in) != 1 {
 			t.Fatalf("ReadIntake: %v, %v", in, err)
 		}
-		if v, err := d.st.ToLane(ctx, in[0], provider, id, string(b), time.Now().UnixMilli()); err != nil || v != stream.Moved {
+		if v, err := d.st.ToLane(ctx, in[0], provider, job.ClassTransactional, id, string(b), time.Now().UnixMilli()); err != nil || v != stream.Moved {
 			t.Fatalf("ToLane: %v, %v", v, err)
 		}
-		lane, err := d.st.ReadLane(ctx, shard, provider, 1, 0)
+		lane, err := d.st.ReadLane(ctx, shard, provider, job.ClassTransactional, 1, 0)
 		if err != nil || len(lane) != 1 {
 			t.Fatalf("ReadLane: %v, %v", lane, err)
 		}

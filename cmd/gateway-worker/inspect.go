@@ -103,7 +103,7 @@ func printInspect(w io.Writer, r stream.InspectReport, now time.Time) {
 			status = fmt.Sprintf(" (HTTP %d)", l.Status)
 		}
 		fmt.Fprintf(w, "  ended: %s%s on %s at attempt %d (0 is the first), %s; ledger entry %s\n",
-			l.Code, status, dash(l.Provider), l.Attempt, l.At.Format(time.RFC3339), l.EntryID)
+			l.Code, status, cli.Dash(l.Provider), l.Attempt, l.At.Format(time.RFC3339), l.EntryID)
 		if l.Detail != "" {
 			fmt.Fprintf(w, "    detail: %s\n", l.Detail)
 		}

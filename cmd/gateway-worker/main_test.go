@@ -165,6 +165,7 @@ func TestMistypedCommandGetsDidYouMean(t *testing.T) {
 		{[]string{"stauts"}, `unknown command "stauts"; did you mean "status"?`},
 		{[]string{"paus", "fcm"}, `unknown command "paus"; did you mean "pause"?`},
 		{[]string{"dead", "rplay"}, `unknown command "rplay"; did you mean "replay"?`},
+		{[]string{"dead", "rpelya"}, `unknown command "rpelya"; did you mean "replay"?`}, // two swaps, two edits
 	} {
 		if code, _, stderr := run(t, c.args...); code != 2 || !strings.Contains(stderr, c.want) {
 			t.Errorf("%q: exit %d, %q; want 2 and %q", c.args, code, stderr, c.want)

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/redistest"
+	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/stream"
 )
 
@@ -79,13 +80,13 @@ func newBacklog(t *testing.T) *backlog {
 		raw := e.Fields["job"]
 		var j struct{ ID string }
 		_ = json.Unmarshal([]byte(raw), &j)
-		if v, err := st.ToLane(ctx, e, provider, j.ID, raw, time.Now().UnixMilli()); err != nil || v != stream.Moved {
+		if v, err := st.ToLane(ctx, e, provider, job.ClassTransactional, j.ID, raw, time.Now().UnixMilli()); err != nil || v != stream.Moved {
 			t.Fatalf("ToLane %s: %v, %v", j.ID, v, err)
 		}
 	}
 	readLane := func(provider string, n int) []stream.Entry {
 		t.Helper()
-		es, err := st.ReadLane(ctx, 0, provider, n, 0)
+		es, err := st.ReadLane(ctx, 0, provider, job.ClassTransactional, n, 0)
 		if err != nil || len(es) != n {
 			t.Fatalf("ReadLane %s %d: %v, %v", provider, n, es, err)
 		}

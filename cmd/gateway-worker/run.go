@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/webpush-gateway/webpush-gateway/adapter"
 	"github.com/webpush-gateway/webpush-gateway/dispatch"
 	"github.com/webpush-gateway/webpush-gateway/internal/product/buildinfo"
@@ -80,7 +82,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.PromoteEvery, "promote-every", dispatch.DefaultPromoteEvery, "how often due retries return to their lanes")
 	fs.DurationVar(&cfg.StartupTimeout, "startup-timeout", dispatch.DefaultStartupTimeout, "give up (exit 1) when Redis cannot be set up within this time; refused credentials exit at once")
 	fs.Group("Batching")
-	fs.DurationVar(&cfg.CommitLinger, "commit-linger", dispatch.DefaultCommitLinger, "longest a shard's shared pipeline of records waits for others to join it, while its provider's entries wait for tokens (0: not at all); no send waits for it")
+	fs.DurationVar(&so.CommitLinger, "commit-linger", stream.DefaultCommitLinger, "longest a shard's shared pipeline of records waits for others to join it, while its provider's entries wait for tokens (0: not at all); no send waits for it")
 	fs.DurationVar(&cfg.LaneGather, "lane-gather", dispatch.DefaultLaneGather, "longest a lane waits to read while the entries it started still wait for their provider's tokens (0: read as soon as a slot is free)")
 	fs.Group("Live registry")
 	registryEvery := fs.Duration("registry-check-every", providers.DefaultWatchEvery, "how often the --registry file is read for changes, applied once it has read the same for a second and twice (0: only on SIGHUP; write a new file and rename it over, see docs/operations.md)")
@@ -168,16 +170,16 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			readShards, len(reg.Providers()), readers, maxBlockingReaders))
 	}
 	so.Prefix, so.Shards, so.Consumer = rf.prefix, rf.shards, *consumer
+	calls := &stream.CallCounter{}
 	store, err := stream.Open(rf.url, stream.OpenOptions{
 		Options: so, ClientName: "gateway-worker",
 		BlockingPoolSize: readShards*(1+len(reg.Providers())) + 4,
+		Hooks:            []redis.Hook{calls},
 	})
 	if err != nil {
 		return fail(fmt.Errorf("--redis: %w", err))
 	}
 	defer store.Close()
-	calls := &stream.CallCounter{}
-	store.AddHook(calls)
 	if *profile != "" {
 		stop, err := startCPUProfile(*profile)
 		if err != nil {

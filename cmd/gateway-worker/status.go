@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"sort"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -71,7 +70,7 @@ func printStatus(w io.Writer, rep stream.StatusReport) {
 				}
 			}
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\t%s\n", q.Shard, dash(q.Stream), q.Length, lag, pending, oldest, retries)
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\t%s\n", q.Shard, cli.Dash(q.Stream), q.Length, lag, pending, oldest, retries)
 	}
 	_ = tw.Flush()
 	if noGroup {
@@ -87,7 +86,7 @@ func printStatus(w io.Writer, rep stream.StatusReport) {
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "CONSUMER\tLAST SEEN\tVERSION\tBREAKERS")
 		for _, r := range rep.Replicas {
-			fmt.Fprintf(tw, "%s\t%s ago\t%s\t%s\n", dash(r.Consumer), age(r.LastSeenAgoSec), dash(r.Version), breakers(r.Breakers))
+			fmt.Fprintf(tw, "%s\t%s ago\t%s\t%s\n", cli.Dash(r.Consumer), age(r.LastSeenAgoSec), cli.Dash(r.Version), breakers(r.Breakers))
 		}
 		_ = tw.Flush()
 		writeProxies(w, rep.Replicas)
@@ -100,7 +99,7 @@ func printStatus(w io.Writer, rep stream.StatusReport) {
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "PROVIDER\tSINCE\tBY\tREASON")
 		for _, p := range rep.Paused {
-			fmt.Fprintf(tw, "%s\t%s (%s)\t%s\t%s\n", dash(p.Provider), p.At.Format(time.RFC3339), relative(p.At, rep.At), dash(p.By), dash(p.Reason))
+			fmt.Fprintf(tw, "%s\t%s (%s)\t%s\t%s\n", cli.Dash(p.Provider), p.At.Format(time.RFC3339), relative(p.At, rep.At), cli.Dash(p.By), cli.Dash(p.Reason))
 		}
 		_ = tw.Flush()
 	}
@@ -112,7 +111,7 @@ func printStatus(w io.Writer, rep stream.StatusReport) {
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "PROVIDER\tKEY\tUNTIL\tBY\tREASON")
 		for _, p := range rep.KeyParks {
-			fmt.Fprintf(tw, "%s\t%s\t%s (%s)\t%s\t%s\n", dash(p.Provider), dash(p.Key), p.Until.Format(time.RFC3339), relative(p.Until, rep.At), dash(p.By), dash(p.Reason))
+			fmt.Fprintf(tw, "%s\t%s\t%s (%s)\t%s\t%s\n", cli.Dash(p.Provider), cli.Dash(p.Key), p.Until.Format(time.RFC3339), relative(p.Until, rep.At), cli.Dash(p.By), cli.Dash(p.Reason))
 		}
 		_ = tw.Flush()
 	}
@@ -129,7 +128,7 @@ func printStatus(w io.Writer, rep stream.StatusReport) {
 		if policy != "noeviction" {
 			policy += " (the gateway needs noeviction: docs/operations.md)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", dash(m.Node), dash(m.Role), bytesText(m.UsedBytes), bytesText(m.PeakBytes), limit, policy)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", cli.Dash(m.Node), cli.Dash(m.Role), bytesText(m.UsedBytes), bytesText(m.PeakBytes), limit, policy)
 	}
 	_ = tw.Flush()
 }
@@ -151,7 +150,7 @@ func printUpstreamGroups(w io.Writer, rep stream.StatusReport) {
 		if g.Estimated {
 			lag, estimated = "~"+lag, true
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\n", g.Shard, g.Stream, dash(g.Group), lag, g.Pending)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\n", g.Shard, g.Stream, cli.Dash(g.Group), lag, g.Pending)
 	}
 	_ = tw.Flush()
 	if estimated {
@@ -164,7 +163,7 @@ func printUpstreamGroups(w io.Writer, rep stream.StatusReport) {
 // maxmemory (without it Redis grows until the kernel kills it).
 func printRedisWarnings(w io.Writer, rep stream.StatusReport) {
 	for _, m := range rep.Memory {
-		node := dash(m.Node)
+		node := cli.Dash(m.Node)
 		if !m.AOF {
 			fmt.Fprintf(w, "warning: redis %s: AOF is off (appendonly no): a restart of Redis loses the jobs and records written since its last snapshot (docs/operations.md)\n", node)
 		}
@@ -193,7 +192,7 @@ func writeProxies(w io.Writer, replicas []stream.ReplicaStatus) {
 		for _, p := range proxies {
 			ids := byProxy[p]
 			sort.Strings(ids)
-			rows = append(rows, row{r.Consumer, p, dash(r.ProxyBreakers[p]), strings.Join(ids, ",")})
+			rows = append(rows, row{r.Consumer, p, cli.Dash(r.ProxyBreakers[p]), strings.Join(ids, ",")})
 		}
 	}
 	if len(rows) == 0 {
@@ -203,7 +202,7 @@ func writeProxies(w io.Writer, replicas []stream.ReplicaStatus) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "CONSUMER\tPROXY\tBREAKER\tPROVIDERS")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", dash(r.consumer), r.proxy, r.state, r.providers)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", cli.Dash(r.consumer), r.proxy, r.state, r.providers)
 	}
 	_ = tw.Flush()
 }
@@ -225,7 +224,7 @@ func breakers(m map[string]string) string {
 	})
 	parts := make([]string, len(ids))
 	for i, id := range ids {
-		parts[i] = dash(id) + "=" + dash(m[id])
+		parts[i] = cli.Dash(id) + "=" + cli.Dash(m[id])
 	}
 	return strings.Join(parts, " ")
 }
@@ -264,18 +263,4 @@ func bytesText(n int64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
-
-// dash is how a table prints text read from Redis: "-" for none, and a text that holds
-// anything but printable characters (a newline, an escape sequence, invalid UTF-8: written by
-// something other than the gateway's commands, which refuse them) quoted with it escaped, so it
-// cannot forge a row or drive the terminal.
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	if q := strconv.Quote(s); q[1:len(q)-1] != s {
-		return q
-	}
-	return s
 }

@@ -41,7 +41,7 @@ func testWindowOnCluster(t *testing.T, url string) {
 		if err != nil || len(in) != 1 {
 			t.Fatalf("shard %d: ReadIntake = %d entries, %v; want 1", shard, len(in), err)
 		}
-		v, err := st.ToLane(ctx, in[0], "fcm", id, in[0].Fields["job"], time.Now().UnixMilli())
+		v, err := st.ToLane(ctx, in[0], "fcm", job.ClassTransactional, id, in[0].Fields["job"], time.Now().UnixMilli())
 		if err != nil {
 			t.Fatalf("shard %d: ToLane: %v", shard, err)
 		}
@@ -58,7 +58,7 @@ func testWindowOnCluster(t *testing.T, url string) {
 		if v := route(late, shard, raw, id); v != stream.Moved {
 			t.Fatalf("shard %d: the first copy: ToLane = %v, want Moved", shard, v)
 		}
-		lane, err := late.ReadLane(ctx, shard, "fcm", 1, time.Second)
+		lane, err := late.ReadLane(ctx, shard, "fcm", job.ClassTransactional, 1, time.Second)
 		if err != nil || len(lane) != 1 {
 			t.Fatalf("shard %d: ReadLane = %d entries, %v; want 1", shard, len(lane), err)
 		}

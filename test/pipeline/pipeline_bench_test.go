@@ -90,13 +90,12 @@ func startPipelineWith(tb testing.TB, so stream.Options, simCfg pushsim.Config, 
 		tb.Fatal(err)
 	}
 	sender := simtest.Sender(tb, sim, reg, "push.example.net")
-	store, err := stream.Open(srv.URL(), stream.OpenOptions{Options: so, BlockingPoolSize: 16})
+	rt := &stream.CallCounter{}
+	store, err := stream.Open(srv.URL(), stream.OpenOptions{Options: so, BlockingPoolSize: 16, Hooks: []redis.Hook{rt}})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { store.Close() })
-	rt := &stream.CallCounter{}
-	store.AddHook(rt)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
