@@ -47,6 +47,12 @@ const (
 	DefaultStatsEvery        = 5 * time.Second
 	DefaultCommitLinger      = 2 * time.Millisecond
 	DefaultLaneGather        = 20 * time.Millisecond
+	// DefaultCampaignEvery is how often the expansion loop moves campaigns' recipients into
+	// the lanes; DefaultCampaignLaneDepth how many entries a lane may hold before it takes no
+	// more of them (a lane reads far fewer than that at once, so it never runs dry between
+	// rounds, and a stalled provider's lane holds no more than that of the campaigns' jobs).
+	DefaultCampaignEvery     = 100 * time.Millisecond
+	DefaultCampaignLaneDepth = 2000
 )
 
 // NoLinger switches off Config.CommitLinger (a shard's shared pipeline goes out as soon as its
@@ -115,6 +121,10 @@ type Config struct {
 	// no send later than it would have gone.
 	LaneGather   time.Duration
 	PromoteEvery time.Duration // how often due retries go back to their lanes
+	// CampaignEvery is how often campaigns' recipients are expanded into the lanes;
+	// CampaignLaneDepth how many entries a lane may hold and still take more of them.
+	CampaignEvery     time.Duration
+	CampaignLaneDepth int
 	ProbeEvery   time.Duration // how often each shard is asked whether it accepts writes
 	ReclaimEvery time.Duration // how often entries of replicas that are gone are claimed
 	JanitorEvery time.Duration // how often idle consumers are looked for
@@ -273,6 +283,8 @@ func (c Config) withDefaults() (Config, error) {
 		}
 	}
 	setDefault(&c.PromoteEvery, DefaultPromoteEvery)
+	setDefault(&c.CampaignEvery, DefaultCampaignEvery)
+	setDefault(&c.CampaignLaneDepth, DefaultCampaignLaneDepth)
 	setDefault(&c.ReclaimEvery, DefaultReclaimEvery)
 	setDefault(&c.JanitorEvery, DefaultJanitorEvery)
 	setDefault(&c.JanitorIdle, DefaultJanitorIdle)

@@ -1,0 +1,62 @@
+-- campaign_add.lua: add a batch of recipients to a campaign from its intake entry
+-- ({"add_recipients": ...}), each routed to its provider's list of the campaign, where it waits
+-- to be expanded into that provider's lane (campaign_expand.lua). A recipient is kept as
+-- "<n>\t<recipient>\t<subscription>": its number in the campaign, its key as a JSON string (or
+-- nothing), the subscription's JSON: the message is the campaign's, never copied here. A batch
+-- may come before its campaign's create entry: it waits all the same.
+--
+-- KEYS[1] intake stream
+-- KEYS[2] the campaign's hash
+-- KEYS[3] the shard's campaigns (ZSET id -> first seen, unix ms)
+-- KEYS[4] the shard's active campaigns (SET): those with recipients to expand or drain
+-- KEYS[5] dead stream
+-- KEYS[5 + i] the campaign's list of provider i, i = 1 .. m
+-- ARGV[1] consumer group
+-- ARGV[2] consumer that must own the entry
+-- ARGV[3] the entry's id
+-- ARGV[4] campaign id
+-- ARGV[5] now, unix ms
+-- ARGV[6] dead stream cap
+-- ARGV[7] m, the number of providers
+-- ARGV[8 .. 7 + m] their ids
+-- then for each recipient: provider index (0: invalid), recipient key as a JSON string or "",
+-- the compact subscription (or, for an invalid one, the recipient as given, cut), the reason
+-- ("" for a valid one), the recipient key as given
+-- Returns {0} not owner (nothing changed), or {1, first n, count}.
+if not take(KEYS[1], ARGV[1], ARGV[3], ARGV[2]) then
+  return {0}
+end
+local cid, m = ARGV[4], tonumber(ARGV[7])
+local a = 8 + m
+local count = (#ARGV - a + 1) / 5
+local first = redis.call('HINCRBY', KEYS[2], 'added', count) - count
+local lists, used, dead = {}, {}, 0
+for i = 0, count - 1 do
+  local v = a + 5 * i
+  local idx, rc, body, reason = tonumber(ARGV[v]), ARGV[v + 1], ARGV[v + 2], ARGV[v + 3]
+  local n = first + i + 1
+  if idx == 0 then
+    xadd_capped(KEYS[5], ARGV[6], {'id', cid .. '/' .. n, 'code', 'INVALID_JOB', 'reason', reason,
+      'from', KEYS[1], 'entry', ARGV[3], 'provider', '', 'attempt', '0', 'at', ARGV[5],
+      'campaign', cid, 'recipient', ARGV[v + 4], 'job', body})
+    dead = dead + 1
+  else
+    lists[idx] = lists[idx] or {}
+    table.insert(lists[idx], n .. '\t' .. rc .. '\t' .. body)
+  end
+end
+for idx, els in pairs(lists) do
+  redis.call('RPUSH', KEYS[5 + idx], unpack(els))
+  table.insert(used, 'p:' .. ARGV[7 + idx])
+  table.insert(used, '1')
+end
+if #used > 0 then
+  redis.call('HSET', KEYS[2], unpack(used))
+end
+if dead > 0 then
+  redis.call('HINCRBY', KEYS[2], 'code:INVALID_JOB', dead)
+  redis.call('HINCRBY', KEYS[2], 'dead_added', dead)
+end
+redis.call('ZADD', KEYS[3], 'NX', ARGV[5], cid)
+redis.call('SADD', KEYS[4], cid)
+return {1, first + 1, count}
