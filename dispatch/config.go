@@ -125,10 +125,10 @@ type Config struct {
 	// CampaignLaneDepth how many entries a lane may hold and still take more of them.
 	CampaignEvery     time.Duration
 	CampaignLaneDepth int
-	ProbeEvery   time.Duration // how often each shard is asked whether it accepts writes
-	ReclaimEvery time.Duration // how often entries of replicas that are gone are claimed
-	JanitorEvery time.Duration // how often idle consumers are looked for
-	JanitorIdle  time.Duration // a consumer idle this long with nothing pending is removed
+	ProbeEvery        time.Duration // how often each shard is asked whether it accepts writes
+	ReclaimEvery      time.Duration // how often entries of replicas that are gone are claimed
+	JanitorEvery      time.Duration // how often idle consumers are looked for
+	JanitorIdle       time.Duration // a consumer idle this long with nothing pending is removed
 	// StartupTimeout bounds Run's start: the consumer groups, the scripts and the first
 	// heartbeat. Redis may still be starting along with the pod, so failures are retried
 	// until then; past it Run returns an error, so that the process exits and its restarts
