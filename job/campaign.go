@@ -248,7 +248,11 @@ func decodeRecipient(raw json.RawMessage) Recipient {
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
-	if bytes.Contains(raw, []byte(`"subscription"`)) {
+	var members map[string]json.RawMessage
+	_ = json.Unmarshal(raw, &members) // not an object: DecodeSubscription says so below
+	_, hasSub := members["subscription"]
+	_, hasKey := members["recipient"]
+	if hasSub || hasKey {
 		if err := dec.Decode(&wrapped); err != nil {
 			r.Invalid = invalid("recipient: %s", jsonProblem(err))
 			return r
