@@ -214,25 +214,29 @@ func (c *Campaigns) Active(ctx context.Context, shard int) ([]ActiveCampaign, er
 		return nil, fmt.Errorf("stream: active campaigns: %w", err)
 	}
 	sort.Strings(ids)
+	pipe := c.s.c.Pipeline()
+	cmds := make([]*redis.SliceCmd, len(ids))
+	for i, id := range ids {
+		cmds[i] = pipe.HMGet(ctx, c.Keys(shard, id).Hash, "state", "class", "providers")
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("stream: active campaigns: %w", err)
+	}
 	out := make([]ActiveCampaign, 0, len(ids))
-	for _, id := range ids {
-		h, err := c.s.c.HGetAll(ctx, c.Keys(shard, id).Hash).Result()
-		if err != nil {
-			return nil, fmt.Errorf("stream: campaign %s: %w", id, err)
-		}
-		a := ActiveCampaign{ID: id, State: h["state"], Class: job.Class(h["class"]), Providers: providersOf(h)}
-		out = append(out, a)
+	for i, id := range ids {
+		v := cmds[i].Val()
+		str := func(i int) string { s, _ := v[i].(string); return s }
+		out = append(out, ActiveCampaign{ID: id, State: str(0), Class: job.Class(str(1)), Providers: providersOf(map[string]string{"providers": str(2)})})
 	}
 	return out, nil
 }
 
+// providersOf are the providers a campaign's hash h lists a list for.
 func providersOf(h map[string]string) []string {
-	var ps []string
-	for f := range h {
-		if p, ok := strings.CutPrefix(f, "p:"); ok {
-			ps = append(ps, p)
-		}
+	if h["providers"] == "" {
+		return nil
 	}
+	ps := strings.Split(h["providers"], ",")
 	sort.Strings(ps)
 	return ps
 }

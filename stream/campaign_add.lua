@@ -30,7 +30,7 @@ local cid, m = ARGV[4], tonumber(ARGV[7])
 local a = 8 + m
 local count = (#ARGV - a + 1) / 5
 local first = redis.call('HINCRBY', KEYS[2], 'added', count) - count
-local lists, used, dead = {}, {}, 0
+local lists, dead = {}, 0
 for i = 0, count - 1 do
   local v = a + 5 * i
   local idx, rc, body, reason = tonumber(ARGV[v]), ARGV[v + 1], ARGV[v + 2], ARGV[v + 3]
@@ -45,13 +45,23 @@ for i = 0, count - 1 do
     table.insert(lists[idx], n .. '\t' .. rc .. '\t' .. body)
   end
 end
+-- "providers" lists the providers the campaign has a list for, comma-separated, in the order
+-- they came.
+local have = redis.call('HGET', KEYS[2], 'providers') or ''
+local known, grew = {}, false
+for p in string.gmatch(have, '[^,]+') do
+  known[p] = true
+end
 for idx, els in pairs(lists) do
   redis.call('RPUSH', KEYS[5 + idx], unpack(els))
-  table.insert(used, 'p:' .. ARGV[7 + idx])
-  table.insert(used, '1')
+  local p = ARGV[7 + idx]
+  if not known[p] then
+    known[p], grew = true, true
+    have = have == '' and p or have .. ',' .. p
+  end
 end
-if #used > 0 then
-  redis.call('HSET', KEYS[2], unpack(used))
+if grew then
+  redis.call('HSET', KEYS[2], 'providers', have)
 end
 if dead > 0 then
   redis.call('HINCRBY', KEYS[2], 'code:INVALID_JOB', dead)
