@@ -89,21 +89,29 @@ func (p *Producer) AddRecipients(ctx context.Context, id string, recipients ...[
 	}
 	flush(len(recipients))
 	intake := KeysFor(p.prefix, ShardOf(id, p.shards)).Intake
-	pipe := p.c.Pipeline()
-	cmds := make([]*redis.StringCmd, len(batches))
-	for i, e := range batches {
-		cmds[i] = pipe.XAdd(ctx, &redis.XAddArgs{Stream: intake, Values: []any{"job", e}})
-	}
-	_, _ = pipe.Exec(ctx) // the errors are on each command
 	done := 0
-	for i, c := range cmds {
-		if err := c.Err(); err != nil {
-			return done, fmt.Errorf("stream: add recipients: %w", err)
+	// A pipeline of pipelineBatches entries at most (a few MB), so that a large campaign's
+	// write never outlasts the client's write timeout.
+	for from := 0; from < len(batches); from += pipelineBatches {
+		to := min(from+pipelineBatches, len(batches))
+		pipe := p.c.Pipeline()
+		cmds := make([]*redis.StringCmd, to-from)
+		for i, e := range batches[from:to] {
+			cmds[i] = pipe.XAdd(ctx, &redis.XAddArgs{Stream: intake, Values: []any{"job", e}})
 		}
-		done = ends[i]
+		_, _ = pipe.Exec(ctx) // the errors are on each command
+		for i, c := range cmds {
+			if err := c.Err(); err != nil {
+				return done, fmt.Errorf("stream: add recipients: %w", err)
+			}
+			done = ends[from+i]
+		}
 	}
 	return done, nil
 }
+
+// pipelineBatches is how many add_recipients entries AddRecipients sends in one pipeline.
+const pipelineBatches = 32
 
 func (p *Producer) checkOnce(ctx context.Context) error {
 	if p.checked.Load() {
