@@ -406,3 +406,51 @@ func TestCampaignStalledProviderDoesNotHoldTheOthers(t *testing.T) {
 		t.Errorf("autopush lane %d (depth %d), status %+v: want the rest of its 50 in the campaign's list", lane, cfg.CampaignLaneDepth, st)
 	}
 }
+
+// TestCampaignJobsInALaneFollowTheState: jobs a campaign already put in a lane, read by a
+// worker that started after the campaign was paused or cancelled (so no round of its
+// expansion loop ever saw the campaign active), are held back or ended CANCELED, never sent.
+func TestCampaignJobsInALaneFollowTheState(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	ctx := context.Background()
+	ins := e.inspector()
+	if err := ins.PauseProvider(ctx, stream.Pause{Provider: "fcm", Reason: "test", At: e.clock.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	w := e.start(e.config(e.store))
+	waitFor(t, "the pause seen", func() bool { return strings.Contains(e.logs.String(), "provider paused by an operator") })
+	for _, id := range []string{"held", "ended"} {
+		e.createCampaign(map[string]any{"id": id, "payload": "p"})
+		e.addRecipients(id, e.subscribe(pushsim.FCM, e.key), e.subscribe(pushsim.FCM, e.key))
+		waitFor(t, id+" routed", func() bool { return e.campaignStatus(id).Queued == 2 })
+	}
+	if err := w.stop(); err != nil {
+		t.Fatal(err)
+	}
+	// What a worker's expansion did just before the pause and the cancel.
+	ops := stream.CampaignsOf(e.store)
+	for _, id := range []string{"held", "ended"} {
+		if x, err := ops.Expand(ctx, 0, id, "fcm", jobfmt.ClassBulk, 10, 100); err != nil || x.Moved != 2 {
+			t.Fatalf("expand %s: %+v, %v", id, x, err)
+		}
+	}
+	if err := ins.SetCampaignState(ctx, "held", stream.CampaignPaused); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ins.CancelCampaign(ctx, "ended", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ins.ResumeProvider(ctx, "fcm"); err != nil {
+		t.Fatal(err)
+	}
+	e.start(e.config(e.store))
+	waitFor(t, "the cancelled campaign's jobs ended", func() bool { return e.campaignStatus("ended").Finished["CANCELED"] == 2 })
+	waitFor(t, "the paused campaign's jobs back in its list", func() bool { return e.campaignStatus("held").Queued == 2 })
+	if n := len(e.sim.Deliveries()); n != 0 {
+		t.Errorf("%d pushes sent of a paused and a cancelled campaign", n)
+	}
+	if st := e.campaignStatus("held"); st.InLanes != 0 || st.Done != 0 {
+		t.Errorf("paused campaign %+v, want both back in its list, none ended", st)
+	}
+}

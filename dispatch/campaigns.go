@@ -69,18 +69,30 @@ func newCampaignFeeder(cfg *Config, limits *fleetLimits) *campaignFeeder {
 	return &campaignFeeder{cfg: cfg, ops: stream.CampaignsOf(st), limits: limits, states: map[campaignRef]campaignSeen{}}
 }
 
-// state is campaign id's state on shard as last read: "" when unknown or too old to act on.
-func (f *campaignFeeder) state(shard int, id string) string {
+// state is campaign id's state on shard: as the expansion loop last read it, or, for a
+// campaign that loop does not look at (its lists are empty) or read too long ago, as Redis has
+// it now, kept for campaignStateStale. "" when the campaign has none (not created, or Redis did
+// not answer: the job goes on as any other).
+func (f *campaignFeeder) state(ctx context.Context, shard int, id string) string {
 	if f == nil {
 		return ""
 	}
+	ref := campaignRef{shard, id}
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	s, ok := f.states[campaignRef{shard, id}]
-	if !ok || time.Since(s.at) > campaignStateStale {
+	s, ok := f.states[ref]
+	f.mu.Unlock()
+	if ok && time.Since(s.at) <= campaignStateStale {
+		return s.state
+	}
+	state, err := f.ops.State(ctx, shard, id)
+	if err != nil {
+		f.cfg.Logger.Warn("dispatch: campaign state not read; its job goes on", "shard", shard, "campaign", id, "err", err)
 		return ""
 	}
-	return s.state
+	f.mu.Lock()
+	f.states[ref] = campaignSeen{state: state, at: time.Now()}
+	f.mu.Unlock()
+	return state
 }
 
 // round expands, drains and settles every active campaign of every shard once.
@@ -101,8 +113,8 @@ func (f *campaignFeeder) shard(ctx context.Context, shard int) error {
 	}
 	now := time.Now()
 	f.mu.Lock()
-	for ref := range f.states {
-		if ref.shard == shard {
+	for ref, s := range f.states {
+		if ref.shard == shard && now.Sub(s.at) > campaignStateStale {
 			delete(f.states, ref)
 		}
 	}
@@ -265,12 +277,12 @@ func invalidReason(err error) string {
 // campaignCheck is what a campaign's state makes of its recipient's lane entry before the
 // send: held back while the campaign is paused, ended CANCELED unsent once it is cancelled;
 // nil to go on.
-func (d *delivery) campaignCheck(now time.Time) *nextState {
+func (d *delivery) campaignCheck(ctx context.Context, now time.Time) *nextState {
 	j := d.job
 	if j == nil || j.Campaign == "" {
 		return nil
 	}
-	switch d.l.campaigns.state(d.e.Shard, j.Campaign) {
+	switch d.l.campaigns.state(ctx, d.e.Shard, j.Campaign) {
 	case stream.CampaignPaused:
 		return &nextState{kind: holdBack}
 	case stream.CampaignCanceled:

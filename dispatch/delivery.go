@@ -183,7 +183,7 @@ func (d *delivery) check(ctx, stop context.Context) (end *nextState, ok bool) {
 			return nil, false
 		}
 	}
-	if end := d.campaignCheck(l.cfg.Now()); end != nil && !m.sent {
+	if end := d.campaignCheck(stop, l.cfg.Now()); end != nil && !m.sent {
 		return end, true
 	}
 	return l.beforeSend(d.laneJob, d.invalid, m, l.cfg.Now()), true

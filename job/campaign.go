@@ -125,8 +125,10 @@ func DecodeCampaign(raw string, now time.Time) (*Campaign, error) {
 		c.SendAt = t
 	}
 	names := make([]string, 0, len(m))
-	for name := range m {
-		if messageFields[name] {
+	for name, v := range m {
+		// null is "none" for every optional member, as in a job: left out, so that its
+		// default holds (bulk, for the class).
+		if messageFields[name] && string(v) != "null" {
 			names = append(names, name)
 		}
 	}
@@ -145,7 +147,7 @@ func DecodeCampaign(raw string, now time.Time) (*Campaign, error) {
 		msg.Write(v.Bytes())
 	}
 	c.Message = msg.String()
-	if _, ok := m["class"]; !ok {
+	if !contains(names, "class") {
 		// A campaign is bulk unless it says otherwise: it must not delay the pushes someone waits for.
 		if c.Message != "" {
 			c.Message += ","

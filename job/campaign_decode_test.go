@@ -54,6 +54,9 @@ func TestDecodeCampaign(t *testing.T) {
 	if err != nil || tx.Class != ClassTransactional {
 		t.Fatalf("transactional campaign: %+v, %v", tx, err)
 	}
+	if c, err := DecodeCampaign(`{"create_campaign":{"id":"n","payload":"x","class":null,"ttl":null}}`, now); err != nil || c.Class != ClassBulk || c.TTL != DefaultTTL {
+		t.Fatalf("null class and ttl: %+v, %v; want the defaults (bulk, %d)", c, err, DefaultTTL)
+	}
 
 	for raw, want := range map[string]string{
 		`{"create_campaign":{"payload":"x"}}`:                                   "create_campaign.id: required",

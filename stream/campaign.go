@@ -241,6 +241,19 @@ func providersOf(h map[string]string) []string {
 	return ps
 }
 
+// State is campaign id's state on shard ("" when it has none: not created, and neither paused
+// nor cancelled before its create came).
+func (c *Campaigns) State(ctx context.Context, shard int, id string) (string, error) {
+	st, err := c.s.c.HGet(ctx, c.Keys(shard, id).Hash, "state").Result()
+	if errors.Is(err, redis.Nil) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("stream: campaign %s: %w", id, err)
+	}
+	return st, nil
+}
+
 // Expansion is what one Expand call did.
 type Expansion struct {
 	Moved int

@@ -36,9 +36,15 @@ for i = 0, count - 1 do
   local idx, rc, body, reason = tonumber(ARGV[v]), ARGV[v + 1], ARGV[v + 2], ARGV[v + 3]
   local n = first + i + 1
   if idx == 0 then
-    xadd_capped(KEYS[5], ARGV[6], {'id', cid .. '/' .. n, 'code', 'INVALID_JOB', 'reason', reason,
-      'from', KEYS[1], 'entry', ARGV[3], 'provider', '', 'attempt', '0', 'at', ARGV[5],
-      'campaign', cid, 'recipient', ARGV[v + 4], 'job', body})
+    local rec = {'id', cid .. '/' .. n, 'code', 'INVALID_JOB', 'reason', reason,
+      'from', KEYS[1], 'entry', ARGV[3], 'provider', '', 'attempt', '0', 'at', ARGV[5], 'campaign', cid}
+    if ARGV[v + 4] ~= '' then
+      table.insert(rec, 'recipient')
+      table.insert(rec, ARGV[v + 4])
+    end
+    table.insert(rec, 'job')
+    table.insert(rec, body)
+    xadd_capped(KEYS[5], ARGV[6], rec)
     dead = dead + 1
   else
     lists[idx] = lists[idx] or {}

@@ -35,10 +35,10 @@ if redis.call('HEXISTS', KEYS[2], 'message') == 1 then
   end
   return 2
 end
-table.insert(fields, 'state')
-table.insert(fields, 'running')
 table.insert(fields, 'created_at')
 table.insert(fields, ARGV[5])
 redis.call('HSET', KEYS[2], unpack(fields))
+-- A campaign paused or cancelled before its create came (its recipients did) stays so.
+redis.call('HSETNX', KEYS[2], 'state', 'running')
 redis.call('ZADD', KEYS[3], 'NX', ARGV[5], ARGV[4])
 return 1

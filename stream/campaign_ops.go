@@ -135,8 +135,10 @@ func compactJSON(raw []byte) string {
 // CampaignStatus is where a campaign's recipients are, summed over the shards.
 type CampaignStatus struct {
 	ID    string `json:"id"`
-	State string `json:"state"` // running, paused, canceled, or "pending" before its create entry
-	Class string `json:"class,omitempty"`
+	State string `json:"state"` // running, paused, canceled; "pending" before its create entry, unless paused or cancelled
+	// HasMessage says its create entry has been taken: it has its message.
+	HasMessage bool   `json:"created"`
+	Class      string `json:"class,omitempty"`
 	// Rate is the pace in messages a second (0: none); SendAt when it may start.
 	Rate   float64    `json:"rate"`
 	SendAt *time.Time `json:"send_at,omitempty"`
@@ -183,6 +185,7 @@ func (s *Inspector) Campaign(ctx context.Context, id string, now time.Time) (*Ca
 			continue // only a record's count can land on another shard (a replayed recipient)
 		}
 		st.State = h["state"]
+		_, st.HasMessage = h["message"]
 		st.Class = h["class"]
 		st.Rate, _ = strconv.ParseFloat(h["rate"], 64)
 		st.Added, _ = strconv.ParseInt(h["added"], 10, 64)

@@ -6,9 +6,11 @@
 -- KEYS[2] the shard's active campaigns
 -- ARGV[1] campaign id
 -- ARGV[2] the new state: running, paused or canceled
+-- A campaign whose recipients came before its create entry may be paused or cancelled too:
+-- its create keeps that state (campaign_create.lua).
 -- Returns 1 changed (or already so), 0 the campaign is cancelled and cannot change, -1 no
 -- such campaign.
-if redis.call('HEXISTS', KEYS[1], 'message') == 0 then
+if redis.call('EXISTS', KEYS[1]) == 0 then
   return -1
 end
 local was = redis.call('HGET', KEYS[1], 'state')

@@ -286,3 +286,28 @@ func TestCampaignOutcomesCount(t *testing.T) {
 		}
 	}
 }
+
+// TestCampaignCancelledBeforeItsCreate: recipients that came before their campaign's create
+// entry can be cancelled: they get their CANCELED records, and the create that comes after
+// leaves the campaign cancelled.
+func TestCampaignCancelledBeforeItsCreate(t *testing.T) {
+	e, s := newStore(t, "fcm")
+	ins := inspectorOf(s)
+	e.addRecipients(t, s, "early", fcmRecipients(3, "")...)
+	if n, err := ins.CancelCampaign(e.ctx, "early", time.Now()); err != nil || n != 3 {
+		t.Fatalf("CancelCampaign: %d, %v", n, err)
+	}
+	if _, v := e.createCampaign(t, s, `{"create_campaign":{"id":"early","payload":"p"}}`); v != Created {
+		t.Fatalf("create after the cancel: %v", v)
+	}
+	st, err := ins.Campaign(e.ctx, "early", time.Now())
+	if err != nil || st.State != CampaignCanceled || !st.HasMessage || st.Finished["CANCELED"] != 3 {
+		t.Fatalf("status %+v, %v; want cancelled with its 3 CANCELED records", st, err)
+	}
+	if x, _ := CampaignsOf(s).Expand(e.ctx, 0, "early", "fcm", job.ClassBulk, 10, 100); x.Moved != 0 || x.Why != CampaignCanceled {
+		t.Errorf("expand after the create: %+v", x)
+	}
+	if err := ins.SetCampaignState(e.ctx, "never", CampaignPaused); err == nil {
+		t.Error("pausing a campaign nothing was written for")
+	}
+}
