@@ -16,7 +16,7 @@ func (s *Inspector) Results(ctx context.Context, fn func(Result)) error {
 			fn(Result{
 				ID: str(f["id"]), Provider: str(f["provider"]), Code: str(f["code"]),
 				Status: atoi(f["status"]), Detail: str(f["detail"]), Attempt: atoi(f["attempt"]),
-				Latency: time.Duration(atoi(f["latency_ms"])) * time.Millisecond,
+				Latency:  time.Duration(atoi(f["latency_ms"])) * time.Millisecond,
 				At:       time.UnixMilli(int64(atoi(f["at"]))),
 				Campaign: str(f["campaign"]), Recipient: str(f["recipient"]),
 			})
