@@ -210,79 +210,122 @@ const MaxRecipientsPerBatch = 1000
 // DecodeRecipients decodes the entry {"add_recipients": {"campaign": ID, "recipients": [...]}}.
 // Each recipient is a PushSubscription object, or {"recipient": KEY, "subscription": {...}}.
 // An error is about the batch as a whole; a recipient that fails its checks has Invalid set
-// and the others are kept.
+// and the others are kept. It reads the entry with Decode's own readers: one scan checks its
+// JSON, and each recipient is split without encoding/json.
 func DecodeRecipients(raw string) (campaign string, rs []Recipient, err error) {
-	body, err := singleMember(raw, addMember)
+	if len(raw) > MaxEntryBytes {
+		return "", nil, invalid("entry is %d bytes; at most %d", len(raw), MaxEntryBytes)
+	}
+	top, err := splitObject(raw, 0, "", []string{addMember})
 	if err != nil {
 		return "", nil, err
 	}
-	var b struct {
-		Campaign   *string           `json:"campaign"`
-		Recipients []json.RawMessage `json:"recipients"`
+	add, ok := top.get(addMember)
+	if !ok || kindOf(add.raw) != "an object" {
+		return "", nil, invalid("%s: must be an object", addMember)
 	}
-	dec := json.NewDecoder(strings.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&b); err != nil {
-		return "", nil, invalid("%s: %s", addMember, jsonProblem(err))
+	b, err := splitObject(add.raw, add.at, addMember, []string{"campaign", "recipients"})
+	if err != nil {
+		return "", nil, err
 	}
-	if b.Campaign == nil {
+	c, ok := b.get("campaign")
+	if !ok {
 		return "", nil, invalid("%s.campaign: required", addMember)
 	}
-	if err := CheckCampaignID(*b.Campaign); err != nil {
+	if campaign, err = stringOf(c, addMember+".campaign"); err != nil {
+		return "", nil, err
+	}
+	if err := CheckCampaignID(campaign); err != nil {
 		return "", nil, invalid("%s.campaign: %v", addMember, err)
 	}
-	if len(b.Recipients) > MaxRecipientsPerBatch {
-		return "", nil, invalid("%s.recipients: %d in one batch; at most %d", addMember, len(b.Recipients), MaxRecipientsPerBatch)
+	list, ok := b.get("recipients")
+	if !ok || kindOf(list.raw) != "an array" {
+		return "", nil, invalid("%s.recipients: must be an array", addMember)
 	}
-	rs = make([]Recipient, len(b.Recipients))
-	for i, r := range b.Recipients {
-		rs[i] = decodeRecipient(r)
+	els := arrayElements(list)
+	if len(els) > MaxRecipientsPerBatch {
+		return "", nil, invalid("%s.recipients: %d in one batch; at most %d", addMember, len(els), MaxRecipientsPerBatch)
 	}
-	return *b.Campaign, rs, nil
+	rs = make([]Recipient, len(els))
+	for i, el := range els {
+		rs[i] = decodeRecipient(el)
+	}
+	return campaign, rs, nil
 }
 
-func decodeRecipient(raw json.RawMessage) Recipient {
-	r := Recipient{Raw: string(raw)}
-	sub := []byte(raw)
-	var wrapped struct {
-		Recipient    *string         `json:"recipient"`
-		Subscription json.RawMessage `json:"subscription"`
+// arrayElements are the elements of the JSON array m, which a split has checked already.
+func arrayElements(m member) []member {
+	var out []member
+	s := m.raw
+	i := skipSpace(s, 1)
+	for i < len(s) && s[i] != ']' {
+		end := skipValue(s, i)
+		if end < 0 {
+			break
+		}
+		out = append(out, member{raw: s[i:end], at: m.at + i})
+		i = skipSpace(s, end)
+		if i < len(s) && s[i] == ',' {
+			i = skipSpace(s, i+1)
+		}
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	var members map[string]json.RawMessage
-	_ = json.Unmarshal(raw, &members) // not an object: DecodeSubscription says so below
-	_, hasSub := members["subscription"]
-	_, hasKey := members["recipient"]
-	if hasSub || hasKey {
-		if err := dec.Decode(&wrapped); err != nil {
-			r.Invalid = invalid("recipient: %s", jsonProblem(err))
-			return r
-		}
-		if wrapped.Recipient != nil {
-			if err := checkRecipient(*wrapped.Recipient); err != nil {
-				r.Invalid = invalid("recipient: %v", err)
-				return r
-			}
-			r.Key = *wrapped.Recipient
-		}
-		if len(wrapped.Subscription) == 0 {
-			r.Invalid = invalid("subscription: required")
-			return r
-		}
-		sub = wrapped.Subscription
+	return out
+}
+
+// recipientFields are the members a recipient object may have: a PushSubscription's, or the
+// wrapped form's.
+var recipientFields = []string{"endpoint", "expirationTime", "keys", "recipient", "subscription"}
+
+func decodeRecipient(el member) Recipient {
+	r := Recipient{Raw: el.raw}
+	if kindOf(el.raw) != "an object" {
+		r.Invalid = invalid("recipient: must be an object, got %s", kindOf(el.raw))
+		return r
 	}
-	s, err := DecodeSubscription(sub)
+	f, err := splitObject(el.raw, el.at, "recipient", recipientFields)
 	if err != nil {
 		r.Invalid = err
 		return r
 	}
-	var c bytes.Buffer
-	if err := json.Compact(&c, sub); err != nil {
-		r.Invalid = invalid("subscription: %v", err)
+	sub := el
+	key, hasKey := f.get("recipient")
+	wrapped, hasSub := f.get("subscription")
+	if hasKey || hasSub {
+		for _, name := range subscriptionFields {
+			if _, ok := f.get(name); ok {
+				r.Invalid = invalid("recipient: unknown field %q beside \"subscription\"", name)
+				return r
+			}
+		}
+		if hasKey {
+			if r.Key, err = stringOf(key, "recipient"); err != nil {
+				r.Invalid = err
+				return r
+			}
+			if err := checkRecipient(r.Key); err != nil {
+				r.Invalid = invalid("recipient: %v", err)
+				return r
+			}
+		}
+		if !hasSub {
+			r.Invalid = invalid("subscription: required")
+			return r
+		}
+		sub = wrapped
+	}
+	if err := decodeSubscription(sub, &r.Subscription); err != nil {
+		r.Invalid = err
 		return r
 	}
-	r.Subscription, r.Compact = s, c.String()
+	r.Compact = sub.raw
+	if strings.ContainsAny(sub.raw, " \t\r\n") {
+		var c bytes.Buffer
+		if err := json.Compact(&c, []byte(sub.raw)); err != nil {
+			r.Invalid = invalid("subscription: %v", err)
+			return r
+		}
+		r.Compact = c.String()
+	}
 	return r
 }
 

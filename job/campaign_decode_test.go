@@ -107,14 +107,15 @@ func TestDecodeRecipients(t *testing.T) {
 	}
 	many := make([]json.RawMessage, MaxRecipientsPerBatch+1)
 	for i := range many {
-		many[i] = json.RawMessage(sub)
+		many[i] = json.RawMessage(`{}`) // the count is checked before any recipient
 	}
 	b, _ := json.Marshal(map[string]any{"add_recipients": map[string]any{"campaign": "c", "recipients": many}})
 	for raw, want := range map[string]string{
 		string(b):                              "add_recipients.recipients: 1001 in one batch; at most 1000",
 		`{"add_recipients":{"recipients":[]}}`: "add_recipients.campaign: required",
 		`{"add_recipients":{"campaign":"a b","recipients":[]}}`: "add_recipients.campaign: byte 1",
-		`{"add_recipients":{"campaign":"a","recipients":{}}}`:   "add_recipients:",
+		`{"add_recipients":{"campaign":"a","recipients":{}}}`:   "add_recipients.recipients: must be an array",
+		`{"add_recipients":{"campaign":"a","recipients":[1]`:    "job:",
 	} {
 		if _, _, err := DecodeRecipients(raw); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("DecodeRecipients(%.80s) = %v, want %q", raw, err, want)
