@@ -219,7 +219,7 @@ func (in *intake) createCampaign(ctx context.Context, e stream.Entry, raw string
 // list of the campaign, or dead-lettered with its reason.
 func (in *intake) addRecipients(ctx context.Context, e stream.Entry, raw string) error {
 	cfg := in.cfg
-	id, rs, err := jobfmt.DecodeRecipients(raw)
+	id, batch, rs, err := jobfmt.DecodeRecipients(raw)
 	if err != nil {
 		return in.dead(ctx, e, "", invalidReason(err), raw, true)
 	}
@@ -250,13 +250,15 @@ func (in *intake) addRecipients(ctx context.Context, e stream.Entry, raw string)
 	}
 	var first int64
 	err = in.health.retry(ctx, in.done, e.Shard, telemetry.OpWrite, "add recipients", false, cfg.Now, func(ctx context.Context) (err error) {
-		first, err = in.campaigns.Add(ctx, e, id, routed, cfg.Now())
+		first, err = in.campaigns.Add(ctx, e, id, batch, routed, cfg.Now())
 		return err
 	})
 	switch {
 	case err != nil:
 	case first == 0:
 		in.notOwner(e)
+	case first < 0:
+		cfg.Logger.Debug("dispatch: copy of a batch of recipients already added; acknowledged", "shard", e.Shard, "campaign", id, "batch", batch)
 	default:
 		for range dead {
 			cfg.Metrics.DeadLetter(telemetry.DeadInvalidJob)

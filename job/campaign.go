@@ -207,50 +207,62 @@ type Recipient struct {
 // MaxEntryBytes).
 const MaxRecipientsPerBatch = 1000
 
-// DecodeRecipients decodes the entry {"add_recipients": {"campaign": ID, "recipients": [...]}}.
+// MaxBatchIDLen bounds an add_recipients entry's batch id.
+const MaxBatchIDLen = 64
+
+// DecodeRecipients decodes the entry {"add_recipients": {"campaign": ID, "batch": BATCH,
+// "recipients": [...]}}; batch is optional: a batch id already taken for the campaign makes
+// the entry a copy, whose recipients are not added again (a producer that writes a batch a
+// second time, not knowing whether the first write went through, sends no one twice).
 // Each recipient is a PushSubscription object, or {"recipient": KEY, "subscription": {...}}.
 // An error is about the batch as a whole; a recipient that fails its checks has Invalid set
 // and the others are kept. It reads the entry with Decode's own readers: one scan checks its
 // JSON, and each recipient is split without encoding/json.
-func DecodeRecipients(raw string) (campaign string, rs []Recipient, err error) {
+func DecodeRecipients(raw string) (campaign, batch string, rs []Recipient, err error) {
 	if len(raw) > MaxEntryBytes {
-		return "", nil, invalid("entry is %d bytes; at most %d", len(raw), MaxEntryBytes)
+		return "", "", nil, invalid("entry is %d bytes; at most %d", len(raw), MaxEntryBytes)
 	}
 	top, err := splitObject(raw, 0, "", []string{addMember})
 	if err != nil {
-		return "", nil, err
+		return "", "", nil, err
 	}
 	add, ok := top.get(addMember)
 	if !ok || kindOf(add.raw) != "an object" {
-		return "", nil, invalid("%s: must be an object", addMember)
+		return "", "", nil, invalid("%s: must be an object", addMember)
 	}
-	b, err := splitObject(add.raw, add.at, addMember, []string{"campaign", "recipients"})
+	b, err := splitObject(add.raw, add.at, addMember, []string{"campaign", "batch", "recipients"})
 	if err != nil {
-		return "", nil, err
+		return "", "", nil, err
 	}
 	c, ok := b.get("campaign")
 	if !ok {
-		return "", nil, invalid("%s.campaign: required", addMember)
+		return "", "", nil, invalid("%s.campaign: required", addMember)
 	}
 	if campaign, err = stringOf(c, addMember+".campaign"); err != nil {
-		return "", nil, err
+		return "", "", nil, err
 	}
 	if err := CheckCampaignID(campaign); err != nil {
-		return "", nil, invalid("%s.campaign: %v", addMember, err)
+		return "", "", nil, invalid("%s.campaign: %v", addMember, err)
+	}
+	if batch, _, err = optionalString(&b, "batch"); err != nil {
+		return "", "", nil, err
+	}
+	if len(batch) > MaxBatchIDLen || !isPrintableASCII(batch) {
+		return "", "", nil, invalid("%s.batch: must be at most %d printable ASCII characters", addMember, MaxBatchIDLen)
 	}
 	list, ok := b.get("recipients")
 	if !ok || kindOf(list.raw) != "an array" {
-		return "", nil, invalid("%s.recipients: must be an array", addMember)
+		return "", "", nil, invalid("%s.recipients: must be an array", addMember)
 	}
 	els := arrayElements(list)
 	if len(els) > MaxRecipientsPerBatch {
-		return "", nil, invalid("%s.recipients: %d in one batch; at most %d", addMember, len(els), MaxRecipientsPerBatch)
+		return "", "", nil, invalid("%s.recipients: %d in one batch; at most %d", addMember, len(els), MaxRecipientsPerBatch)
 	}
 	rs = make([]Recipient, len(els))
 	for i, el := range els {
 		rs[i] = decodeRecipient(el)
 	}
-	return campaign, rs, nil
+	return campaign, batch, rs, nil
 }
 
 // arrayElements are the elements of the JSON array m, which a split has checked already.

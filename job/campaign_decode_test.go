@@ -86,9 +86,12 @@ func TestDecodeRecipients(t *testing.T) {
 	sub := testSub()
 	raw := `{"add_recipients":{"campaign":"c1","recipients":[` + sub + `,{"recipient":"u-2","subscription":` + sub + `},` +
 		`{"endpoint":"` + testEndpoint + `","keys":{"p256dh":"` + testP256dh + `"}},{"recipient":"u-4"},{"recipient":"u-5","subscription":` + sub + `,"x":1}]}}`
-	id, rs, err := DecodeRecipients(raw)
-	if err != nil || id != "c1" || len(rs) != 5 {
+	id, batch, rs, err := DecodeRecipients(raw)
+	if err != nil || id != "c1" || batch != "" || len(rs) != 5 {
 		t.Fatalf("DecodeRecipients: %q, %d, %v", id, len(rs), err)
+	}
+	if _, b, _, err := DecodeRecipients(`{"add_recipients":{"campaign":"c","batch":"run-1","recipients":[]}}`); err != nil || b != "run-1" {
+		t.Errorf("batch id: %q, %v", b, err)
 	}
 	if rs[0].Invalid != nil || rs[0].Key != "" || rs[0].Subscription.Endpoint != testEndpoint || rs[0].Compact != sub {
 		t.Errorf("plain recipient %+v", rs[0])
@@ -113,11 +116,12 @@ func TestDecodeRecipients(t *testing.T) {
 	for raw, want := range map[string]string{
 		string(b):                              "add_recipients.recipients: 1001 in one batch; at most 1000",
 		`{"add_recipients":{"recipients":[]}}`: "add_recipients.campaign: required",
-		`{"add_recipients":{"campaign":"a b","recipients":[]}}`: "add_recipients.campaign: byte 1",
-		`{"add_recipients":{"campaign":"a","recipients":{}}}`:   "add_recipients.recipients: must be an array",
-		`{"add_recipients":{"campaign":"a","recipients":[1]`:    "job:",
+		`{"add_recipients":{"campaign":"a b","recipients":[]}}`:                                         "add_recipients.campaign: byte 1",
+		`{"add_recipients":{"campaign":"a","recipients":{}}}`:                                           "add_recipients.recipients: must be an array",
+		`{"add_recipients":{"campaign":"a","recipients":[1]`:                                            "job:",
+		`{"add_recipients":{"campaign":"a","batch":"` + strings.Repeat("b", 65) + `","recipients":[]}}`: "add_recipients.batch: must be at most 64",
 	} {
-		if _, _, err := DecodeRecipients(raw); err == nil || !strings.Contains(err.Error(), want) {
+		if _, _, _, err := DecodeRecipients(raw); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("DecodeRecipients(%.80s) = %v, want %q", raw, err, want)
 		}
 	}
@@ -145,7 +149,7 @@ func FuzzDecodeCampaignEntries(f *testing.F) {
 				t.Fatalf("recipient job %+v does not carry campaign %+v", j, c)
 			}
 		}
-		if _, rs, err := DecodeRecipients(raw); err == nil {
+		if _, _, rs, err := DecodeRecipients(raw); err == nil {
 			for _, r := range rs {
 				if r.Invalid != nil {
 					continue

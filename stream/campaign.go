@@ -70,6 +70,8 @@ type CampaignKeys struct {
 	// All is the shard's campaigns (ZSET id -> first seen, unix ms); Active those with
 	// recipients to expand or drain (SET).
 	All, Active string
+	// Batches are the batch ids of the campaign's add entries taken so far (SET).
+	Batches string
 }
 
 // ListOf is the campaign's list of recipients waiting for provider's lane.
@@ -78,7 +80,7 @@ func (k CampaignKeys) ListOf(provider string) string { return k.List + provider 
 func campaignKeys(prefix string, shard int, id string) CampaignKeys {
 	k := KeysFor(prefix, shard)
 	return CampaignKeys{Shard: shard, Hash: k.Base + "campaign:" + id, List: k.Base + "campaign:" + id + ":p:",
-		All: k.Base + "campaigns", Active: k.Base + "campaigns:active"}
+		All: k.Base + "campaigns", Active: k.Base + "campaigns:active", Batches: k.Base + "campaign:" + id + ":batches"}
 }
 
 // CampaignShard is the shard a campaign lives on.
@@ -142,8 +144,9 @@ type RoutedRecipient struct {
 // Add appends a batch of recipients to campaign id, each to its provider's list (or, when
 // invalid, to the dead stream with its reason), and acknowledges the entry e, in one script.
 // It returns the number the first recipient got (the others follow in order), 0 when the
-// entry is no longer pending for this consumer (nothing changed).
-func (c *Campaigns) Add(ctx context.Context, e Entry, id string, rs []RoutedRecipient, now time.Time) (int64, error) {
+// entry is no longer pending for this consumer (nothing changed), -1 when batch ("" for none)
+// was added before: the entry is a copy, acknowledged with nothing added.
+func (c *Campaigns) Add(ctx context.Context, e Entry, id, batch string, rs []RoutedRecipient, now time.Time) (int64, error) {
 	k := c.Keys(e.Shard, id)
 	sk := KeysFor(c.s.o.Prefix, e.Shard)
 	idx := map[string]int{}
@@ -156,8 +159,8 @@ func (c *Campaigns) Add(ctx context.Context, e Entry, id string, rs []RoutedReci
 			}
 		}
 	}
-	keys := []string{e.Stream, k.Hash, k.All, k.Active, sk.Dead}
-	args := []any{Group, c.s.o.Consumer, e.ID, id, ms(now), c.s.o.DeadMaxLen, len(providers)}
+	keys := []string{e.Stream, k.Hash, k.All, k.Active, sk.Dead, k.Batches}
+	args := []any{Group, c.s.o.Consumer, e.ID, id, ms(now), c.s.o.DeadMaxLen, batch, len(providers)}
 	for _, p := range providers {
 		keys = append(keys, k.ListOf(p))
 		args = append(args, p)
@@ -177,8 +180,11 @@ func (c *Campaigns) Add(ctx context.Context, e Entry, id string, rs []RoutedReci
 	if err != nil {
 		return 0, fmt.Errorf("stream: add recipients: %w", err)
 	}
-	if len(v) < 2 || v[0] == 0 {
+	switch {
+	case len(v) < 1 || v[0] == 0:
 		return 0, nil
+	case v[0] == 2:
+		return -1, nil
 	}
 	return v[1], nil
 }

@@ -10,24 +10,30 @@
 -- KEYS[3] the shard's campaigns (ZSET id -> first seen, unix ms)
 -- KEYS[4] the shard's active campaigns (SET): those with recipients to expand or drain
 -- KEYS[5] dead stream
--- KEYS[5 + i] the campaign's list of provider i, i = 1 .. m
+-- KEYS[6] the campaign's batch ids taken (SET)
+-- KEYS[6 + i] the campaign's list of provider i, i = 1 .. m
 -- ARGV[1] consumer group
 -- ARGV[2] consumer that must own the entry
 -- ARGV[3] the entry's id
 -- ARGV[4] campaign id
 -- ARGV[5] now, unix ms
 -- ARGV[6] dead stream cap
--- ARGV[7] m, the number of providers
--- ARGV[8 .. 7 + m] their ids
+-- ARGV[7] the entry's batch id ("" for none)
+-- ARGV[8] m, the number of providers
+-- ARGV[9 .. 8 + m] their ids
 -- then for each recipient: provider index (0: invalid), recipient key as a JSON string or "",
 -- the compact subscription (or, for an invalid one, the recipient as given, cut), the reason
 -- ("" for a valid one), the recipient key as given
--- Returns {0} not owner (nothing changed), or {1, first n, count}.
+-- Returns {0} not owner (nothing changed), {2} a batch id taken before (the entry is acked,
+-- nothing added), or {1, first n, count}.
 if not take(KEYS[1], ARGV[1], ARGV[3], ARGV[2]) then
   return {0}
 end
-local cid, m = ARGV[4], tonumber(ARGV[7])
-local a = 8 + m
+if ARGV[7] ~= '' and redis.call('SADD', KEYS[6], ARGV[7]) == 0 then
+  return {2}
+end
+local cid, m = ARGV[4], tonumber(ARGV[8])
+local a = 9 + m
 local count = (#ARGV - a + 1) / 5
 local first = redis.call('HINCRBY', KEYS[2], 'added', count) - count
 local lists, dead = {}, 0
@@ -59,8 +65,8 @@ for p in string.gmatch(have, '[^,]+') do
   known[p] = true
 end
 for idx, els in pairs(lists) do
-  redis.call('RPUSH', KEYS[5 + idx], unpack(els))
-  local p = ARGV[7 + idx]
+  redis.call('RPUSH', KEYS[6 + idx], unpack(els))
+  local p = ARGV[8 + idx]
   if not known[p] then
     known[p], grew = true, true
     have = have == '' and p or have .. ',' .. p

@@ -3,6 +3,8 @@ package stream
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -57,8 +59,18 @@ func (p *Producer) AddRecipients(ctx context.Context, id string, recipients ...[
 	var batches []string
 	var ends []int
 	var b strings.Builder
-	head := `{"add_recipients":{"campaign":"` + id + `","recipients":[`
+	run := make([]byte, 8)
+	if _, err := rand.Read(run); err != nil {
+		return 0, fmt.Errorf("stream: add recipients: %w", err)
+	}
+	var head string
 	n := 0
+	newBatch := func() {
+		// A batch id of its own, so that a batch written twice (a pipeline the client sends
+		// again after a lost answer) adds its recipients once.
+		head = `{"add_recipients":{"campaign":"` + id + `","batch":"` + hex.EncodeToString(run) + "-" + strconv.Itoa(len(batches)) + `","recipients":[`
+	}
+	newBatch()
 	flush := func(end int) {
 		if n > 0 {
 			b.WriteString("]}}")
@@ -67,6 +79,7 @@ func (p *Producer) AddRecipients(ctx context.Context, id string, recipients ...[
 		}
 		b.Reset()
 		n = 0
+		newBatch()
 	}
 	for i, r := range recipients {
 		c := compactJSON(r)

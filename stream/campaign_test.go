@@ -36,7 +36,12 @@ func (e *env) createCampaign(t *testing.T, s *Store, raw string) (*job.Campaign,
 
 func (e *env) addRecipients(t *testing.T, s *Store, id string, rs ...RoutedRecipient) int64 {
 	t.Helper()
-	first, err := CampaignsOf(s).Add(e.ctx, e.campaignEntry(t, s, `{"add_recipients":{}}`), id, rs, time.Now())
+	return e.addBatch(t, s, id, "", rs...)
+}
+
+func (e *env) addBatch(t *testing.T, s *Store, id, batch string, rs ...RoutedRecipient) int64 {
+	t.Helper()
+	first, err := CampaignsOf(s).Add(e.ctx, e.campaignEntry(t, s, `{"add_recipients":{}}`), id, batch, rs, time.Now())
 	if err != nil || first == 0 {
 		t.Fatalf("Add: %d, %v", first, err)
 	}
@@ -309,5 +314,27 @@ func TestCampaignCancelledBeforeItsCreate(t *testing.T) {
 	}
 	if err := ins.SetCampaignState(e.ctx, "never", CampaignPaused); err == nil {
 		t.Error("pausing a campaign nothing was written for")
+	}
+}
+
+// TestCampaignBatchAddedOnce: an add entry whose batch id was taken already is a copy: acked,
+// its recipients not added again.
+func TestCampaignBatchAddedOnce(t *testing.T) {
+	e, s := newStore(t, "fcm")
+	if first := e.addBatch(t, s, "b1", "run-0", fcmRecipients(3, "")...); first != 1 {
+		t.Fatalf("first batch numbered from %d", first)
+	}
+	if again := e.addBatch(t, s, "b1", "run-0", fcmRecipients(3, "")...); again != -1 {
+		t.Fatalf("the same batch again: %d, want -1 (a copy)", again)
+	}
+	if next := e.addBatch(t, s, "b1", "run-1", fcmRecipients(2, "")...); next != 4 {
+		t.Fatalf("the next batch numbered from %d, want 4", next)
+	}
+	st, err := inspectorOf(s).Campaign(e.ctx, "b1", time.Now())
+	if err != nil || st.Added != 5 || st.Queued != 5 {
+		t.Fatalf("status %+v, %v; want 5 added and queued", st, err)
+	}
+	if n := e.xlen(t, s.Keys(0).Intake); n != 0 {
+		t.Errorf("%d intake entries left", n)
 	}
 }
