@@ -46,6 +46,12 @@ const (
 	DefaultStartupTimeout    = 2 * time.Minute
 	DefaultStatsEvery        = 5 * time.Second
 	DefaultLaneGather        = 20 * time.Millisecond
+	// DefaultCampaignEvery is how often the expansion loop moves campaigns' recipients into
+	// the lanes; DefaultCampaignLaneDepth how many entries a lane may hold before it takes no
+	// more of them (a lane reads far fewer than that at once, so it never runs dry between
+	// rounds, and a stalled provider's lane holds no more than that of the campaigns' jobs).
+	DefaultCampaignEvery     = 100 * time.Millisecond
+	DefaultCampaignLaneDepth = 2000
 )
 
 // NoLinger switches off Config.LaneGather (a lane reads as soon as a slot is free).
@@ -103,10 +109,14 @@ type Config struct {
 	// no send later than it would have gone.
 	LaneGather   time.Duration
 	PromoteEvery time.Duration // how often due retries go back to their lanes
-	ProbeEvery   time.Duration // how often each shard is asked whether it accepts writes
-	ReclaimEvery time.Duration // how often entries of replicas that are gone are claimed
-	JanitorEvery time.Duration // how often idle consumers are looked for
-	JanitorIdle  time.Duration // a consumer idle this long with nothing pending is removed
+	// CampaignEvery is how often campaigns' recipients are expanded into the lanes;
+	// CampaignLaneDepth how many entries a lane may hold and still take more of them.
+	CampaignEvery     time.Duration
+	CampaignLaneDepth int
+	ProbeEvery        time.Duration // how often each shard is asked whether it accepts writes
+	ReclaimEvery      time.Duration // how often entries of replicas that are gone are claimed
+	JanitorEvery      time.Duration // how often idle consumers are looked for
+	JanitorIdle       time.Duration // a consumer idle this long with nothing pending is removed
 	// StartupTimeout bounds Run's start: the consumer groups, the scripts and the first
 	// heartbeat. Redis may still be starting along with the pod, so failures are retried
 	// until then; past it Run returns an error, so that the process exits and its restarts
@@ -256,6 +266,8 @@ func (c Config) withDefaults() (Config, error) {
 		c.LaneGather = NoLinger
 	}
 	setDefault(&c.PromoteEvery, DefaultPromoteEvery)
+	setDefault(&c.CampaignEvery, DefaultCampaignEvery)
+	setDefault(&c.CampaignLaneDepth, DefaultCampaignLaneDepth)
 	setDefault(&c.ReclaimEvery, DefaultReclaimEvery)
 	setDefault(&c.JanitorEvery, DefaultJanitorEvery)
 	setDefault(&c.JanitorIdle, DefaultJanitorIdle)

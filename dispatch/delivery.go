@@ -206,6 +206,9 @@ func (d *delivery) check(ctx, stop context.Context) (end *nextState, ok bool) {
 			return nil, false
 		}
 	}
+	if end := d.campaignCheck(stop, l.cfg.Now()); end != nil && !m.sent {
+		return end, true
+	}
 	return l.beforeSend(d.laneJob, d.invalid, m, l.cfg.Now()), true
 }
 
@@ -433,6 +436,11 @@ func (d *delivery) recordedBefore(ctx context.Context, r stream.Result) (mine bo
 // the entry will send it again. It logs when another consumer owns the entry by now.
 func (d *delivery) record(ctx context.Context, next nextState) {
 	l, e := d.l, d.e
+	if d.job != nil && d.job.Campaign != "" {
+		// Every record of a campaign's recipient says whose it is.
+		next.result.Campaign, next.result.Recipient = d.job.Campaign, d.job.Recipient
+		next.dead.Campaign, next.dead.Recipient = d.job.Campaign, d.job.Recipient
+	}
 	var (
 		what, code string
 		verdict    stream.RetryVerdict
@@ -460,6 +468,17 @@ func (d *delivery) record(ctx context.Context, next nextState) {
 	case ackCopy:
 		what = "ack sent copy"
 		op = func(ctx context.Context) (bool, error) { return l.store.AckSent(ctx, e, d.job.ID) }
+	case holdBack:
+		what = "hold back campaign job"
+		el, err := d.holdElement()
+		if err != nil {
+			// Not a job the campaign made: it is sent as any other.
+			l.cfg.Logger.Warn("dispatch: job names a campaign it is not a recipient of", "id", logID(d.job.ID), "err", err)
+			return
+		}
+		op = func(ctx context.Context) (bool, error) {
+			return l.campaigns.ops.Hold(ctx, e, d.job.Campaign, l.provider, d.job.ID, el)
+		}
 	default:
 		panic(fmt.Sprintf("dispatch: next state of kind %d", next.kind))
 	}

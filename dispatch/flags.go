@@ -66,6 +66,8 @@ func CheckFlags(cfg *Config, so *stream.Options, registryEvery, redisFresh time.
 	switch {
 	case cfg.MaxScheduleAhead > MaxScheduleAheadLimit:
 		return fmt.Errorf("--max-schedule-ahead must be at most %s (a scheduled job holds its memory in Redis until its send_at), got %s", MaxScheduleAheadLimit, cfg.MaxScheduleAhead)
+	case cfg.CampaignLaneDepth < 1:
+		return fmt.Errorf("--campaign-lane-depth must be at least 1, got %d", cfg.CampaignLaneDepth)
 	case cfg.MaxDeliveries < 1:
 		return fmt.Errorf("--max-deliveries must be at least 1, got %d", cfg.MaxDeliveries)
 	case cfg.Backoff.Cap < cfg.Backoff.Base:

@@ -18,7 +18,7 @@ func flagDefaults() (Config, stream.Options) {
 			ReclaimEvery: DefaultReclaimEvery, PromoteEvery: DefaultPromoteEvery,
 			StartupTimeout: DefaultStartupTimeout, StatsEvery: DefaultStatsEvery,
 			LaneGather:       DefaultLaneGather,
-			MaxScheduleAhead: DefaultMaxScheduleAhead,
+			MaxScheduleAhead: DefaultMaxScheduleAhead, CampaignLaneDepth: DefaultCampaignLaneDepth,
 		}, stream.Options{SentTTL: stream.DefaultSentTTL, GoneTTL: stream.DefaultGoneTTL,
 			ResultsMaxLen: stream.DefaultResultsMaxLen, GoneMaxLen: stream.DefaultGoneMaxLen, DeadMaxLen: stream.DefaultDeadMaxLen,
 			CommitLinger: stream.DefaultCommitLinger}
@@ -42,6 +42,7 @@ func TestCheckFlags(t *testing.T) {
 		{"linger", func(c *Config, _ *stream.Options) { c.LaneGather = 2 * time.Second }, "--lane-gather must be 0 (none) to 1s, got 2s"},
 		{"cap", func(c *Config, _ *stream.Options) { c.Backoff.Cap = time.Second }, "--retry-cap 1s is shorter than --retry-base 5s"},
 		{"sent-ttl", func(_ *Config, so *stream.Options) { so.SentTTL = time.Millisecond }, "--sent-ttl must be at least 1s (the window counts whole seconds), got 1ms"},
+		{"campaign lane depth", func(c *Config, _ *stream.Options) { c.CampaignLaneDepth = 0 }, "--campaign-lane-depth must be at least 1, got 0"},
 		{"schedule horizon none", func(c *Config, _ *stream.Options) { c.MaxScheduleAhead = 0 }, "--max-schedule-ahead must be more than 0, got 0s"},
 		{"schedule horizon too far", func(c *Config, _ *stream.Options) { c.MaxScheduleAhead = 367 * 24 * time.Hour },
 			"--max-schedule-ahead must be at most 8784h0m0s (a scheduled job holds its memory in Redis until its send_at), got 8808h0m0s"},

@@ -20,6 +20,8 @@ type intakeParams struct {
 	// limits count the arrivals per provider, which the budget loop shares slots by.
 	limits *fleetLimits
 	health *redisHealth
+	// campaigns takes campaign entries; nil when the store cannot (campaigns.go).
+	campaigns *stream.Campaigns
 }
 
 // intake reads a shard's intake stream in batches, validates each job, and moves it to its
@@ -97,6 +99,12 @@ func (in *intake) handle(ctx context.Context, e stream.Entry) error {
 	raw, ok := e.Fields["job"]
 	if !ok {
 		return in.dead(ctx, e, "", `entry has no "job" field`, "", true)
+	}
+	switch jobfmt.KindOf(raw) {
+	case jobfmt.KindCreateCampaign:
+		return in.createCampaign(ctx, e, raw)
+	case jobfmt.KindAddRecipients:
+		return in.addRecipients(ctx, e, raw)
 	}
 	now := cfg.Now()
 	job, err := jobfmt.DecodeString(raw, now)

@@ -57,6 +57,9 @@ type laneParams struct {
 	health *redisHealth
 	// abort is closed when the grace period ends; it cancels the sends still in flight.
 	abort <-chan struct{}
+	// campaigns are the campaigns' states its campaign jobs are checked against; nil when
+	// the store holds none.
+	campaigns *campaignFeeder
 }
 
 // lane reads a provider's lane stream on one shard, never more entries than the provider has

@@ -26,6 +26,9 @@ const (
 	toDead
 	// ackCopy acknowledges an entry whose job another attempt already recorded.
 	ackCopy
+	// holdBack puts a paused campaign's job back in the campaign's list, unsent and with no
+	// record (campaigns.go).
+	holdBack
 )
 
 // nextState is where a lane entry goes when its turn ends, decided (beforeSend, afterSend,

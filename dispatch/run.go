@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/webpush-gateway/webpush-gateway/stream"
 	"github.com/webpush-gateway/webpush-gateway/telemetry"
 )
 
@@ -103,9 +104,14 @@ func (w *Worker) Run(ctx context.Context) error {
 		fleet   sync.WaitGroup // promoter, janitor, heartbeat and budget
 	)
 	shards := cfg.Store.Shards()
+	w.campaigns = newCampaignFeeder(cfg, w.limits)
+	var campaignOps *stream.Campaigns
+	if w.campaigns != nil {
+		campaignOps = w.campaigns.ops
+	}
 	var intakes []*intake
 	for s := 0; s < shards; s++ {
-		intakes = append(intakes, newIntake(intakeParams{cfg: cfg, shard: s, limits: w.limits, health: w.health}))
+		intakes = append(intakes, newIntake(intakeParams{cfg: cfg, shard: s, limits: w.limits, health: w.health, campaigns: campaignOps}))
 	}
 	w.lanes = newLaneTable(shards)
 	for _, id := range ids {
@@ -118,6 +124,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		newTickingLoop(cfg, "janitor", cfg.JanitorEvery, false, (&janitor{cfg: cfg, lanes: w.lanes}).clean),
 		newTickingLoop(cfg, "prober", cfg.ProbeEvery, true, (&prober{cfg: cfg, health: w.health}).probe),
 		newTickingLoop(cfg, "stats", cfg.StatsEvery, true, (&stats{cfg: cfg, lanes: w.lanes, heartbeat: hb, health: w.health}).round),
+	}
+	if w.campaigns != nil {
+		fleetLoops = append(fleetLoops, newTickingLoop(cfg, "campaigns", cfg.CampaignEvery, true, w.campaigns.round))
 	}
 
 	for _, in := range intakes {

@@ -28,12 +28,15 @@ const (
 	DefaultTTL = 2419200
 	// DefaultVAPIDKey is the key name of a job that gives none.
 	DefaultVAPIDKey = "default"
+	// MaxCampaignIDLen is the longest campaign id: a campaign recipient's job id is the
+	// campaign's id, "/" and the recipient's number, within MaxIDLen.
+	MaxCampaignIDLen = 64
 )
 
 // jobFields are the top-level fields of format v1, in the order they are validated.
 var jobFields = []string{
 	"id", "subscription", "payload", "payload_encoding", "ciphertext", "notification", "ttl",
-	"urgency", "topic", "vapid_key", "recipient", "class", "enqueued_at", "send_at",
+	"urgency", "topic", "vapid_key", "recipient", "class", "enqueued_at", "send_at", "campaign",
 }
 
 // subscriptionFields and keysFields are the members of "subscription" and of its "keys".
@@ -71,6 +74,9 @@ type Job struct {
 	// SendAt is when the job may be sent, when it gave send_at (zero otherwise): intake holds a
 	// job whose SendAt is still to come in the delayed set until then.
 	SendAt time.Time
+	// Campaign is the id of the campaign the job is a recipient of, "" for a job of its own:
+	// its records carry it, and its outcome counts in the campaign's status.
+	Campaign string
 }
 
 // TTLStart is when the job's TTL starts to count: its send_at when it gave one (a sender who
@@ -175,6 +181,7 @@ func DecodeString(raw string, now time.Time) (*Job, error) {
 		{"topic", CheckTopic, &j.Topic},
 		{"vapid_key", checkVAPIDKey, &j.VAPIDKey},
 		{"recipient", checkRecipient, &j.Recipient},
+		{"campaign", CheckCampaignID, &j.Campaign},
 	} {
 		v, ok, err := optionalString(&fields, f.name)
 		if err != nil {
@@ -243,6 +250,22 @@ func checkVAPIDKey(s string) error {
 func checkRecipient(s string) error {
 	if len(s) > MaxRecipientLen {
 		return fmt.Errorf("is %d bytes; at most %d", len(s), MaxRecipientLen)
+	}
+	return nil
+}
+
+// CheckCampaignID says why id cannot name a campaign, nil when it can: 1 to MaxCampaignIDLen
+// letters, digits, '.', '_' and '-', so that it reads the same in a Redis key, a job id and
+// a shell.
+func CheckCampaignID(id string) error {
+	if id == "" || len(id) > MaxCampaignIDLen {
+		return fmt.Errorf("must be 1 to %d characters, got %d", MaxCampaignIDLen, len(id))
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("byte %d is not a letter, a digit, '.', '_' or '-'", i)
+		}
 	}
 	return nil
 }

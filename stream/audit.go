@@ -96,7 +96,8 @@ func (s *Inspector) Audit(ctx context.Context, ids []string) (AuditReport, map[s
 	return rep, byCode, nil
 }
 
-// locate finds where each of ids is waiting on shards: delayed, a lane, the intake, or pending.
+// locate finds where each of ids is waiting on shards: delayed, a lane, the intake, pending, or
+// a campaign's list ("campaign", a recipient not expanded into a lane yet).
 func (s *Inspector) locate(ctx context.Context, shards []int, ids []string) (map[string]string, error) {
 	look := make(map[string]bool, len(ids))
 	for _, id := range ids {
@@ -113,6 +114,9 @@ func (s *Inspector) locate(ctx context.Context, shards []int, ids []string) (map
 			if look[m] && where[m] == "" {
 				where[m] = "delayed"
 			}
+		}
+		if err := s.locateQueued(ctx, shard, look, where); err != nil {
+			return nil, err
 		}
 		lanes, err := s.lanes(ctx, shard, nil)
 		if err != nil {
@@ -147,6 +151,52 @@ func (s *Inspector) locate(ctx context.Context, shards []int, ids []string) (map
 		}
 	}
 	return where, nil
+}
+
+// locateQueued marks the recipients among look that wait in a campaign's list on shard.
+func (s *keyspace) locateQueued(ctx context.Context, shard int, look map[string]bool, where map[string]string) error {
+	base := KeysFor(s.o.Prefix, shard).Base + "campaign:"
+	lists, err := s.scanKeys(ctx, globEscape(base)+"*:p:*")
+	if err != nil {
+		return err
+	}
+	for _, list := range lists {
+		campaign, _, ok := strings.Cut(strings.TrimPrefix(list, base), ":p:")
+		if !ok {
+			continue
+		}
+		for start := int64(0); ; start += 1000 {
+			els, err := s.c.LRange(ctx, list, start, start+999).Result()
+			if err != nil {
+				return fmt.Errorf("stream: audit %s: %w", list, err)
+			}
+			for _, el := range els {
+				n, _, _ := strings.Cut(el, "\t")
+				if id := campaign + "/" + n; look[id] && where[id] == "" {
+					where[id] = "campaign"
+				}
+			}
+			if len(els) < 1000 {
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// CampaignRecipientIDs are the job ids of campaign id's recipients, 1 to the number added: what Audit
+// checks to tell that every recipient of the campaign has its one terminal record.
+func (s *Inspector) CampaignRecipientIDs(ctx context.Context, id string) ([]string, error) {
+	k := campaignKeys(s.o.Prefix, ShardOf(id, s.o.Shards), id)
+	added, err := s.c.HGet(ctx, k.Hash, "added").Int64()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("stream: campaign %s: %w", id, err)
+	}
+	ids := make([]string, added)
+	for i := range ids {
+		ids[i] = job.RecipientJobID(id, int64(i+1))
+	}
+	return ids, nil
 }
 
 // jobID is the id of a raw job, "" when it has none.

@@ -15,11 +15,11 @@ import (
 var (
 	//go:embed cancel_entry.lua
 	cancelEntryLua    string
-	cancelEntryScript = redis.NewScript(cancelEntryLua)
+	cancelEntryScript = redis.NewScript(withLib(campLua, cancelEntryLua))
 
 	//go:embed cancel_delayed.lua
 	cancelDelayedLua    string
-	cancelDelayedScript = redis.NewScript(cancelDelayedLua)
+	cancelDelayedScript = redis.NewScript(withLib(campLua, cancelDelayedLua))
 )
 
 // CodeCanceled is the ledger code of a job an operator cancelled before it was sent

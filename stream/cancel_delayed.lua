@@ -41,6 +41,13 @@ redis.call('ZREM', KEYS[1], id)
 redis.call('HDEL', KEYS[2], id)
 redis.call('HDEL', KEYS[5], id)
 redis.call('ZREM', KEYS[7], id)
-redis.call('XADD', KEYS[6], '*', 'id', id, 'provider', provider, 'code', 'CANCELED', 'status', '0',
-  'detail', ARGV[2], 'attempt', tostring(d.attempt or '0'), 'latency_ms', '0', 'at', ARGV[3])
+local rec = {'id', id, 'provider', provider, 'code', 'CANCELED', 'status', '0',
+  'detail', ARGV[2], 'attempt', tostring(d.attempt or '0'), 'latency_ms', '0', 'at', ARGV[3]}
+local campaign = job_campaign(d.job)
+if campaign then
+  table.insert(rec, 'campaign')
+  table.insert(rec, campaign)
+  camp_count(camp_base(KEYS[6]), campaign, 'CANCELED')
+end
+redis.call('XADD', KEYS[6], '*', unpack(rec))
 return 1

@@ -58,6 +58,12 @@ redis.call('XDEL', KEYS[1], ARGV[2])
 if ARGV[7] ~= '1' then
   return 1
 end
-redis.call('XADD', KEYS[3], '*', 'id', ARGV[3], 'provider', provider, 'code', 'CANCELED', 'status', '0',
-  'detail', ARGV[5], 'attempt', attempt, 'latency_ms', '0', 'at', ARGV[6])
+local rec = {'id', ARGV[3], 'provider', provider, 'code', 'CANCELED', 'status', '0',
+  'detail', ARGV[5], 'attempt', attempt, 'latency_ms', '0', 'at', ARGV[6]}
+if type(j.campaign) == 'string' then
+  table.insert(rec, 'campaign')
+  table.insert(rec, j.campaign)
+  camp_count(camp_base(KEYS[3]), j.campaign, 'CANCELED')
+end
+redis.call('XADD', KEYS[3], '*', unpack(rec))
 return 1

@@ -43,6 +43,7 @@ func deadEntry(shard int, m redis.XMessage) DeadEntry {
 		DeadRecord: DeadRecord{
 			ID: str(f["id"]), Code: str(f["code"]), Reason: str(f["reason"]), Attempt: atoi(f["attempt"]),
 			Provider: str(f["provider"]), Job: str(f["job"]), At: time.UnixMilli(int64(atoi(f["at"]))),
+			Campaign: str(f["campaign"]), Recipient: str(f["recipient"]),
 		},
 		From: str(f["from"]), Entry: str(f["entry"]), Note: str(f["note"]), JobBytes: atoi(f["job_bytes"]),
 	}

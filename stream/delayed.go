@@ -15,7 +15,7 @@ import (
 var (
 	//go:embed to_delayed.lua
 	toDelayedLua    string
-	toDelayedScript = redis.NewScript(withLib(takeLua, toDelayedLua))
+	toDelayedScript = redis.NewScript(withLib(takeLua+campLua, toDelayedLua))
 
 	//go:embed to_scheduled.lua
 	toScheduledLua    string

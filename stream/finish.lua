@@ -18,13 +18,15 @@
 -- ARGV[3] the window's TTL, ms (Options.SentTTL)
 -- ARGV[4] gone mark TTL, ms
 -- ARGV[5] n, the number of items
--- then for each item: the count of its arguments (13, or 14 with an endpoint), source entry
+-- then for each item: the count of its arguments (15, or 16 with an endpoint), source entry
 -- id, job id, "1" to put the job in the window (accepted), the job's window field, "1" to write
 -- the gone stream (GONE and KEY_MISMATCH: the upstream must act), "1" to set
 -- the endpoint's gone mark as well (GONE only: queued retries to the endpoint are dropped; a
 -- KEY_MISMATCH endpoint may still take a job signed with the right key), then the ledger
--- record's values: provider, code, status, detail, attempt, latency_ms, at; and the endpoint,
--- for the gone record (which repeats the job id, provider, code, detail and at).
+-- record's values: provider, code, status, detail, attempt, latency_ms, at, campaign and
+-- recipient ("" for none: the record leaves them out); and the endpoint, for the gone record
+-- (which repeats the job id, provider, code, detail, at and campaign).
+-- A record of a campaign's recipient counts in the campaign's hash (camp.lua).
 -- Returns one result per item: 1 when recorded (or already recorded by another attempt); 0 when
 -- nothing changed.
 --
@@ -60,15 +62,31 @@ end
 
 -- ledger writes item it's ledger record and returns the record's entry id; gone writes its
 -- gone record.
+local base = camp_base(KEYS[1])
 local function ledger(it)
   local v = it.v
-  return redis.call('XADD', KEYS[1], '*', 'id', it.id, 'provider', ARGV[v], 'code', ARGV[v + 1], 'status', ARGV[v + 2],
-    'detail', ARGV[v + 3], 'attempt', ARGV[v + 4], 'latency_ms', ARGV[v + 5], 'at', ARGV[v + 6])
+  local f = {'XADD', KEYS[1], '*', 'id', it.id, 'provider', ARGV[v], 'code', ARGV[v + 1], 'status', ARGV[v + 2],
+    'detail', ARGV[v + 3], 'attempt', ARGV[v + 4], 'latency_ms', ARGV[v + 5], 'at', ARGV[v + 6]}
+  if ARGV[v + 7] ~= '' then
+    table.insert(f, 'campaign')
+    table.insert(f, ARGV[v + 7])
+    if ARGV[v + 8] ~= '' then
+      table.insert(f, 'recipient')
+      table.insert(f, ARGV[v + 8])
+    end
+    camp_count(base, ARGV[v + 7], ARGV[v + 1])
+  end
+  return redis.call(unpack(f))
 end
 local function gone(it)
   local v = it.v
-  redis.call('XADD', KEYS[2], '*', 'id', it.id, 'provider', ARGV[v], 'code', ARGV[v + 1], 'endpoint', ARGV[v + 7],
-    'detail', ARGV[v + 3], 'at', ARGV[v + 6])
+  local f = {'XADD', KEYS[2], '*', 'id', it.id, 'provider', ARGV[v], 'code', ARGV[v + 1], 'endpoint', ARGV[v + 9],
+    'detail', ARGV[v + 3], 'at', ARGV[v + 6]}
+  if ARGV[v + 7] ~= '' then
+    table.insert(f, 'campaign')
+    table.insert(f, ARGV[v + 7])
+  end
+  redis.call(unpack(f))
 end
 
 local mine = {}

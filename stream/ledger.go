@@ -16,8 +16,9 @@ func (s *Inspector) Results(ctx context.Context, fn func(Result)) error {
 			fn(Result{
 				ID: str(f["id"]), Provider: str(f["provider"]), Code: str(f["code"]),
 				Status: atoi(f["status"]), Detail: str(f["detail"]), Attempt: atoi(f["attempt"]),
-				Latency: time.Duration(atoi(f["latency_ms"])) * time.Millisecond,
-				At:      time.UnixMilli(int64(atoi(f["at"]))),
+				Latency:  time.Duration(atoi(f["latency_ms"])) * time.Millisecond,
+				At:       time.UnixMilli(int64(atoi(f["at"]))),
+				Campaign: str(f["campaign"]), Recipient: str(f["recipient"]),
 			})
 		})
 		if err != nil {
@@ -35,6 +36,7 @@ func (s *Inspector) DeadRecords(ctx context.Context, fn func(DeadRecord)) error 
 			fn(DeadRecord{
 				ID: str(f["id"]), Code: str(f["code"]), Reason: str(f["reason"]), Attempt: atoi(f["attempt"]),
 				Provider: str(f["provider"]), Job: str(f["job"]), At: time.UnixMilli(int64(atoi(f["at"]))),
+				Campaign: str(f["campaign"]), Recipient: str(f["recipient"]),
 			})
 		})
 		if err != nil {

@@ -19,7 +19,7 @@ var (
 
 	//go:embed reclaim.lua
 	reclaimLua    string
-	reclaimScript = redis.NewScript(takeLua + entryCheckLib() + reclaimLua)
+	reclaimScript = redis.NewScript(takeLua + campLua + entryCheckLib() + reclaimLua)
 )
 
 // entryCheckLib is entry_check.lua with the Lua constant it cuts an invalid entry's dead

@@ -90,20 +90,37 @@ for _, e in ipairs(claimed) do
       redis.call('XDEL', KEYS[1], id)
       invalid = invalid + 1
     elseif maxDeliveries > 0 and (counts[id] or 0) > maxDeliveries then
+      local campaign, recipient = nil, nil
       local jobId = ''
       if f.job and #f.job <= max_bytes then
         local ok, j = pcall(cjson.decode, f.job)
         if ok and type(j) == 'table' and type(j.id) == 'string' then
           jobId = j.id
+          if type(j.campaign) == 'string' then
+            campaign = j.campaign
+            if type(j.recipient) == 'string' and j.recipient ~= '' then
+              recipient = j.recipient
+            end
+          end
         end
       end
       -- A lane entry whose job another attempt's accepted send recorded (the jobs index says
       -- "accepted") has its terminal record: it is only removed.
       local recorded = ARGV[9] ~= '1' and jobId ~= '' and redis.call('HGET', KEYS[3], jobId) == 'accepted'
       if not recorded then
-        xadd_capped(KEYS[2], ARGV[8], dead_fields(jobId, ARGV[7],
+        local dead = dead_fields(jobId, ARGV[7],
           'delivered ' .. (counts[id] - 1) .. ' times without finishing', KEYS[1], id,
-          f.provider or '', f.attempt or '0', ARGV[6], f.job, max_bytes))
+          f.provider or '', f.attempt or '0', ARGV[6], f.job, max_bytes)
+        if campaign then
+          table.insert(dead, 'campaign')
+          table.insert(dead, campaign)
+          if recipient then
+            table.insert(dead, 'recipient')
+            table.insert(dead, recipient)
+          end
+          camp_count(camp_base(KEYS[2]), campaign, ARGV[7])
+        end
+        xadd_capped(KEYS[2], ARGV[8], dead)
         tooMany = tooMany + 1
       end
       redis.call('XACK', KEYS[1], ARGV[1], id)

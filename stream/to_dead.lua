@@ -30,5 +30,7 @@ end
 if flagged or w_seen(KEYS[4], w_state(KEYS[4]), ARGV[6], w_since(ARGV[7])) then
   return 1
 end
-xadd_capped(KEYS[2], ARGV[4], {unpack(ARGV, 8)})
+local record = {unpack(ARGV, 8)}
+xadd_capped(KEYS[2], ARGV[4], record)
+camp_count(camp_base(KEYS[2]), record_campaign(record), record_field(record, 'code'))
 return 1

@@ -71,8 +71,21 @@ if verdict == 1 and recipient ~= '' and maxPer > 0 then
 end
 
 if verdict ~= 1 then
-  xadd_capped(KEYS[5], ARGV[15], {'id', id, 'code', ARGV[14], 'reason', reason, 'from', KEYS[1], 'entry', ARGV[2],
-    'provider', ARGV[5], 'attempt', tostring(tonumber(ARGV[8]) - 1), 'at', ARGV[13], 'job', ARGV[9]})
+  local dead = {'id', id, 'code', ARGV[14], 'reason', reason, 'from', KEYS[1], 'entry', ARGV[2],
+    'provider', ARGV[5], 'attempt', tostring(tonumber(ARGV[8]) - 1), 'at', ARGV[13]}
+  local campaign = job_campaign(ARGV[9])
+  if campaign then
+    table.insert(dead, 'campaign')
+    table.insert(dead, campaign)
+    if recipient ~= '' then
+      table.insert(dead, 'recipient')
+      table.insert(dead, recipient)
+    end
+    camp_count(camp_base(KEYS[5]), campaign, ARGV[14])
+  end
+  table.insert(dead, 'job')
+  table.insert(dead, ARGV[9])
+  xadd_capped(KEYS[5], ARGV[15], dead)
   redis.call('HDEL', KEYS[6], id)
   return verdict
 end

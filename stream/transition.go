@@ -28,11 +28,11 @@ var (
 
 	//go:embed to_dead.lua
 	toDeadLua    string
-	toDeadScript = redis.NewScript(withLib(takeLua+windowLua, toDeadLua))
+	toDeadScript = redis.NewScript(withLib(takeLua+windowLua+campLua, toDeadLua))
 
 	//go:embed finish.lua
 	finishLua    string
-	finishScript = redis.NewScript(withLib(ownedLua+windowLua, finishLua))
+	finishScript = redis.NewScript(withLib(ownedLua+windowLua+campLua, finishLua))
 
 	//go:embed was_sent.lua
 	wasSentLua    string
@@ -134,6 +134,9 @@ type DeadRecord struct {
 	// for replay.
 	JobInvalid bool
 	At         time.Time
+	// Campaign and Recipient are the job's campaign and recipient key, for a campaign's
+	// recipient ("" otherwise): the record carries them and counts in the campaign's status.
+	Campaign, Recipient string
 }
 
 // MaxInvalidJobBytes is the most of an invalid job that its dead record keeps: enough to see
@@ -155,6 +158,12 @@ func deadFields(d DeadRecord, from, entry string) []any {
 	f := []any{
 		"id", id, "code", d.Code, "reason", d.Reason, "from", from, "entry", entry,
 		"provider", d.Provider, "attempt", d.Attempt, "at", ms(d.At),
+	}
+	if d.Campaign != "" {
+		f = append(f, "campaign", d.Campaign)
+		if d.Recipient != "" {
+			f = append(f, "recipient", d.Recipient)
+		}
 	}
 	if len(raw) > keep {
 		f = append(f, "note", fmt.Sprintf("job cut to its first %d of %d bytes", keep, len(raw)), "job_bytes", len(raw))
@@ -199,6 +208,10 @@ type Result struct {
 	// Linger lets the record wait up to the commit linger for others to share its pipeline and
 	// script call (Options.CommitLinger): for a record whose wait delays no send.
 	Linger bool
+	// Campaign and Recipient are the job's campaign and recipient key, for a campaign's
+	// recipient ("" otherwise): the records carry them, and the outcome counts in the
+	// campaign's status.
+	Campaign, Recipient string
 }
 
 // Finish writes the ledger record of r (and, as r asks, the gone record, the endpoint's gone
@@ -228,9 +241,9 @@ func (s *Store) finishItem(e Entry, r Result) *batchItem {
 	// The ledger record's values, in the order of its fields (finish.lua names them), and the
 	// endpoint for the gone record: the one record that carries one, since the upstream needs it
 	// to prune the subscription.
-	args := make([]any, 0, 14)
+	args := make([]any, 0, 16)
 	args = append(args, e.ID, r.ID, boolArg(r.Sent), windowField(r.ID), boolArg(r.Gone), boolArg(r.MarkGone),
-		r.Provider, r.Code, r.Status, detail, r.Attempt, r.Latency.Milliseconds(), ms(r.At))
+		r.Provider, r.Code, r.Status, detail, r.Attempt, r.Latency.Milliseconds(), ms(r.At), r.Campaign, r.Recipient)
 	if r.Gone {
 		args = append(args, r.Endpoint)
 	}

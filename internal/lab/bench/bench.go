@@ -39,6 +39,7 @@ const (
 	contenderFloor     = "rfc8291-floor"
 	contenderSendFloor = "send-floor"
 	contenderGateway   = "gateway"
+	contenderCampaign  = "gateway-campaign"
 	contenderPaced     = "gateway-paced"
 	contenderNoLinger  = "gateway-paced-no-linger"
 	contenderWebpushGo = "webpush-go"
@@ -88,7 +89,7 @@ const (
 
 // Contenders are the contenders' names, in the order the bench runs them.
 func Contenders() []string {
-	return []string{contenderFloor, contenderSendFloor, contenderGateway, contenderPaced, contenderNoLinger, contenderWebpushGo, contenderNode}
+	return []string{contenderFloor, contenderSendFloor, contenderGateway, contenderCampaign, contenderPaced, contenderNoLinger, contenderWebpushGo, contenderNode}
 }
 
 // effective is o as the bench runs it: Short applied, and the latency phase no longer than
@@ -188,6 +189,8 @@ type runEnv struct {
 	subs     []job.Subscription // one per backlog message, in a fixed random order
 	warm     []job.Subscription // one per provider and unknown host, for the warm-up
 	payload  string
+	// campaign sends the backlog as one campaign (the gateway-campaign row).
+	campaign bool
 	worker   string // the gateway-worker binary
 	lab      string // the binary with the bench-webpush-go command
 	audience int    // distinct origins among subs: the signature bound
@@ -262,11 +265,13 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 		case contenderSendFloor:
 			row, err = env.sendFloor()
 		case contenderGateway:
-			row, err = env.gateway(ctx, false, true)
+			row, err = env.gateway(ctx, false, true, false)
+		case contenderCampaign:
+			row, err = env.gateway(ctx, false, true, true)
 		case contenderPaced:
-			row, err = env.gateway(ctx, true, true)
+			row, err = env.gateway(ctx, true, true, false)
 		case contenderNoLinger:
-			row, err = env.gateway(ctx, true, false)
+			row, err = env.gateway(ctx, true, false, false)
 		case contenderWebpushGo:
 			row, err = env.plainConsumer(ctx, contenderWebpushGo, []string{env.lab, "bench-webpush-go"})
 		case contenderNode:

@@ -53,7 +53,7 @@ func TestBenchShort(t *testing.T) {
 	for _, row := range rep.Rows {
 		rows[row.Name] = row
 	}
-	for _, name := range []string{contenderFloor, contenderSendFloor, contenderGateway, contenderPaced, contenderNoLinger, contenderWebpushGo, contenderNode} {
+	for _, name := range []string{contenderFloor, contenderSendFloor, contenderGateway, contenderCampaign, contenderPaced, contenderNoLinger, contenderWebpushGo, contenderNode} {
 		row, ok := rows[name]
 		switch {
 		case !ok:
@@ -69,7 +69,7 @@ func TestBenchShort(t *testing.T) {
 			t.Errorf("%s: %.1f µs/msg, %.0f msgs/s", name, row.CPUPerMsg, row.MsgsPerSec)
 		}
 	}
-	for _, name := range []string{contenderGateway, contenderPaced, contenderNoLinger} {
+	for _, name := range []string{contenderGateway, contenderCampaign, contenderPaced, contenderNoLinger} {
 		gw := rows[name]
 		if gw.Signatures == 0 || gw.Signatures > int64(rep.Audiences) || gw.SignaturesSelf != gw.Signatures {
 			t.Errorf("%s signed %d JWTs (pushsim saw %d) for %d audiences", name, gw.SignaturesSelf, gw.Signatures, rep.Audiences)
@@ -88,10 +88,11 @@ func TestBenchShort(t *testing.T) {
 			t.Errorf("no complete row for %d queued: %+v", d, row)
 		}
 	}
-	// Three cost ratios, commands and Redis CPU per job for each gateway run, each run's
-	// signatures, and four ratios of the deep backlog to the shallow one; every one measured.
-	if len(rep.Targets) != 13 {
-		t.Errorf("%d targets, want 13", len(rep.Targets))
+	// Four cost ratios (the campaign's against a job each among them), commands and Redis CPU
+	// per job for each gateway run, each run's signatures, and four ratios of the deep backlog
+	// to the shallow one; every one measured.
+	if len(rep.Targets) != 14 {
+		t.Errorf("%d targets, want 14", len(rep.Targets))
 	}
 	for _, tg := range rep.Targets {
 		if tg.Missing != "" || tg.Measured <= 0 {

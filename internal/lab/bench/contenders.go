@@ -27,10 +27,15 @@ import (
 // far above what one machine sends (the worker's own cost), or, paced, at the shipped
 // registry's rates, where the buckets rather than the slots decide when each job goes. Without
 // linger the worker runs with --commit-linger 0 and --lane-gather 0, so that the paced rows
-// show what those waits cost and save.
-func (env *runEnv) gateway(ctx context.Context, paced, linger bool) (Row, error) {
+// show what those waits cost and save. As a campaign, the backlog is one campaign of the same
+// message to every subscription rather than a job each.
+func (env *runEnv) gateway(ctx context.Context, paced, linger, campaign bool) (Row, error) {
 	row := Row{Name: contenderGateway, What: "gateway-worker run: intake, lanes, limits, send, ledger; rates above what one machine sends"}
+	env.campaign = campaign
+	defer func() { env.campaign = false }()
 	switch {
+	case campaign:
+		row = Row{Name: contenderCampaign, What: "the same backlog as one campaign (bulk): the message stored once, its recipients expanded into the lanes"}
 	case paced && linger:
 		row = Row{Name: contenderPaced, What: "the same at the shipped registry.yaml's rates and bursts (" + shippedRates() + ")"}
 	case paced:

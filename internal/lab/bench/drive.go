@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os/exec"
 	"slices"
@@ -79,7 +80,12 @@ func (env *runEnv) drive(ctx context.Context, prefix string, pid int, exited <-c
 	}
 	simBefore := selfCPU()
 	redisBefore, redisErr := redisCPU(ctx, env.rdb)
-	if _, err := producer.Enqueue(ctx, lines...); err != nil {
+	upstream := int64(len(lines)) // the upstream's XADDs
+	if env.campaign {
+		if upstream, err = env.enqueueCampaign(ctx, producer, prefix); err != nil {
+			return ph, err
+		}
+	} else if _, err := producer.Enqueue(ctx, lines...); err != nil {
 		return ph, err
 	}
 	limit := time.Duration(max(120, env.o.Messages/50)) * time.Second
@@ -100,7 +106,7 @@ func (env *runEnv) drive(ctx context.Context, prefix string, pid int, exited <-c
 		}
 		// The upstream's XADDs are not the worker's work, nor the bench's own polls (two XLENs
 		// each).
-		ph.redisCommands = cmdsAfter - cmdsBefore - int64(len(lines)) - 2*env.polls
+		ph.redisCommands = cmdsAfter - cmdsBefore - upstream - 2*env.polls
 		ph.redisBytesKept = memAfter - memBefore
 	}
 	after, err := sampleProc(pid)
@@ -158,6 +164,33 @@ func (env *runEnv) drive(ctx context.Context, prefix string, pid int, exited <-c
 	slices.Sort(ph.latencies)
 	ph.tokens = env.sim.Stats().Tokens
 	return ph, nil
+}
+
+// enqueueCampaign writes the backlog as one campaign of the jobs' message to every
+// subscription: its create entry and its recipients, in batches. It returns how many entries
+// that wrote to the intake (the upstream's XADDs).
+func (env *runEnv) enqueueCampaign(ctx context.Context, producer *stream.Producer, prefix string) (int64, error) {
+	intake := stream.KeysFor(prefix, 0).Intake
+	before, err := env.rdb.XInfoStream(ctx, intake).Result()
+	if err != nil {
+		return 0, err
+	}
+	msg, _ := json.Marshal(map[string]any{"id": "bench", "payload": env.payload, "ttl": 3600, "urgency": "normal"})
+	if _, err := producer.CreateCampaign(ctx, msg); err != nil {
+		return 0, err
+	}
+	rs := make([][]byte, len(env.subs))
+	for i, s := range env.subs {
+		rs[i], _ = json.Marshal(s)
+	}
+	if _, err := producer.AddRecipients(ctx, "bench", rs...); err != nil {
+		return 0, err
+	}
+	after, err := env.rdb.XInfoStream(ctx, intake).Result()
+	if err != nil {
+		return 0, err
+	}
+	return after.EntriesAdded - before.EntriesAdded, nil
 }
 
 // waitRecords waits until the shard of keys holds n terminal records (ledger and dead). It

@@ -230,6 +230,9 @@ func (rep Report) targets() []Target {
 		ratio("gateway-paced CPU per message / webpush-go consumer's", contenderPaced, contenderWebpushGo, 0.5, cpu),
 		ratio("gateway CPU per message / RFC 8291 encryption floor", contenderGateway, contenderFloor, 2.0, cpu),
 	}
+	if _, ok := rep.row(contenderCampaign); ok {
+		ts = append(ts, ratio("gateway-campaign CPU per message / gateway's (a job each)", contenderCampaign, contenderGateway, 1.0, cpu))
+	}
 	for _, c := range []string{contenderGateway, contenderPaced} {
 		v, m := of(c, cmds)
 		ts = append(ts, atMost(c+" Redis commands per job", 8, v, m))
@@ -312,7 +315,7 @@ func (rep Report) gatewayTable() [][]string {
 				"Redis bytes kept/job", "peak RSS", "p50", "p99", "VAPID sigs (worker's count)", "ledger records"}}
 		}
 	}
-	for _, c := range []string{contenderGateway, contenderPaced, contenderNoLinger} {
+	for _, c := range []string{contenderGateway, contenderCampaign, contenderPaced, contenderNoLinger} {
 		r, ok := rep.row(c)
 		if !ok {
 			continue
@@ -421,7 +424,7 @@ func (rep Report) save(dir string, out io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(out, "\nwrote %s and %s\n", jf, mf)
-	for _, c := range []string{contenderGateway, contenderPaced, contenderNoLinger} {
+	for _, c := range []string{contenderGateway, contenderCampaign, contenderPaced, contenderNoLinger} {
 		if gw, ok := rep.row(c); ok && gw.Profile != "" {
 			fmt.Fprintf(out, "%s CPU profile: go tool pprof -top %s\n", c, gw.Profile)
 		}

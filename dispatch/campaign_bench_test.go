@@ -1,0 +1,72 @@
+package dispatch
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/redistest"
+	"github.com/webpush-gateway/webpush-gateway/stream"
+)
+
+// BenchmarkCampaignMillion: one campaign of 1,000,000 FCM recipients behind a paused FCM, as
+// a sender enqueues one before its push service takes them. It reports how long the producer
+// took to write the recipients (enqueue-s), how long until the worker had routed every one
+// into the campaign's list (routed-s), and what Redis holds for each waiting recipient
+// (INFO memory, clients' buffers left out) beyond its subscription's own bytes. AOF is off:
+// the figures are Redis's, not the disk's.
+//
+//	go test -run XXX -bench CampaignMillion -benchtime 1x ./dispatch/
+func BenchmarkCampaignMillion(b *testing.B) {
+	const n = 1_000_000
+	e := newEnv(b, envOptions{redis: []redistest.Option{redistest.WithConfig("appendonly", "no")}})
+	ctx := context.Background()
+	if err := e.inspector().PauseProvider(ctx, stream.Pause{Provider: "fcm", Reason: "bench", At: e.clock.Now()}); err != nil {
+		b.Fatal(err)
+	}
+	e.start(e.config(e.store))
+	waitFor(b, "the pause seen", func() bool { return strings.Contains(e.logs.String(), "provider paused by an operator") })
+	subs := make([][]byte, n)
+	subBytes := 0
+	for i := range subs {
+		subs[i], _ = json.Marshal(fakeSubscription(b, "fcm.googleapis.com", i))
+		subBytes += len(subs[i])
+	}
+	for i := 0; b.Loop(); i++ {
+		id := fmt.Sprintf("million-%d", i)
+		raw, _ := json.Marshal(map[string]any{"id": id, "payload": strings.Repeat("x", 1024), "ttl": 86400})
+		if _, err := e.prod.CreateCampaign(ctx, raw); err != nil {
+			b.Fatal(err)
+		}
+		base := e.usedMemory()
+		start := time.Now()
+		if _, err := e.prod.AddRecipients(ctx, id, subs...); err != nil {
+			b.Fatal(err)
+		}
+		enqueued := time.Since(start)
+		deadline := time.Now().Add(10 * time.Minute)
+		for {
+			st, err := e.inspector().Campaign(ctx, id, time.Now())
+			if err == nil && st.Queued == n {
+				break
+			}
+			if time.Now().After(deadline) {
+				b.Fatalf("not routed after 10 minutes: %+v, %v", st, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		routed := time.Since(start)
+		grown := e.usedMemory() - base
+		b.ReportMetric(enqueued.Seconds(), "enqueue-s")
+		b.ReportMetric(routed.Seconds(), "routed-s")
+		b.ReportMetric(float64(subBytes)/n, "sub-bytes/recipient")
+		b.ReportMetric(float64(grown)/n, "redis-bytes/recipient")
+		b.ReportMetric(float64(grown-int64(subBytes))/n, "beyond-sub-bytes/recipient")
+		if _, err := e.inspector().CancelCampaign(ctx, id, time.Now()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,456 @@
+package dispatch
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	jobfmt "github.com/webpush-gateway/webpush-gateway/job"
+	"github.com/webpush-gateway/webpush-gateway/pushsim"
+	"github.com/webpush-gateway/webpush-gateway/stream"
+)
+
+// createCampaign writes campaign c (its JSON members) and waits until the worker created it.
+func (e *env) createCampaign(c map[string]any) string {
+	e.t.Helper()
+	raw, err := json.Marshal(c)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	id, err := e.prod.CreateCampaign(context.Background(), raw)
+	if err != nil {
+		e.t.Fatalf("CreateCampaign: %v", err)
+	}
+	waitFor(e.t, "campaign "+id+" created", func() bool {
+		st, err := e.inspector().Campaign(context.Background(), id, time.Now())
+		return err == nil && st.State != "pending"
+	})
+	return id
+}
+
+// addRecipients writes recipients (JSON values) to campaign id.
+func (e *env) addRecipients(id string, rs ...any) {
+	e.t.Helper()
+	raws := make([][]byte, len(rs))
+	for i, r := range rs {
+		b, err := json.Marshal(r)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		raws[i] = b
+	}
+	if n, err := e.prod.AddRecipients(context.Background(), id, raws...); err != nil || n != len(rs) {
+		e.t.Fatalf("AddRecipients: %d of %d, %v", n, len(rs), err)
+	}
+}
+
+// campaignStatus is campaign id's status now.
+func (e *env) campaignStatus(id string) *stream.CampaignStatus {
+	e.t.Helper()
+	st, err := e.inspector().Campaign(context.Background(), id, time.Now())
+	if err != nil {
+		e.t.Fatalf("campaign status: %v", err)
+	}
+	return st
+}
+
+// campaignRecords are the ledger and dead records of campaign id, by job id.
+func (e *env) campaignRecords(id string) map[string][]record {
+	out := map[string][]record{}
+	for _, kind := range []string{"results", "dead"} {
+		for _, r := range e.all(kind) {
+			if r["campaign"] == id {
+				out[r["id"]] = append(out[r["id"]], r)
+			}
+		}
+	}
+	return out
+}
+
+// TestCampaignReachesEverySubscriptionOnce: a campaign to subscriptions of every provider
+// reaches each exactly once with the campaign's payload, every recipient ends with one record
+// that names the campaign (and the recipient key where given), the invalid ones are
+// dead-lettered with their reasons, and status agrees with the ledger: nothing queued or in a
+// lane, the counts per code those of the records. The campaign's lists are gone once drained.
+func TestCampaignReachesEverySubscriptionOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{shards: 2})
+	e.start(e.config(e.store))
+	id := e.createCampaign(map[string]any{"id": "spring-sale", "payload": "hello, everyone", "ttl": 600, "urgency": "normal"})
+
+	var rs []any
+	want := map[string]string{} // endpoint -> recipient key ("" none)
+	for _, p := range []string{pushsim.FCM, pushsim.Autopush, pushsim.Apple, pushsim.WNS, pushsim.Generic} {
+		for i := range 12 {
+			sub := e.subscribe(p, e.key)
+			if i%3 == 0 {
+				key := fmt.Sprintf("user-%s-%d", p, i)
+				rs = append(rs, map[string]any{"recipient": key, "subscription": sub})
+				want[sub.Endpoint] = key
+			} else {
+				rs = append(rs, sub)
+				want[sub.Endpoint] = ""
+			}
+		}
+	}
+	good := e.subscribe(pushsim.FCM, e.key)
+	bad := good
+	bad.Keys.Auth = "short"
+	rs = append(rs, map[string]any{"recipient": "bad-keys", "subscription": bad},
+		map[string]any{"endpoint": "http://fcm.googleapis.com/x", "keys": good.Keys})
+	e.addRecipients(id, rs...)
+
+	total := len(rs)
+	waitFor(t, "a record for every recipient", func() bool { return len(e.campaignRecords(id)) == total })
+	recs := e.campaignRecords(id)
+	for jobID, rr := range recs {
+		if len(rr) != 1 {
+			t.Errorf("%s: %d records, want 1: %v", jobID, len(rr), rr)
+		}
+		if !strings.HasPrefix(jobID, id+"/") {
+			t.Errorf("record id %q is not <campaign>/<n>", jobID)
+		}
+	}
+	var dead []record
+	for _, rr := range recs {
+		if rr[0]["code"] == "INVALID_JOB" {
+			dead = append(dead, rr[0])
+		} else if rr[0]["code"] != "ACCEPTED" {
+			t.Errorf("record %v, want ACCEPTED", rr[0])
+		}
+	}
+	if len(dead) != 2 {
+		t.Fatalf("%d dead records, want the 2 invalid recipients: %v", len(dead), dead)
+	}
+	for _, d := range dead {
+		if !strings.Contains(d["reason"], "subscription") {
+			t.Errorf("dead record %v does not say what is wrong with the subscription", d)
+		}
+	}
+	got := map[string]int{}
+	for _, d := range e.sim.Deliveries() {
+		if _, ok := want[d.Endpoint]; !ok {
+			continue
+		}
+		got[d.Endpoint]++
+		if d.Code == "ACCEPTED" && string(d.Plaintext) != "hello, everyone" {
+			t.Errorf("%s got %q, want the campaign's payload", d.Provider, d.Plaintext)
+		}
+	}
+	for ep := range want {
+		if got[ep] != 1 {
+			t.Errorf("a subscription reached %d times, want once", got[ep])
+		}
+	}
+	for _, r := range e.all("results") {
+		if r["campaign"] != id {
+			continue
+		}
+		wantKey := ""
+		for _, d := range e.sim.Deliveries() {
+			if d.JobID == r["id"] {
+				wantKey = want[d.Endpoint]
+			}
+		}
+		if r["recipient"] != wantKey {
+			t.Errorf("record %s: recipient %q, want %q", r["id"], r["recipient"], wantKey)
+		}
+	}
+
+	st := e.campaignStatus(id)
+	if st.Added != int64(total) || st.Queued != 0 || st.InLanes != 0 || st.Done != int64(total) ||
+		st.Finished["ACCEPTED"] != int64(total-2) || st.Finished["INVALID_JOB"] != 2 || st.State != stream.CampaignRunning {
+		t.Errorf("status %+v, want %d added, all done: %d ACCEPTED, 2 INVALID_JOB", st, total, total-2)
+	}
+	if st.Class != "bulk" {
+		t.Errorf("class %q, want bulk by default", st.Class)
+	}
+	rdb := e.redis.Client(t)
+	waitFor(t, "the campaign off the active ones", func() bool {
+		keys, err := rdb.Keys(context.Background(), prefix+":*campaign:"+id+":p:*").Result()
+		act, _ := rdb.SCard(context.Background(), stream.CampaignsOf(e.store).Keys(stream.CampaignShard(id, e.shards), id).Active).Result()
+		return err == nil && len(keys) == 0 && act == 0
+	})
+}
+
+// TestCampaignPauseHoldsAndCancelEndsTheRest: a paced campaign sends nothing while paused
+// (once the lanes have seen the pause), goes on when resumed, and a cancel gives every
+// recipient not yet sent one CANCELED record and sends none of them: every recipient has
+// exactly one record, and the sends are exactly the ACCEPTED ones.
+func TestCampaignPauseHoldsAndCancelEndsTheRest(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	e.start(e.config(e.store))
+	ctx := context.Background()
+	id := e.createCampaign(map[string]any{"id": "paced", "payload": "p", "rate": 40})
+	const n = 300
+	subs := make([]any, n)
+	for i := range subs {
+		subs[i] = e.subscribe(pushsim.FCM, e.key)
+	}
+	e.addRecipients(id, subs...)
+	accepted := func() int64 { return e.campaignStatus(id).Finished["ACCEPTED"] }
+	waitFor(t, "some sent", func() bool { return accepted() >= 20 })
+	if err := e.inspector().SetCampaignState(ctx, id, stream.CampaignPaused); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(campaignStateStale + time.Second)
+	before := len(e.sim.Deliveries())
+	time.Sleep(1500 * time.Millisecond)
+	if after := len(e.sim.Deliveries()); after != before {
+		t.Errorf("%d pushes sent while paused", after-before)
+	}
+	st := e.campaignStatus(id)
+	if st.State != stream.CampaignPaused || st.Queued == 0 {
+		t.Errorf("paused status %+v: want paused, recipients queued", st)
+	}
+	if err := e.inspector().SetCampaignState(ctx, id, stream.CampaignRunning); err != nil {
+		t.Fatal(err)
+	}
+	sent := accepted()
+	waitFor(t, "more sent after the resume", func() bool { return accepted() >= sent+20 })
+	drained, err := e.inspector().CancelCampaign(ctx, id, time.Now())
+	if err != nil || drained == 0 {
+		t.Fatalf("CancelCampaign: %d drained, %v", drained, err)
+	}
+	if err := e.inspector().SetCampaignState(ctx, id, stream.CampaignRunning); err == nil {
+		t.Error("a cancelled campaign resumed")
+	}
+	waitFor(t, "a record for every recipient", func() bool { return len(e.campaignRecords(id)) == n })
+	time.Sleep(campaignStateStale)
+	recs := e.campaignRecords(id)
+	codes := map[string]int{}
+	for jobID, rr := range recs {
+		if len(rr) != 1 {
+			t.Errorf("%s: %d records", jobID, len(rr))
+		}
+		codes[rr[0]["code"]]++
+	}
+	if codes["ACCEPTED"]+codes["CANCELED"] != n || codes["CANCELED"] < int(drained) {
+		t.Errorf("codes %v, want ACCEPTED and CANCELED only, at least %d cancelled", codes, drained)
+	}
+	if d := len(e.sim.Deliveries()); d != codes["ACCEPTED"] {
+		t.Errorf("%d pushes sent, want the %d ACCEPTED", d, codes["ACCEPTED"])
+	}
+	st = e.campaignStatus(id)
+	if st.Queued != 0 || st.InLanes != 0 || st.Finished["CANCELED"] != int64(codes["CANCELED"]) || st.Done != n {
+		t.Errorf("status after cancel %+v, want none queued or in lanes, counts as the ledger's %v", st, codes)
+	}
+}
+
+// TestCampaignWaitsForItsSendAt: a campaign's recipients wait in its lists until its send_at,
+// then go out.
+func TestCampaignWaitsForItsSendAt(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{wallClock: true})
+	e.start(e.config(e.store))
+	at := time.Now().Add(2 * time.Second)
+	id := e.createCampaign(map[string]any{"id": "later", "payload": "p", "send_at": at.UnixMilli()})
+	e.addRecipients(id, e.subscribe(pushsim.FCM, e.key), e.subscribe(pushsim.Apple, e.key))
+	waitFor(t, "the recipients routed", func() bool { return e.campaignStatus(id).Queued == 2 })
+	waitFor(t, "both sent", func() bool { return e.campaignStatus(id).Finished["ACCEPTED"] == 2 })
+	for _, d := range e.sim.Deliveries() {
+		if d.At.Before(at) {
+			t.Errorf("sent at %v, before the campaign's send_at %v", d.At, at)
+		}
+	}
+}
+
+// fakeSubscription is a subscription of provider's host that no push service knows: enough
+// for routing and for memory figures, never sent.
+func fakeSubscription(t testing.TB, host string, i int) jobfmt.Subscription {
+	auth := make([]byte, 16)
+	if _, err := rand.Read(auth); err != nil {
+		t.Fatal(err)
+	}
+	var s jobfmt.Subscription
+	s.Endpoint = "https://" + host + "/fcm/send/" + strconv.Itoa(i) + "-" + base64.RawURLEncoding.EncodeToString(auth[:9])
+	s.Keys.P256dh = "BGsX0fLhLEJH-Lzm5WOkQPJ3A32BLeszoPShOUXYmMKWT-NC4v4af5uO5-tKfA-eFivOM1drMV7Oy7ZAaDe_UfU"
+	s.Keys.Auth = base64.RawURLEncoding.EncodeToString(auth)
+	return s
+}
+
+// usedMemory is Redis's used_memory less its clients' buffers (mem_clients_normal), from INFO
+// memory: what the keys and Redis's own structures hold. The buffers are left out because
+// they are the test's own reads (a large XRANGE) and Redis shrinks them only later.
+func (e *env) usedMemory() int64 {
+	e.t.Helper()
+	info, err := e.redis.Client(e.t).Info(context.Background(), "memory").Result()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var used, clients int64 = -1, -1
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
+			used, _ = strconv.ParseInt(v, 10, 64)
+		}
+		if v, ok := strings.CutPrefix(line, "mem_clients_normal:"); ok {
+			clients, _ = strconv.ParseInt(v, 10, 64)
+		}
+	}
+	if used < 0 || clients < 0 {
+		e.t.Fatal("no used_memory or mem_clients_normal in INFO memory")
+	}
+	return used - clients
+}
+
+// TestCampaignBehindPausedProviderCostsItsSubscriptions: 20,000 recipients queued behind a
+// paused provider cost Redis at most each subscription's bytes plus 64 (INFO memory), none is
+// expanded into the provider's lane, and a cancel sends none of them, gives each its CANCELED
+// record and gives the memory back (once the upstream has read and trimmed the ledger).
+func TestCampaignBehindPausedProviderCostsItsSubscriptions(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	ctx := context.Background()
+	if err := e.inspector().PauseProvider(ctx, stream.Pause{Provider: "fcm", Reason: "test", At: e.clock.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	e.start(e.config(e.store))
+	waitFor(t, "the pause seen", func() bool { return strings.Contains(e.logs.String(), "provider paused by an operator") })
+	rdb := e.redis.Client(t)
+	const n = 20_000
+	subs := make([]any, n)
+	subBytes := 0
+	for i := range subs {
+		s := fakeSubscription(t, "fcm.googleapis.com", i)
+		b, _ := json.Marshal(s)
+		subBytes += len(b)
+		subs[i] = s
+	}
+	// A small campaign first, added, cancelled and trimmed as the big one will be: the
+	// scripts, the streams and the campaigns' sets exist before the baseline, so that only the
+	// big campaign's own keys grow.
+	warm := e.createCampaign(map[string]any{"id": "warm-up", "payload": "p"})
+	e.addRecipients(warm, subs[:10]...)
+	waitFor(t, "the warm-up routed", func() bool { return e.campaignStatus(warm).Queued == 10 })
+	if _, err := e.inspector().CancelCampaign(ctx, warm, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.XTrimMaxLen(ctx, e.store.Keys(0).Results, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	id := e.createCampaign(map[string]any{"id": "big", "payload": strings.Repeat("x", 2000)})
+	time.Sleep(200 * time.Millisecond)
+	base := e.usedMemory()
+	e.addRecipients(id, subs...)
+	waitFor(t, "every recipient routed", func() bool { return e.campaignStatus(id).Queued == n })
+	time.Sleep(500 * time.Millisecond) // expansion rounds that must move nothing
+	if l := e.xlen(e.store.Keys(0).LaneOf("fcm", jobfmt.ClassBulk)); l != 0 {
+		t.Errorf("the paused provider's lane holds %d entries, want none", l)
+	}
+	grown := e.usedMemory() - base
+	limit := int64(subBytes + 64*n)
+	t.Logf("%d recipients of %d subscription bytes: Redis grew by %d bytes, %.1f a recipient beyond its subscription (limit %d in all)",
+		n, subBytes, grown, float64(grown-int64(subBytes))/n, limit)
+	if grown > limit {
+		t.Errorf("Redis grew by %d bytes for %d recipients of %d subscription bytes: over subscription + 64 each (%d)", grown, n, subBytes, limit)
+	}
+	// The worker's expansion loop drains a cancelled campaign too: the two share the work.
+	if _, err := e.inspector().CancelCampaign(ctx, id, time.Now()); err != nil {
+		t.Fatalf("CancelCampaign: %v", err)
+	}
+	if st := e.campaignStatus(id); st.Finished["CANCELED"] != n || st.Queued != 0 {
+		t.Errorf("status after the cancel %+v, want all %d CANCELED and none queued", st, n)
+	}
+	if len(e.sim.Deliveries()) != 0 {
+		t.Errorf("%d pushes sent", len(e.sim.Deliveries()))
+	}
+	recs := 0
+	for _, r := range e.all("results") {
+		if r["campaign"] == id && r["code"] == "CANCELED" {
+			recs++
+		}
+	}
+	if recs != n {
+		t.Errorf("%d CANCELED records, want %d", recs, n)
+	}
+	// The upstream reads the ledger and trims it; what stays of the campaign is its hash.
+	if err := rdb.XTrimMaxLen(ctx, e.store.Keys(0).Results, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// What stays is the campaign's hash and Redis's own bookkeeping, which moves by some tens
+	// of kilobytes between two readings whatever the keys: the bound is 5 % of what the
+	// recipients took.
+	if left := e.usedMemory() - base; left > grown/20 {
+		t.Errorf("after the cancel and the ledger's trim, Redis holds %d bytes more than before the recipients, of the %d they took; want it back", left, grown)
+	}
+}
+
+// TestCampaignStalledProviderDoesNotHoldTheOthers: with Autopush stalled, the campaign's FCM
+// and Apple recipients are all sent while its Autopush recipients wait, no more of them in
+// Autopush's lane than the lane depth and the rest in the campaign's list.
+func TestCampaignStalledProviderDoesNotHoldTheOthers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{wallClock: true})
+	setFault(t, e, pushsim.Autopush, pushsim.Fault{Kind: pushsim.Stall})
+	cfg := e.config(e.store)
+	cfg.CampaignLaneDepth = 40
+	e.start(cfg)
+	id := e.createCampaign(map[string]any{"id": "mixed", "payload": "p"})
+	var rs []any
+	for i := range 150 {
+		p := []string{pushsim.FCM, pushsim.Autopush, pushsim.Apple}[i%3]
+		rs = append(rs, e.subscribe(p, e.key))
+	}
+	e.addRecipients(id, rs...)
+	waitFor(t, "every FCM and Apple recipient sent", func() bool { return e.campaignStatus(id).Finished["ACCEPTED"] == 100 })
+	st := e.campaignStatus(id)
+	lane := e.xlen(e.store.Keys(0).LaneOf("autopush", jobfmt.ClassBulk))
+	if lane > int64(cfg.CampaignLaneDepth) || st.QueuedBy["autopush"] == 0 || st.QueuedBy["autopush"]+st.InLanes != 50 {
+		t.Errorf("autopush lane %d (depth %d), status %+v: want the rest of its 50 in the campaign's list", lane, cfg.CampaignLaneDepth, st)
+	}
+}
+
+// TestCampaignJobsInALaneFollowTheState: jobs a campaign already put in a lane, read by a
+// worker that started after the campaign was paused or cancelled (so no round of its
+// expansion loop ever saw the campaign active), are held back or ended CANCELED, never sent.
+func TestCampaignJobsInALaneFollowTheState(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	ctx := context.Background()
+	ins := e.inspector()
+	if err := ins.PauseProvider(ctx, stream.Pause{Provider: "fcm", Reason: "test", At: e.clock.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	w := e.start(e.config(e.store))
+	waitFor(t, "the pause seen", func() bool { return strings.Contains(e.logs.String(), "provider paused by an operator") })
+	for _, id := range []string{"held", "ended"} {
+		e.createCampaign(map[string]any{"id": id, "payload": "p"})
+		e.addRecipients(id, e.subscribe(pushsim.FCM, e.key), e.subscribe(pushsim.FCM, e.key))
+		waitFor(t, id+" routed", func() bool { return e.campaignStatus(id).Queued == 2 })
+	}
+	if err := w.stop(); err != nil {
+		t.Fatal(err)
+	}
+	// What a worker's expansion did just before the pause and the cancel.
+	ops := stream.CampaignsOf(e.store)
+	for _, id := range []string{"held", "ended"} {
+		if x, err := ops.Expand(ctx, 0, id, "fcm", jobfmt.ClassBulk, 10, 100); err != nil || x.Moved != 2 {
+			t.Fatalf("expand %s: %+v, %v", id, x, err)
+		}
+	}
+	if err := ins.SetCampaignState(ctx, "held", stream.CampaignPaused); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ins.CancelCampaign(ctx, "ended", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ins.ResumeProvider(ctx, "fcm"); err != nil {
+		t.Fatal(err)
+	}
+	e.start(e.config(e.store))
+	waitFor(t, "the cancelled campaign's jobs ended", func() bool { return e.campaignStatus("ended").Finished["CANCELED"] == 2 })
+	waitFor(t, "the paused campaign's jobs back in its list", func() bool { return e.campaignStatus("held").Queued == 2 })
+	if n := len(e.sim.Deliveries()); n != 0 {
+		t.Errorf("%d pushes sent of a paused and a cancelled campaign", n)
+	}
+	if st := e.campaignStatus("held"); st.InLanes != 0 || st.Done != 0 {
+		t.Errorf("paused campaign %+v, want both back in its list, none ended", st)
+	}
+}

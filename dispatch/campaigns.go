@@ -1,0 +1,310 @@
+package dispatch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	jobfmt "github.com/webpush-gateway/webpush-gateway/job" // "job" names one job in this package
+	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/taxonomy"
+	"github.com/webpush-gateway/webpush-gateway/telemetry"
+)
+
+// Campaigns, in the worker: intake takes a campaign's create entry and its batches of
+// recipients (each routed to its provider's list of the campaign, the message never copied);
+// the expansion loop moves recipients from those lists into the providers' lanes as jobs, as
+// the lanes take them; a lane holds back a paused campaign's jobs and ends a cancelled one's
+// unsent. A list is expanded only while its provider's lane is under Config.CampaignLaneDepth
+// and the provider is not paused, so a stalled provider keeps its recipients in the campaign's
+// list (subscriptions only) while the others go on.
+
+const (
+	// expandBatch is the most recipients one expansion call moves into a lane.
+	expandBatch = 500
+	// expandRounds bounds the calls for one list in one round, so that one large campaign
+	// does not hold up the others; the next round goes on.
+	expandRounds = 8
+	// drainBatch is the most recipients of a cancelled campaign one round drains.
+	drainBatch = 2000
+	// campaignStateStale is how old a campaign's state the lanes may act on: a pause or a
+	// cancel is seen by every lane within about this long.
+	campaignStateStale = 2 * time.Second
+)
+
+// campaignFeeder is the expansion loop, and the campaigns' states the lanes read.
+type campaignFeeder struct {
+	cfg    *Config
+	ops    *stream.Campaigns
+	limits *fleetLimits
+
+	mu sync.Mutex
+	// states are the states last read of the campaigns active on each shard, by shard and id,
+	// with when; guarded by mu.
+	states map[campaignRef]campaignSeen
+}
+
+type campaignRef struct {
+	shard int
+	id    string
+}
+
+type campaignSeen struct {
+	state string
+	at    time.Time
+}
+
+// newCampaignFeeder is the feeder of cfg's store; nil when the store is not a *stream.Store
+// (campaigns need its scripts).
+func newCampaignFeeder(cfg *Config, limits *fleetLimits) *campaignFeeder {
+	st, ok := cfg.Store.(*stream.Store)
+	if !ok {
+		return nil
+	}
+	return &campaignFeeder{cfg: cfg, ops: stream.CampaignsOf(st), limits: limits, states: map[campaignRef]campaignSeen{}}
+}
+
+// state is campaign id's state on shard: as the expansion loop last read it, or, for a
+// campaign that loop does not look at (its lists are empty) or read too long ago, as Redis has
+// it now, kept for campaignStateStale. "" when the campaign has none (not created, or Redis did
+// not answer: the job goes on as any other).
+func (f *campaignFeeder) state(ctx context.Context, shard int, id string) string {
+	if f == nil {
+		return ""
+	}
+	ref := campaignRef{shard, id}
+	f.mu.Lock()
+	s, ok := f.states[ref]
+	f.mu.Unlock()
+	if ok && time.Since(s.at) <= campaignStateStale {
+		return s.state
+	}
+	state, err := f.ops.State(ctx, shard, id)
+	if err != nil {
+		f.cfg.Logger.Warn("dispatch: campaign state not read; its job goes on", "shard", shard, "campaign", id, "err", err)
+		return ""
+	}
+	f.mu.Lock()
+	f.states[ref] = campaignSeen{state: state, at: time.Now()}
+	f.mu.Unlock()
+	return state
+}
+
+// round expands, drains and settles every active campaign of every shard once.
+func (f *campaignFeeder) round(ctx context.Context) error {
+	var errs []error
+	for s := 0; s < f.cfg.Store.Shards(); s++ {
+		if err := f.shard(ctx, s); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (f *campaignFeeder) shard(ctx context.Context, shard int) error {
+	active, err := f.ops.Active(ctx, shard)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	f.mu.Lock()
+	for ref, s := range f.states {
+		if ref.shard == shard && now.Sub(s.at) > campaignStateStale {
+			delete(f.states, ref)
+		}
+	}
+	for _, a := range active {
+		f.states[campaignRef{shard, a.ID}] = campaignSeen{state: a.State, at: now}
+	}
+	f.mu.Unlock()
+	for _, a := range active {
+		switch a.State {
+		case stream.CampaignCanceled:
+			if _, _, _, err := f.ops.Drain(ctx, shard, a.ID, a.Providers, drainBatch, f.cfg.Now()); err != nil {
+				return err
+			}
+		case stream.CampaignRunning:
+			if err := f.expand(ctx, shard, a); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// expand moves what the lanes can take of campaign a's lists, and takes the campaign off the
+// active ones once its lists are empty.
+func (f *campaignFeeder) expand(ctx context.Context, shard int, a stream.ActiveCampaign) error {
+	class := a.Class
+	if class == "" {
+		class = jobfmt.ClassBulk
+	}
+	empty := true
+	for _, p := range a.Providers {
+		pl := f.limits.get(p)
+		if pl == nil || pl.paused.Load() {
+			// A provider this replica does not run, or one an operator paused: its recipients
+			// wait in the campaign's list, not in a lane.
+			empty = false
+			continue
+		}
+		for range expandRounds {
+			x, err := f.ops.Expand(ctx, shard, a.ID, p, class, expandBatch, f.cfg.CampaignLaneDepth)
+			if err != nil {
+				return err
+			}
+			if x.Moved > 0 {
+				pl.arrivals.Add(int64(x.Moved))
+			}
+			if x.Left > 0 {
+				empty = false
+			}
+			if x.Moved < expandBatch || x.Left == 0 {
+				break
+			}
+		}
+	}
+	if empty {
+		if _, err := f.ops.Settle(ctx, shard, a.ID, a.Providers); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// createCampaign takes a campaign's create entry: the campaign is created (or the entry is
+// dead-lettered with why it cannot be).
+func (in *intake) createCampaign(ctx context.Context, e stream.Entry, raw string) error {
+	cfg := in.cfg
+	ops := in.campaigns
+	now := cfg.Now()
+	c, err := jobfmt.DecodeCampaign(raw, now)
+	if err != nil {
+		return in.dead(ctx, e, "", invalidReason(err), raw, true)
+	}
+	if _, ok := cfg.Keys[c.VAPIDKey]; !ok {
+		return in.dead(ctx, e, c.ID, fmt.Sprintf("create_campaign.vapid_key: no key named %q is configured", c.VAPIDKey), raw, false)
+	}
+	if ahead := c.SendAt.Sub(now); ahead > cfg.MaxScheduleAhead {
+		return in.dead(ctx, e, c.ID, fmt.Sprintf("create_campaign.send_at: %s is %s ahead; at most %s (run --max-schedule-ahead)",
+			c.SendAt.UTC().Format(time.RFC3339Nano), ahead.Round(time.Second), cfg.MaxScheduleAhead), raw, false)
+	}
+	if ops == nil {
+		return in.dead(ctx, e, c.ID, "this worker's store cannot hold campaigns", raw, false)
+	}
+	var v stream.CreateVerdict
+	err = in.health.retry(ctx, in.done, e.Shard, telemetry.OpWrite, "create campaign", false, cfg.Now, func(ctx context.Context) (err error) {
+		v, err = ops.Create(ctx, e, c, raw, now)
+		return err
+	})
+	switch {
+	case err != nil:
+	case v == stream.CreateNotOwner:
+		in.notOwner(e)
+	case v == stream.CreateConflict:
+		cfg.Logger.Info("dispatch: campaign create refused: another campaign has the id", "shard", e.Shard, "campaign", c.ID)
+		cfg.Metrics.DeadLetter(telemetry.DeadInvalidJob)
+	case v == stream.Created:
+		cfg.Logger.Info("dispatch: campaign created", "shard", e.Shard, "campaign", c.ID, "class", string(c.Class), "rate", c.Rate)
+	}
+	return err
+}
+
+// addRecipients takes a batch of a campaign's recipients: each is routed to its provider's
+// list of the campaign, or dead-lettered with its reason.
+func (in *intake) addRecipients(ctx context.Context, e stream.Entry, raw string) error {
+	cfg := in.cfg
+	id, batch, rs, err := jobfmt.DecodeRecipients(raw)
+	if err != nil {
+		return in.dead(ctx, e, "", invalidReason(err), raw, true)
+	}
+	if in.campaigns == nil {
+		return in.dead(ctx, e, "", "this worker's store cannot hold campaigns", raw, false)
+	}
+	if home := stream.CampaignShard(id, cfg.Store.Shards()); home != e.Shard && e.Shard < cfg.Store.Shards() {
+		return in.dead(ctx, e, "", fmt.Sprintf("add_recipients: campaign %s lives on shard %d, not %d: write its entries to that shard's intake", id, home, e.Shard), raw, false)
+	}
+	routed := make([]stream.RoutedRecipient, len(rs))
+	dead := 0
+	for i, r := range rs {
+		rr := stream.RoutedRecipient{Key: r.Key, Compact: r.Compact}
+		if r.Invalid != nil {
+			rr.Invalid, rr.Compact = invalidReason(r.Invalid), r.Raw
+		} else if route, err := cfg.registry().Resolve(r.Subscription.Endpoint); err != nil {
+			rr.Invalid, rr.Compact = jobfmt.EndpointReason(err), r.Raw
+		} else {
+			rr.Provider = route.Provider.ID
+			if route.Unknown {
+				cfg.Metrics.UnknownAuthority()
+			}
+		}
+		if rr.Invalid != "" {
+			dead++
+		}
+		routed[i] = rr
+	}
+	var first int64
+	err = in.health.retry(ctx, in.done, e.Shard, telemetry.OpWrite, "add recipients", false, cfg.Now, func(ctx context.Context) (err error) {
+		first, err = in.campaigns.Add(ctx, e, id, batch, routed, cfg.Now())
+		return err
+	})
+	switch {
+	case err != nil:
+	case first == 0:
+		in.notOwner(e)
+	case first < 0:
+		cfg.Logger.Debug("dispatch: copy of a batch of recipients already added; acknowledged", "shard", e.Shard, "campaign", id, "batch", batch)
+	default:
+		for range dead {
+			cfg.Metrics.DeadLetter(telemetry.DeadInvalidJob)
+		}
+		cfg.Logger.Debug("dispatch: campaign recipients added", "shard", e.Shard, "campaign", id, "count", len(rs), "invalid", dead)
+	}
+	return err
+}
+
+func invalidReason(err error) string {
+	var ie *jobfmt.InvalidError
+	if errors.As(err, &ie) {
+		return ie.Reason
+	}
+	return err.Error()
+}
+
+// campaignCheck is what a campaign's state makes of its recipient's lane entry before the
+// send: held back while the campaign is paused, ended CANCELED unsent once it is cancelled;
+// nil to go on.
+func (d *delivery) campaignCheck(ctx context.Context, now time.Time) *nextState {
+	j := d.job
+	if j == nil || j.Campaign == "" {
+		return nil
+	}
+	switch d.l.campaigns.state(ctx, d.e.Shard, j.Campaign) {
+	case stream.CampaignPaused:
+		return &nextState{kind: holdBack}
+	case stream.CampaignCanceled:
+		return &nextState{kind: toLedger, result: stream.Result{ID: j.ID, Provider: d.l.provider, Attempt: d.attempt,
+			Code: string(taxonomy.Canceled), Detail: "campaign canceled before it was sent", At: now}}
+	}
+	return nil
+}
+
+// holdElement is the recipient of a campaign's job as the campaign's lists keep it.
+func (d *delivery) holdElement() (string, error) {
+	j := d.job
+	_, num, ok := strings.Cut(j.ID[len(j.Campaign):], "/")
+	n, err := strconv.ParseInt(num, 10, 64)
+	if !ok || err != nil || !strings.HasPrefix(j.ID, j.Campaign+"/") {
+		return "", fmt.Errorf("job %s is not a recipient of campaign %s", j.ID, j.Campaign)
+	}
+	sub, err := json.Marshal(j.Subscription)
+	if err != nil {
+		return "", err
+	}
+	return stream.RecipientElement(n, j.Recipient, string(sub)), nil
+}

@@ -1,0 +1,338 @@
+package stream
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/webpush-gateway/webpush-gateway/job"
+)
+
+// ErrNoCampaign says no campaign has the id.
+var ErrNoCampaign = errors.New("stream: no such campaign")
+
+// CreateCampaign writes the create entry of campaign raw (a JSON object: docs/job-format.md,
+// "Campaigns") to the intake of the campaign's shard. It checks the campaign first, as a
+// worker will, and writes nothing when it is invalid. A worker creates the campaign when it
+// reads the entry; a batch of recipients written before that waits for it.
+func (p *Producer) CreateCampaign(ctx context.Context, raw []byte) (id string, err error) {
+	c, err := job.DecodeCampaign(`{"create_campaign":`+string(raw)+`}`, time.Now())
+	if err != nil {
+		return "", fmt.Errorf("stream: create campaign: %w", err)
+	}
+	if err := p.checkOnce(ctx); err != nil {
+		return "", err
+	}
+	entry := `{"create_campaign":` + compactJSON(raw) + `}`
+	if err := p.c.XAdd(ctx, &redis.XAddArgs{Stream: KeysFor(p.prefix, ShardOf(c.ID, p.shards)).Intake, Values: []any{"job", entry}}).Err(); err != nil {
+		return "", fmt.Errorf("stream: create campaign: %w", err)
+	}
+	return c.ID, nil
+}
+
+// maxBatchBytes keeps an add_recipients entry under the entry limit with room for its frame.
+const maxBatchBytes = job.MaxEntryBytes - 1024
+
+// AddRecipients writes recipients (each a PushSubscription JSON object, or {"recipient": KEY,
+// "subscription": {...}}) to campaign id, in add_recipients entries of at most
+// job.MaxRecipientsPerBatch recipients and job.MaxEntryBytes bytes, in one pipeline. A
+// recipient that is not valid JSON is refused before anything is written; the other checks
+// are the workers' (an invalid recipient gets a dead record with its reason). It returns how
+// many recipients, from the first, were written before any failure.
+func (p *Producer) AddRecipients(ctx context.Context, id string, recipients ...[]byte) (int, error) {
+	if err := job.CheckCampaignID(id); err != nil {
+		return 0, fmt.Errorf("stream: add recipients: campaign id: %w", err)
+	}
+	if err := p.checkOnce(ctx); err != nil {
+		return 0, err
+	}
+	var batches []string
+	var ends []int
+	var b strings.Builder
+	run := make([]byte, 8)
+	if _, err := rand.Read(run); err != nil {
+		return 0, fmt.Errorf("stream: add recipients: %w", err)
+	}
+	var head string
+	n := 0
+	newBatch := func() {
+		// A batch id of its own, so that a batch written twice (a pipeline the client sends
+		// again after a lost answer) adds its recipients once.
+		head = `{"add_recipients":{"campaign":"` + id + `","batch":"` + hex.EncodeToString(run) + "-" + strconv.Itoa(len(batches)) + `","recipients":[`
+	}
+	newBatch()
+	flush := func(end int) {
+		if n > 0 {
+			b.WriteString("]}}")
+			batches = append(batches, b.String())
+			ends = append(ends, end)
+		}
+		b.Reset()
+		n = 0
+		newBatch()
+	}
+	for i, r := range recipients {
+		c := compactJSON(r)
+		if !json.Valid([]byte(c)) {
+			return 0, fmt.Errorf("stream: add recipients: recipient %d is not JSON", i)
+		}
+		if len(head)+len(c)+4 > maxBatchBytes {
+			return 0, fmt.Errorf("stream: add recipients: recipient %d is %d bytes; at most %d", i, len(c), maxBatchBytes-len(head)-4)
+		}
+		if n == job.MaxRecipientsPerBatch || (n > 0 && b.Len()+len(c)+4 > maxBatchBytes) {
+			flush(i)
+		}
+		if n == 0 {
+			b.WriteString(head)
+		} else {
+			b.WriteByte(',')
+		}
+		b.WriteString(c)
+		n++
+	}
+	flush(len(recipients))
+	intake := KeysFor(p.prefix, ShardOf(id, p.shards)).Intake
+	done := 0
+	// A pipeline of pipelineBatches entries at most (a few MB), so that a large campaign's
+	// write never outlasts the client's write timeout.
+	for from := 0; from < len(batches); from += pipelineBatches {
+		to := min(from+pipelineBatches, len(batches))
+		pipe := p.c.Pipeline()
+		cmds := make([]*redis.StringCmd, to-from)
+		for i, e := range batches[from:to] {
+			cmds[i] = pipe.XAdd(ctx, &redis.XAddArgs{Stream: intake, Values: []any{"job", e}})
+		}
+		_, _ = pipe.Exec(ctx) // the errors are on each command
+		for i, c := range cmds {
+			if err := c.Err(); err != nil {
+				return done, fmt.Errorf("stream: add recipients: %w", err)
+			}
+			done = ends[from+i]
+		}
+	}
+	return done, nil
+}
+
+// pipelineBatches is how many add_recipients entries AddRecipients sends in one pipeline.
+const pipelineBatches = 32
+
+func (p *Producer) checkOnce(ctx context.Context) error {
+	if p.checked.Load() {
+		return nil
+	}
+	if err := checkShards(ctx, p.c, p.prefix, p.shards, true); err != nil {
+		return err
+	}
+	p.checked.Store(true)
+	return nil
+}
+
+func compactJSON(raw []byte) string {
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return string(raw)
+	}
+	return b.String()
+}
+
+// CampaignStatus is where a campaign's recipients are, summed over the shards.
+type CampaignStatus struct {
+	ID    string `json:"id"`
+	State string `json:"state"` // running, paused, canceled; "pending" before its create entry, unless paused or cancelled
+	// HasMessage says its create entry has been taken: it has its message.
+	HasMessage bool   `json:"created"`
+	Class      string `json:"class,omitempty"`
+	// Rate is the pace in messages a second (0: none); SendAt when it may start.
+	Rate   float64    `json:"rate"`
+	SendAt *time.Time `json:"send_at,omitempty"`
+	// Added recipients; Queued wait in the campaign's lists; InLanes were expanded into lanes
+	// and have no terminal record yet (in a lane, in flight or waiting to retry).
+	Added   int64 `json:"added"`
+	Queued  int64 `json:"queued"`
+	InLanes int64 `json:"in_lanes"`
+	// Finished counts terminal records by outcome code; Done is their sum.
+	Finished map[string]int64 `json:"finished"`
+	Done     int64            `json:"done"`
+	// QueuedBy is Queued per provider.
+	QueuedBy map[string]int64 `json:"queued_by_provider"`
+	Created  time.Time        `json:"created_at"`
+	Started  *time.Time       `json:"started_at,omitempty"`
+	// Left estimates the time until every recipient has its record, from the rate since the
+	// start (and the pace, when slower); nil when there is nothing to estimate from.
+	Left *time.Duration `json:"left_ns,omitempty"`
+}
+
+// Campaign is the status of campaign id, ErrNoCampaign when no shard knows it.
+func (s *Inspector) Campaign(ctx context.Context, id string, now time.Time) (*CampaignStatus, error) {
+	home := ShardOf(id, s.o.Shards)
+	st := &CampaignStatus{ID: id, Finished: map[string]int64{}, QueuedBy: map[string]int64{}}
+	found := false
+	for shard := 0; shard < s.Shards(); shard++ {
+		k := campaignKeys(s.o.Prefix, shard, id)
+		h, err := s.c.HGetAll(ctx, k.Hash).Result()
+		if err != nil {
+			return nil, fmt.Errorf("stream: campaign %s: %w", id, err)
+		}
+		if len(h) == 0 {
+			continue
+		}
+		found = true
+		for f, v := range h {
+			if code, ok := strings.CutPrefix(f, "code:"); ok {
+				n, _ := strconv.ParseInt(v, 10, 64)
+				st.Finished[code] += n
+				st.Done += n
+			}
+		}
+		if shard != home {
+			continue // only a record's count can land on another shard (a replayed recipient)
+		}
+		st.State = h["state"]
+		_, st.HasMessage = h["message"]
+		st.Class = h["class"]
+		st.Rate, _ = strconv.ParseFloat(h["rate"], 64)
+		st.Added, _ = strconv.ParseInt(h["added"], 10, 64)
+		if v, _ := strconv.ParseInt(h["send_at"], 10, 64); v > 0 {
+			t := time.UnixMilli(v)
+			st.SendAt = &t
+		}
+		if v, _ := strconv.ParseInt(h["created_at"], 10, 64); v > 0 {
+			st.Created = time.UnixMilli(v)
+		}
+		if v, _ := strconv.ParseInt(h["started_at"], 10, 64); v > 0 {
+			t := time.UnixMilli(v)
+			st.Started = &t
+		}
+		expanded, _ := strconv.ParseInt(h["expanded"], 10, 64)
+		deadAdded, _ := strconv.ParseInt(h["dead_added"], 10, 64)
+		canceledQueued, _ := strconv.ParseInt(h["canceled_queued"], 10, 64)
+		pipe := s.c.Pipeline()
+		lens := map[string]*redis.IntCmd{}
+		for _, p := range providersOf(h) {
+			lens[p] = pipe.LLen(ctx, k.ListOf(p))
+		}
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("stream: campaign %s: %w", id, err)
+		}
+		for p, c := range lens {
+			if c.Val() > 0 {
+				st.QueuedBy[p] = c.Val()
+			}
+			st.Queued += c.Val()
+		}
+		// Every recipient expanded ends with one record; those that never reached a lane
+		// (refused when added, cancelled while queued) are counted apart.
+		st.InLanes = max(0, expanded-(st.Done-deadAdded-canceledQueued))
+		if st.State == "" {
+			st.State = "pending"
+		}
+	}
+	if !found {
+		return nil, fmt.Errorf("%w: %s", ErrNoCampaign, id)
+	}
+	st.InLanes = max(0, min(st.InLanes, st.Added-st.Done-st.Queued))
+	st.Left = estimateLeft(st, now)
+	return st, nil
+}
+
+func estimateLeft(st *CampaignStatus, now time.Time) *time.Duration {
+	rest := st.Queued + st.InLanes
+	if rest == 0 || st.State != CampaignRunning {
+		return nil
+	}
+	rate := 0.0
+	if st.Started != nil && now.After(*st.Started) {
+		sent := st.Done - st.Finished["INVALID_JOB"]
+		if sent > 0 {
+			rate = float64(sent) / now.Sub(*st.Started).Seconds()
+		}
+	}
+	if st.Rate > 0 && (rate == 0 || st.Rate < rate) {
+		rate = st.Rate
+	}
+	if rate <= 0 {
+		return nil
+	}
+	d := time.Duration(float64(rest) / rate * float64(time.Second))
+	if st.SendAt != nil && st.SendAt.After(now) {
+		d += st.SendAt.Sub(now)
+	}
+	return &d
+}
+
+// CampaignIDs lists every campaign of every shard, by id.
+func (s *Inspector) CampaignIDs(ctx context.Context) ([]string, error) {
+	seen := map[string]bool{}
+	for shard := 0; shard < s.Shards(); shard++ {
+		ids, err := s.c.ZRange(ctx, campaignKeys(s.o.Prefix, shard, "").All, 0, -1).Result()
+		if err != nil {
+			return nil, fmt.Errorf("stream: campaigns: %w", err)
+		}
+		for _, id := range ids {
+			seen[id] = true
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for id := range seen {
+		out = append(out, id)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// SetCampaignState pauses (CampaignPaused), resumes (CampaignRunning) or cancels
+// (CampaignCanceled) campaign id. A cancelled campaign cannot be resumed. Cancelling only
+// marks it: CancelCampaign also drains its waiting recipients.
+func (s *Inspector) SetCampaignState(ctx context.Context, id, state string) error {
+	if err := job.CheckCampaignID(id); err != nil {
+		return fmt.Errorf("stream: campaign id: %w", err)
+	}
+	k := campaignKeys(s.o.Prefix, ShardOf(id, s.o.Shards), id)
+	n, err := campaignStateScript.Run(ctx, s.c, []string{k.Hash, k.Active}, id, state).Int64()
+	switch {
+	case err != nil:
+		return fmt.Errorf("stream: campaign %s: %w", id, err)
+	case n < 0:
+		return fmt.Errorf("%w: %s", ErrNoCampaign, id)
+	case n == 0:
+		return fmt.Errorf("stream: campaign %s is canceled; it cannot be %s", id, map[string]string{CampaignRunning: "resumed", CampaignPaused: "paused"}[state])
+	}
+	return nil
+}
+
+// CancelCampaign cancels campaign id and gives every recipient waiting in its lists a
+// CANCELED record, freeing them; it returns how many it drained. The recipients already in a
+// lane get theirs from the worker that reads them (within about a second), and those in flight
+// finish: the ledger has the record of each.
+func (s *Inspector) CancelCampaign(ctx context.Context, id string, now time.Time) (int64, error) {
+	if err := s.SetCampaignState(ctx, id, CampaignCanceled); err != nil {
+		return 0, err
+	}
+	shard := ShardOf(id, s.o.Shards)
+	k := campaignKeys(s.o.Prefix, shard, id)
+	h, err := s.c.HGetAll(ctx, k.Hash).Result()
+	if err != nil {
+		return 0, fmt.Errorf("stream: campaign %s: %w", id, err)
+	}
+	var total int64
+	for {
+		n, left, ok, err := drainCampaign(ctx, s.c, s.o.Prefix, shard, id, providersOf(h), 5000, now)
+		if err != nil {
+			return total, err
+		}
+		total += n
+		if !ok || left == 0 {
+			return total, nil
+		}
+	}
+}

@@ -1,0 +1,340 @@
+package stream
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/webpush-gateway/webpush-gateway/job"
+)
+
+func testSubJSON() string {
+	return `{"endpoint":"` + testEndpoint + `","keys":{"p256dh":"` + testP256dh + `","auth":"` + testAuth + `"}}`
+}
+
+// campaignEntry writes raw to shard 0's intake and reads it back for s, as intake does.
+func (e *env) campaignEntry(t *testing.T, s *Store, raw string) Entry {
+	t.Helper()
+	e.enqueue(t, s, raw)
+	return e.readIntake(t, s, 1)[0]
+}
+
+func (e *env) createCampaign(t *testing.T, s *Store, raw string) (*job.Campaign, CreateVerdict) {
+	t.Helper()
+	c, err := job.DecodeCampaign(raw, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := CampaignsOf(s).Create(e.ctx, e.campaignEntry(t, s, raw), c, raw, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, v
+}
+
+func (e *env) addRecipients(t *testing.T, s *Store, id string, rs ...RoutedRecipient) int64 {
+	t.Helper()
+	return e.addBatch(t, s, id, "", rs...)
+}
+
+func (e *env) addBatch(t *testing.T, s *Store, id, batch string, rs ...RoutedRecipient) int64 {
+	t.Helper()
+	first, err := CampaignsOf(s).Add(e.ctx, e.campaignEntry(t, s, `{"add_recipients":{}}`), id, batch, rs, time.Now())
+	if err != nil || first == 0 {
+		t.Fatalf("Add: %d, %v", first, err)
+	}
+	return first
+}
+
+func fcmRecipients(n int, key string) []RoutedRecipient {
+	rs := make([]RoutedRecipient, n)
+	for i := range rs {
+		rs[i] = RoutedRecipient{Provider: "fcm", Key: key, Compact: testSubJSON()}
+	}
+	return rs
+}
+
+// TestCampaignCreateOnce: a create entry makes the campaign; a copy of it is acknowledged
+// with no record; another campaign under the same id is dead-lettered with why; an entry no
+// longer ours changes nothing.
+func TestCampaignCreateOnce(t *testing.T) {
+	e, s := newStore(t, "fcm")
+	raw := `{"create_campaign":{"id":"c1","payload":"hi"}}`
+	if _, v := e.createCampaign(t, s, raw); v != Created {
+		t.Fatalf("first create: %v", v)
+	}
+	if _, v := e.createCampaign(t, s, raw); v != CreateCopy {
+		t.Fatalf("a copy: %v, want CreateCopy", v)
+	}
+	if _, v := e.createCampaign(t, s, `{"create_campaign":{"id":"c1","payload":"other"}}`); v != CreateConflict {
+		t.Fatalf("another message under the id: %v, want CreateConflict", v)
+	}
+	dead := e.entries(t, s.Keys(0).Dead)
+	if len(dead) != 1 || !strings.Contains(fieldsOf(dead[0])["reason"], "campaign c1 exists with another message") {
+		t.Errorf("dead records %v", dead)
+	}
+	if n := e.xlen(t, s.Keys(0).Intake); n != 0 {
+		t.Errorf("%d intake entries left", n)
+	}
+	c, _ := job.DecodeCampaign(raw, time.Now())
+	if v, err := CampaignsOf(s).Create(e.ctx, Entry{Stream: s.Keys(0).Intake, ID: "1-1", Shard: 0}, c, raw, time.Now()); err != nil || v != CreateNotOwner {
+		t.Errorf("an entry not ours: %v, %v", v, err)
+	}
+}
+
+// TestCampaignExpandMakesTheJobs: recipients added before the campaign wait; once it exists
+// they are expanded into the provider's lane of the campaign's class as jobs that decode to the
+// campaign's message with each recipient's id, key and subscription, in the jobs index, and
+// the list shrinks; the lane depth bounds each call.
+func TestCampaignExpandMakesTheJobs(t *testing.T) {
+	e, s := newStore(t, "fcm")
+	ops := CampaignsOf(s)
+	first := e.addRecipients(t, s, "c2", append(fcmRecipients(3, "u-1"), fcmRecipients(2, "")...)...)
+	if first != 1 {
+		t.Fatalf("first recipient numbered %d, want 1", first)
+	}
+	if x, err := ops.Expand(e.ctx, 0, "c2", "fcm", job.ClassBulk, 100, 1000); err != nil || x.Moved != 0 || x.Why != "not_created" || x.Left != 5 {
+		t.Fatalf("before the create: %+v, %v", x, err)
+	}
+	c, _ := e.createCampaign(t, s, `{"create_campaign":{"id":"c2","payload":"hello","ttl":30}}`)
+	lane := s.Keys(0).LaneOf("fcm", job.ClassBulk)
+	x, err := ops.Expand(e.ctx, 0, "c2", "fcm", job.ClassBulk, 100, 2)
+	if err != nil || x.Moved != 2 || x.Left != 3 {
+		t.Fatalf("expand to a depth of 2: %+v, %v", x, err)
+	}
+	if x, _ := ops.Expand(e.ctx, 0, "c2", "fcm", job.ClassBulk, 100, 2); x.Moved != 0 || x.Why != "full" {
+		t.Fatalf("a full lane: %+v", x)
+	}
+	if x, _ := ops.Expand(e.ctx, 0, "c2", "fcm", job.ClassBulk, 100, 100); x.Moved != 3 || x.Left != 0 {
+		t.Fatalf("the rest: %+v", x)
+	}
+	for i, m := range e.entries(t, lane) {
+		f := fieldsOf(m)
+		key := "u-1"
+		if i >= 3 {
+			key = ""
+		}
+		if want := job.CampaignJob(c, int64(i+1), key, testSubJSON()); f["job"] != want {
+			t.Errorf("entry %d: job %s, want %s", i, f["job"], want)
+		}
+		j, err := job.DecodeString(f["job"], time.Now())
+		if err != nil || j.Campaign != "c2" || string(j.Payload) != "hello" || j.TTL != 30 || j.Recipient != key {
+			t.Errorf("entry %d decodes to %+v, %v", i, j, err)
+		}
+		if f["provider"] != "fcm" || f["attempt"] != "0" || f["enqueued_at"] == "" {
+			t.Errorf("entry %d fields %v", i, f)
+		}
+		if p, err := e.c.HGet(e.ctx, s.Keys(0).Jobs, job.RecipientJobID("c2", int64(i+1))).Result(); err != nil || p != "fcm" {
+			t.Errorf("entry %d: jobs index %q, %v", i, p, err)
+		}
+	}
+	if n, err := e.c.Exists(e.ctx, ops.Keys(0, "c2").ListOf("fcm")).Result(); err != nil || n != 0 {
+		t.Errorf("the drained list still exists: %d, %v", n, err)
+	}
+}
+
+// TestCampaignPaceSendAtAndStates: a paced campaign expands no more than its bucket holds
+// (a second's worth) and says how long to wait; one scheduled for later, paused or cancelled
+// expands nothing.
+func TestCampaignPaceSendAtAndStates(t *testing.T) {
+	e, s := newStore(t, "fcm")
+	ops := CampaignsOf(s)
+	e.createCampaign(t, s, `{"create_campaign":{"id":"paced","payload":"p","rate":5}}`)
+	e.addRecipients(t, s, "paced", fcmRecipients(20, "")...)
+	x, err := ops.Expand(e.ctx, 0, "paced", "fcm", job.ClassBulk, 100, 1000)
+	if err != nil || x.Moved != 5 {
+		t.Fatalf("first call at 5/s: %+v, %v; want the bucket's 5", x, err)
+	}
+	x, _ = ops.Expand(e.ctx, 0, "paced", "fcm", job.ClassBulk, 100, 1000)
+	if x.Moved != 0 || x.Why != "paced" || x.Wait <= 0 || x.Wait > 200*time.Millisecond {
+		t.Fatalf("second call at once: %+v, want paced with a wait of at most a token's 200ms", x)
+	}
+	time.Sleep(450 * time.Millisecond)
+	if x, _ = ops.Expand(e.ctx, 0, "paced", "fcm", job.ClassBulk, 100, 1000); x.Moved < 1 || x.Moved > 3 {
+		t.Fatalf("after 450ms at 5/s: %+v, want 2 (1 to 3)", x)
+	}
+
+	at := time.Now().Add(time.Hour)
+	e.createCampaign(t, s, `{"create_campaign":{"id":"later","payload":"p","send_at":`+itoa(at.UnixMilli())+`}}`)
+	e.addRecipients(t, s, "later", fcmRecipients(2, "")...)
+	if x, _ := ops.Expand(e.ctx, 0, "later", "fcm", job.ClassBulk, 100, 1000); x.Moved != 0 || x.Why != "scheduled" || x.Wait < 59*time.Minute {
+		t.Fatalf("scheduled an hour on: %+v", x)
+	}
+	ins := inspectorOf(s)
+	if err := ins.SetCampaignState(e.ctx, "paced", CampaignPaused); err != nil {
+		t.Fatal(err)
+	}
+	if x, _ := ops.Expand(e.ctx, 0, "paced", "fcm", job.ClassBulk, 100, 1000); x.Moved != 0 || x.Why != "paused" {
+		t.Fatalf("paused: %+v", x)
+	}
+	if err := ins.SetCampaignState(e.ctx, "nosuch", CampaignPaused); err == nil || !strings.Contains(err.Error(), "no such campaign") {
+		t.Errorf("pausing no campaign: %v", err)
+	}
+}
+
+// TestCampaignHoldDrainSettle: a paused campaign's lane entry goes back to the head of its
+// list; a cancel drains every waiting recipient into one CANCELED record each (with its key)
+// and counts them; a drained, running campaign leaves the active ones and a new batch brings
+// it back.
+func TestCampaignHoldDrainSettle(t *testing.T) {
+	e, s := newStore(t, "fcm")
+	ops := CampaignsOf(s)
+	ins := inspectorOf(s)
+	e.createCampaign(t, s, `{"create_campaign":{"id":"c3","payload":"p"}}`)
+	e.addRecipients(t, s, "c3", fcmRecipients(4, "who")...)
+	if x, _ := ops.Expand(e.ctx, 0, "c3", "fcm", job.ClassBulk, 1, 1000); x.Moved != 1 {
+		t.Fatalf("expand one: %+v", x)
+	}
+	lane := s.Keys(0).LaneOf("fcm", job.ClassBulk)
+	read, err := e.c.XReadGroup(e.ctx, &redis.XReadGroupArgs{Group: Group, Consumer: "w1", Streams: []string{lane, ">"}, Count: 1}).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := read[0].Messages[0]
+	en := Entry{Stream: lane, ID: m.ID, Fields: fieldsOf(m), Shard: 0}
+	el := RecipientElement(1, "who", testSubJSON())
+	if ok, err := ops.Hold(e.ctx, en, "c3", "fcm", "c3/1", el); err != nil || !ok {
+		t.Fatalf("Hold: %v, %v", ok, err)
+	}
+	if ok, _ := ops.Hold(e.ctx, en, "c3", "fcm", "c3/1", el); ok {
+		t.Error("a second hold of the same entry took it again")
+	}
+	head, _ := e.c.LIndex(e.ctx, ops.Keys(0, "c3").ListOf("fcm"), 0).Result()
+	if head != el || e.xlen(t, lane) != 0 {
+		t.Errorf("after the hold: list head %q, lane %d entries", head, e.xlen(t, lane))
+	}
+	st, err := ins.Campaign(e.ctx, "c3", time.Now())
+	if err != nil || st.Queued != 4 || st.InLanes != 0 {
+		t.Fatalf("status after the hold %+v, %v", st, err)
+	}
+
+	if _, _, ok, _ := ops.Drain(e.ctx, 0, "c3", []string{"fcm"}, 10, time.Now()); ok {
+		t.Error("a running campaign drained")
+	}
+	n, err := ins.CancelCampaign(e.ctx, "c3", time.Now())
+	if err != nil || n != 4 {
+		t.Fatalf("CancelCampaign: %d, %v", n, err)
+	}
+	recs := e.entries(t, s.Keys(0).Results)
+	if len(recs) != 4 {
+		t.Fatalf("%d ledger records, want 4", len(recs))
+	}
+	for _, r := range recs {
+		f := fieldsOf(r)
+		if f["code"] != "CANCELED" || f["campaign"] != "c3" || f["recipient"] != "who" || !strings.HasPrefix(f["id"], "c3/") || f["provider"] != "fcm" {
+			t.Errorf("record %v", f)
+		}
+	}
+	st, _ = ins.Campaign(e.ctx, "c3", time.Now())
+	if st.State != CampaignCanceled || st.Queued != 0 || st.Finished["CANCELED"] != 4 || st.Done != 4 {
+		t.Errorf("status after the cancel %+v", st)
+	}
+
+	e.createCampaign(t, s, `{"create_campaign":{"id":"c4","payload":"p"}}`)
+	e.addRecipients(t, s, "c4", fcmRecipients(1, "")...)
+	active := func() bool {
+		ok, err := e.c.SIsMember(e.ctx, ops.Keys(0, "c4").Active, "c4").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	if ok, _ := ops.Settle(e.ctx, 0, "c4", []string{"fcm"}); ok || !active() {
+		t.Fatal("settled with a recipient waiting")
+	}
+	ops.Expand(e.ctx, 0, "c4", "fcm", job.ClassBulk, 10, 1000)
+	if ok, _ := ops.Settle(e.ctx, 0, "c4", []string{"fcm"}); !ok || active() {
+		t.Fatal("a drained campaign stays active")
+	}
+	e.addRecipients(t, s, "c4", fcmRecipients(1, "")...)
+	if !active() {
+		t.Error("a new batch does not make the campaign active again")
+	}
+}
+
+// TestCampaignOutcomesCount: a finished job of a campaign counts in the campaign's status by
+// code, and its ledger record carries the campaign and the recipient key.
+func TestCampaignOutcomesCount(t *testing.T) {
+	e, s := newStore(t, "fcm")
+	ops := CampaignsOf(s)
+	e.createCampaign(t, s, `{"create_campaign":{"id":"c5","payload":"p"}}`)
+	e.addRecipients(t, s, "c5", fcmRecipients(2, "k")...)
+	ops.Expand(e.ctx, 0, "c5", "fcm", job.ClassBulk, 10, 1000)
+	lane := s.Keys(0).LaneOf("fcm", job.ClassBulk)
+	read, err := e.c.XReadGroup(e.ctx, &redis.XReadGroupArgs{Group: Group, Consumer: "w1", Streams: []string{lane, ">"}, Count: 2}).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range read[0].Messages {
+		en := Entry{Stream: lane, ID: m.ID, Fields: fieldsOf(m), Shard: 0}
+		code := []string{"ACCEPTED", "GONE"}[i]
+		r := Result{ID: job.RecipientJobID("c5", int64(i+1)), Provider: "fcm", Code: code, At: time.Now(),
+			Sent: code == "ACCEPTED", Gone: code == "GONE", Endpoint: testEndpoint, Campaign: "c5", Recipient: "k"}
+		if ok, err := s.Finish(e.ctx, en, r); err != nil || !ok {
+			t.Fatalf("Finish: %v, %v", ok, err)
+		}
+	}
+	st, err := inspectorOf(s).Campaign(e.ctx, "c5", time.Now())
+	if err != nil || st.Finished["ACCEPTED"] != 1 || st.Finished["GONE"] != 1 || st.Done != 2 || st.InLanes != 0 {
+		t.Fatalf("status %+v, %v", st, err)
+	}
+	for _, m := range append(e.entries(t, s.Keys(0).Results), e.entries(t, s.Keys(0).Gone)...) {
+		if f := fieldsOf(m); f["campaign"] != "c5" {
+			t.Errorf("record without its campaign: %v", f)
+		}
+	}
+	for _, m := range e.entries(t, s.Keys(0).Results) {
+		if f := fieldsOf(m); f["recipient"] != "k" {
+			t.Errorf("ledger record without its recipient: %v", f)
+		}
+	}
+}
+
+// TestCampaignCancelledBeforeItsCreate: recipients that came before their campaign's create
+// entry can be cancelled: they get their CANCELED records, and the create that comes after
+// leaves the campaign cancelled.
+func TestCampaignCancelledBeforeItsCreate(t *testing.T) {
+	e, s := newStore(t, "fcm")
+	ins := inspectorOf(s)
+	e.addRecipients(t, s, "early", fcmRecipients(3, "")...)
+	if n, err := ins.CancelCampaign(e.ctx, "early", time.Now()); err != nil || n != 3 {
+		t.Fatalf("CancelCampaign: %d, %v", n, err)
+	}
+	if _, v := e.createCampaign(t, s, `{"create_campaign":{"id":"early","payload":"p"}}`); v != Created {
+		t.Fatalf("create after the cancel: %v", v)
+	}
+	st, err := ins.Campaign(e.ctx, "early", time.Now())
+	if err != nil || st.State != CampaignCanceled || !st.HasMessage || st.Finished["CANCELED"] != 3 {
+		t.Fatalf("status %+v, %v; want cancelled with its 3 CANCELED records", st, err)
+	}
+	if x, _ := CampaignsOf(s).Expand(e.ctx, 0, "early", "fcm", job.ClassBulk, 10, 100); x.Moved != 0 || x.Why != CampaignCanceled {
+		t.Errorf("expand after the create: %+v", x)
+	}
+	if err := ins.SetCampaignState(e.ctx, "never", CampaignPaused); err == nil {
+		t.Error("pausing a campaign nothing was written for")
+	}
+}
+
+// TestCampaignBatchAddedOnce: an add entry whose batch id was taken already is a copy: acked,
+// its recipients not added again.
+func TestCampaignBatchAddedOnce(t *testing.T) {
+	e, s := newStore(t, "fcm")
+	if first := e.addBatch(t, s, "b1", "run-0", fcmRecipients(3, "")...); first != 1 {
+		t.Fatalf("first batch numbered from %d", first)
+	}
+	if again := e.addBatch(t, s, "b1", "run-0", fcmRecipients(3, "")...); again != -1 {
+		t.Fatalf("the same batch again: %d, want -1 (a copy)", again)
+	}
+	if next := e.addBatch(t, s, "b1", "run-1", fcmRecipients(2, "")...); next != 4 {
+		t.Fatalf("the next batch numbered from %d, want 4", next)
+	}
+	st, err := inspectorOf(s).Campaign(e.ctx, "b1", time.Now())
+	if err != nil || st.Added != 5 || st.Queued != 5 {
+		t.Fatalf("status %+v, %v; want 5 added and queued", st, err)
+	}
+	if n := e.xlen(t, s.Keys(0).Intake); n != 0 {
+		t.Errorf("%d intake entries left", n)
+	}
+}
