@@ -133,7 +133,7 @@ const MaxRecipientLine = job.MaxEntryBytes - 4096
 // worker's (an invalid recipient gets a dead record with its reason).
 func ReadRecipients(in io.Reader, name string) (recs [][]byte, lines []int, err error) {
 	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 0, 64<<10), MaxRecipientLine)
+	sc.Buffer(make([]byte, 0, 4096), MaxRecipientLine)
 	n := 0
 	for sc.Scan() {
 		n++
