@@ -12,6 +12,7 @@ import (
 	"os"
 
 	"github.com/webpush-gateway/webpush-gateway/internal/product/cli"
+	"github.com/webpush-gateway/webpush-gateway/stream"
 )
 
 func main() { os.Exit(cli.Process(runMain)) }
@@ -87,6 +88,73 @@ func commands() []cli.Command {
 			},
 			Args: "JOB_ID", MinArgs: 1, MaxArgs: -1,
 			Exit: "1 some id could not be cancelled (in flight, sent or unknown: each is named); 3 Redis could not be read or written",
+		}},
+		{Name: "campaign", Summary: "one message to many subscriptions: create, add, status, ls, pause, resume, cancel", Sub: []cli.Command{
+			{Name: "create", Summary: "create a campaign: its message, class, start and pace", Run: cmdCampaignCreate, Help: cli.Help{
+				Usage: "--redis URL --id ID (--payload-file FILE [--payload-encoding base64] | --notification-file FILE) [flags]",
+				Summary: "Create a campaign: one message, stored once, for every recipient `campaign add` gives it, each sent as a job of its own " +
+					"(bulk unless --class transactional) as its provider's lane takes it, from --send-at on and at most --rate a second (docs/job-format.md, \"Campaigns\").",
+				Details: "The campaign is checked as a worker checks it (a refused value names its flag), written to the intake of its shard (CRC-32 of the id), " +
+					"and the command waits up to --wait for a worker to create it, or prints why a worker refused it (a vapid_key it has no key for, a send_at past its horizon). " +
+					"With no worker running it says so and exits 0: the first worker to read the entry creates the campaign. A campaign that exists already is left as it is.",
+				Examples: []string{
+					"gateway-worker campaign create --redis redis://127.0.0.1:6379/0 --id spring-sale --payload-file message.json --rate 500",
+					"gateway-worker campaign create --redis redis://127.0.0.1:6379/0 --id digest-0601 --notification-file digest.json --send-at 2026-06-01T09:00:00Z",
+				},
+				Exit: "1 a worker refused the campaign (why is printed), or a campaign has the id already; 3 Redis could not be read or written",
+			}},
+			{Name: "add", Summary: "add recipients to a campaign: one subscription a line", Run: cmdCampaignAdd, Help: cli.Help{
+				Usage: "--redis URL [--shards N] [--prefix PREFIX] ID FILE|-",
+				Summary: "Add recipients to campaign ID: one PushSubscription JSON object a line of FILE (- for standard input), " +
+					"or {\"recipient\": KEY, \"subscription\": {...}}; blank lines are skipped.",
+				Details: "Every line is read first: one that is not JSON is refused with its line number (exit 2), and nothing is written. " +
+					"The recipients go to the intake of the campaign's shard in entries of at most 1000 (and 64 KiB), pipelined; the workers number them " +
+					"(recipient n's job id is ID/n) and give an invalid one a dead record with its reason. Recipients added before the campaign is created wait for it.",
+				Examples: []string{
+					"gateway-worker campaign add --redis redis://127.0.0.1:6379/0 spring-sale subscriptions.jsonl",
+					"psql -Atc 'select subscription from subscribers' | gateway-worker campaign add --redis redis://127.0.0.1:6379/0 spring-sale -",
+				},
+				Args: "ID and FILE", MinArgs: 2, MaxArgs: 2,
+				Exit: "3 Redis could not be written (the line to run again from is printed)",
+			}},
+			{Name: "status", Summary: "where one campaign's recipients are, and the time left", Run: cmdCampaignStatus, Help: cli.Help{
+				Usage: "--redis URL [--json] ID",
+				Summary: "Show campaign ID: its state, class, pace and send_at, the recipients added, queued (per provider), in lanes and done (per outcome code), " +
+					"and an estimate of the time left from the pace so far.",
+				Details:  "It reads the campaign's counts on every shard and the lengths of its lists, never the ledger.",
+				Examples: []string{"gateway-worker campaign status --redis redis://127.0.0.1:6379/0 spring-sale"},
+				Args:     "ID", MinArgs: 1, MaxArgs: 1,
+				Exit: "1 no such campaign; 3 Redis could not be read",
+			}},
+			{Name: "ls", Summary: "every campaign with its state and counts", Run: cmdCampaignStatus, Help: cli.Help{
+				Usage:    "--redis URL [--json]",
+				Summary:  "List every campaign of every shard: state, class, recipients added, queued, in lanes and done.",
+				Examples: []string{"gateway-worker campaign ls --redis redis://127.0.0.1:6379/0"},
+				Exit:     "3 Redis could not be read",
+			}},
+			{Name: "pause", Summary: "stop a campaign's recipients entering the lanes", Run: cmdCampaignState(stream.CampaignPaused), Help: cli.Help{
+				Usage: "--redis URL ID",
+				Summary: "Pause campaign ID: no more of its recipients enter the lanes, and the workers put those already in a lane back in its list unsent, " +
+					"until `gateway-worker campaign resume ID`. Sends in flight finish.",
+				Examples: []string{"gateway-worker campaign pause --redis redis://127.0.0.1:6379/0 spring-sale"},
+				Args:     "ID", MinArgs: 1, MaxArgs: 1,
+				Exit: "1 no such campaign, or it is canceled or not created yet; 3 Redis could not be read or written",
+			}},
+			{Name: "resume", Summary: "end a campaign's pause", Run: cmdCampaignState(stream.CampaignRunning), Help: cli.Help{
+				Usage:    "--redis URL ID",
+				Summary:  "Resume campaign ID: its recipients enter the lanes again.",
+				Examples: []string{"gateway-worker campaign resume --redis redis://127.0.0.1:6379/0 spring-sale"},
+				Args:     "ID", MinArgs: 1, MaxArgs: 1,
+				Exit: "1 no such campaign, or it is canceled or not created yet; 3 Redis could not be read or written",
+			}},
+			{Name: "cancel", Summary: "cancel a campaign: its recipients not sent yet end CANCELED", Run: cmdCampaignState(stream.CampaignCanceled), Help: cli.Help{
+				Usage: "--redis URL ID",
+				Summary: "Cancel campaign ID: each recipient still queued gets its CANCELED ledger record now, each one in a lane gets it when a worker reads it, " +
+					"and those in flight end with their own record. A canceled campaign cannot be resumed.",
+				Examples: []string{"gateway-worker campaign cancel --redis redis://127.0.0.1:6379/0 spring-sale"},
+				Args:     "ID", MinArgs: 1, MaxArgs: 1,
+				Exit: "1 no such campaign, or it is not created yet; 3 Redis could not be read or written",
+			}},
 		}},
 		{Name: "dead", Summary: "list, show, replay or purge dead-letter records", Sub: []cli.Command{
 			{Name: "ls", Summary: "list dead records, newest first, by reason, code, provider or time", Run: cmdDeadLs, Help: cli.Help{

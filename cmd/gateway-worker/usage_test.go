@@ -52,6 +52,32 @@ func TestEveryRefusedValueExits2NamingTheFlag(t *testing.T) {
 		{[]string{"dead", "nope"}, `unknown command "nope"`},
 		{[]string{"dead", "--redis", r, "ls"}, `"--redis" is a flag: give the command first, then its flags`},
 		{[]string{"dead", "ls", "--redis", r, "--code", "NOT_A_CODE"}, `--code "NOT_A_CODE" is not an outcome code`},
+		{[]string{"campaign", "create", "--redis", r, "--payload-file", "testdata/sub.json"}, "--id is required"},
+		{[]string{"campaign", "create", "--redis", r, "--id", "a b", "--payload-file", "testdata/sub.json"}, "--id: byte 1 is not a letter, a digit"},
+		{[]string{"campaign", "create", "--redis", r, "--id", "c"}, "give the message with --payload-file FILE or --notification-file FILE"},
+		{[]string{"campaign", "create", "--redis", r, "--id", "c", "--payload-file", "testdata/none.txt"}, "--payload-file: open testdata/none.txt"},
+		{[]string{"campaign", "create", "--redis", r, "--id", "c", "--payload-file", "testdata/sub.json", "--payload-encoding", "hex"}, `--payload-encoding: must be text or base64, got "hex"`},
+		{[]string{"campaign", "create", "--redis", r, "--id", "c", "--notification-file", "testdata/vapid.pem"}, "--notification-file: testdata/vapid.pem is not JSON"},
+		{[]string{"campaign", "create", "--redis", r, "--id", "c", "--notification-file", "testdata/sub.json"}, `--notification-file: unknown field "endpoint"`},
+		{[]string{"campaign", "create", "--redis", r, "--id", "c", "--payload-file", "testdata/sub.json", "--ttl", "-5"}, "--ttl: must be at least 0, got -5"},
+		{[]string{"campaign", "create", "--redis", r, "--id", "c", "--payload-file", "testdata/sub.json", "--urgency", "now"}, "--urgency: must be one of very-low, low, normal, high"},
+		{[]string{"campaign", "create", "--redis", r, "--id", "c", "--payload-file", "testdata/sub.json", "--topic", "a b"}, "--topic: must be 1 to 32 characters"},
+		{[]string{"campaign", "create", "--redis", r, "--id", "c", "--payload-file", "testdata/sub.json", "--class", "urgent"}, `--class: must be "transactional" or "bulk", got "urgent"`},
+		{[]string{"campaign", "create", "--redis", r, "--id", "c", "--payload-file", "testdata/sub.json", "--send-at", "tomorrow"}, "--send-at: must be an RFC 3339 time"},
+		{[]string{"campaign", "create", "--redis", r, "--id", "c", "--payload-file", "testdata/sub.json", "--rate", "-1"}, "--rate: must be a number from 0 to 1000000"},
+		{[]string{"campaign", "create", "--redis", r, "--id", "c", "--payload-file", "testdata/sub.json", "--rate", "NaN"}, "--rate: "},
+		{[]string{"campaign", "create", "--redis", r, "--id", "c", "--payload-file", "testdata/sub.json", "--vapid-key", ""}, "--vapid-key: must be 1 to 128 printable ASCII characters"},
+		{[]string{"campaign", "create", "--redis", r, "--id", "c", "--payload-file", "testdata/sub.json", "--shards", "0"}, "--shards must be 1 to 1024, got 0"},
+		{[]string{"campaign", "add", "--redis", r, "c"}, "missing ID and FILE"},
+		{[]string{"campaign", "add", "--redis", r, "a/b", "testdata/subscriptions.txt"}, "ID: byte 1 is not a letter, a digit"},
+		{[]string{"campaign", "add", "--redis", r, "c", "testdata/subscriptions.txt"}, "testdata/subscriptions.txt:3: not JSON; nothing written"},
+		{[]string{"campaign", "add", "--redis", r, "c", "testdata/none.txt"}, "open testdata/none.txt"},
+		{[]string{"campaign", "status", "--redis", r}, "missing ID"},
+		{[]string{"campaign", "status", "--redis", r, "a b"}, "ID: byte 1 is not a letter, a digit"},
+		{[]string{"campaign", "ls", "--redis", r, "extra"}, `unexpected argument "extra"`},
+		{[]string{"campaign", "pause", "--redis", r}, "missing ID"},
+		{[]string{"campaign", "cancel", "--redis", r, ""}, "ID: must be 1 to 64 characters, got 0"},
+		{[]string{"campaign", "nope"}, `unknown command "nope"`},
 		{[]string{"pause", "--redis", r, "--reason", "two\nlines", "fcm"}, "--reason holds a control or format character"},
 		{[]string{"pause", "--redis", r, "--reason"}, "--reason needs a value"},
 		{[]string{"pause", "--redis", r, ""}, "PROVIDER is empty"},
@@ -86,9 +112,10 @@ func TestEveryRefusedValueExits2NamingTheFlag(t *testing.T) {
 	}
 }
 
-// commandLines are every command's name as typed, subcommands of dead included.
+// commandLines are every command's name as typed, subcommands of dead and campaign included.
 var commandLines = [][]string{
 	{"run"}, {"enqueue"}, {"status"}, {"inspect"}, {"dead", "ls"}, {"dead", "show"}, {"dead", "replay"}, {"dead", "purge"},
+	{"campaign", "create"}, {"campaign", "add"}, {"campaign", "status"}, {"campaign", "ls"}, {"campaign", "pause"}, {"campaign", "resume"}, {"campaign", "cancel"},
 	{"pause"}, {"resume"}, {"audit"}, {"send"}, {"keygen"}, {"check"}, {"registry"}, {"inventory"}, {"version"},
 }
 

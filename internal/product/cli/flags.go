@@ -1,8 +1,9 @@
 // Package cli is what the project's commands (gateway-worker, gateway-lab, pushsim) share:
 // one flag set with one help format (flags in groups, required flags, GATEWAY_<FLAG> from the
 // environment, flags anywhere among the arguments), the exit codes, the table of subcommands,
-// the transport flags that build a Sender, and the conventions of `gateway-worker run` that the
-// lab relies on (its consumer names, its garbage collection target, its stats file).
+// the transport flags that build a Sender, the input readers of `enqueue` and `campaign add`
+// and the flags of `campaign create`, and the conventions of `gateway-worker run` that the lab
+// relies on (its consumer names, its garbage collection target, its stats file).
 package cli
 
 import (
