@@ -102,7 +102,7 @@ func cmdCampaignAdd(ctx context.Context, fs *cli.FlagSet, args []string, stdout,
 		}
 	}
 	fmt.Fprintf(stdout, "added %d recipients to campaign %s from %s\n", written, id, name)
-	if st, err := insp.Campaign(ctx, id, time.Now()); errors.Is(err, stream.ErrNoCampaign) || (err == nil && st.State == "pending") {
+	if st, err := insp.Campaign(ctx, id, time.Now()); errors.Is(err, stream.ErrNoCampaign) || (err == nil && !st.HasMessage) {
 		fmt.Fprintf(stdout, "campaign %s is not created yet: its recipients wait for its create entry (`gateway-worker campaign create --id %s`)\n", id, id)
 	}
 	return cli.ExitOK
@@ -152,7 +152,7 @@ func cmdCampaignState(state string) func(context.Context, *cli.FlagSet, []string
 		defer insp.Close()
 		id := st.ID
 		switch {
-		case st.State == "pending":
+		case !st.HasMessage && state != stream.CampaignCanceled:
 			fmt.Fprintf(stdout, "campaign %s is not created yet (its recipients wait for its create entry): nothing to %s\n", id, verb)
 			return cli.ExitNo
 		case st.State == stream.CampaignCanceled && state != stream.CampaignCanceled:
