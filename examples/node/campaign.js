@@ -9,7 +9,7 @@
 //   node campaign.js create [--redis URL] [--prefix wp] [--shards N] [--wait-replicas N]
 //                           [--wait-timeout-ms MS] CAMPAIGN_FILE
 //   node campaign.js add    [--redis URL] [--prefix wp] [--shards N] [--wait-replicas N]
-//                           [--wait-timeout-ms MS] [--chunk N] ID [FILE|-]
+//                           [--wait-timeout-ms MS] ID [FILE|-]
 //
 // `create` writes the campaign in CAMPAIGN_FILE (the JSON object of docs/job-format.md,
 // "Campaigns": id, payload or notification, ttl, urgency, topic, vapid_key, class, send_at,
@@ -24,8 +24,7 @@
 // * the shard count is checked against the one recorded in Redis (<prefix>:shards) before the
 //   first write;
 // * recipients go in add_recipients entries of at most 1,000 recipients and under the 64 KiB an
-//   entry may hold, one pipeline a call (the command line calls it for each --chunk recipients,
-//   10,000 by default);
+//   entry may hold, 32 entries a pipeline;
 // * with --wait-replicas N, the XADDs are followed by WAIT N on the same connection, and fewer
 //   acknowledging replicas is a failure: the entries may be written but could be lost in a
 //   failover.
@@ -51,6 +50,9 @@ const MAX_RECIPIENTS = 1000;
 // The gateway refuses an entry over 65536 bytes; a batch stays a kilobyte under it, as the Go
 // producer's do.
 const MAX_BATCH_BYTES = 65536 - 1024;
+// A pipeline of a few megabytes at most, so that a large campaign's write never outlasts the
+// client's timeouts.
+const PIPELINE_ENTRIES = 32;
 
 // AddRecipientsError: not every recipient is confirmed. recipients.slice(0, written) are written
 // (replicated false: a WAIT fell short for them, so a failover could still lose them);
@@ -131,46 +133,50 @@ function recipientBatches(campaignId, recipients) {
   return batches;
 }
 
-// addRecipients adds recipients to campaign campaignId: its add_recipients entries in one
-// pipeline to the campaign's shard's intake, then WAIT for replicas; it resolves to
-// recipients.length. It rejects with an Error or a ShardCountError (nothing written), or an
-// AddRecipientsError (.written, .replicated). It never writes a batch twice (see the top of
-// this file): make redis with maxRetriesPerRequest 0, so that ioredis fails the commands of a
-// connection that closed before answering them rather than write them again once it reconnects.
+// addRecipients adds recipients to campaign campaignId: its add_recipients entries to the
+// campaign's shard's intake, PIPELINE_ENTRIES a pipeline, each pipeline followed by WAIT for
+// replicas; it resolves to recipients.length. It rejects with an Error or a ShardCountError
+// (nothing written), or an AddRecipientsError (.written, .replicated). It never writes a batch
+// twice (see the top of this file): make redis with maxRetriesPerRequest 0, so that ioredis
+// fails the commands of a connection that closed before answering them rather than write them
+// again once it reconnects.
 async function addRecipients(redis, campaignId, recipients, { prefix = 'wp', shards = 1, waitReplicas = 0, waitTimeoutMs = 1000 } = {}) {
   const batches = recipientBatches(campaignId, recipients);
   const key = intakeKey(prefix, shardOf(campaignId, shards));
   await checkShards(redis, prefix, shards).catch((e) => {
     throw e instanceof ShardCountError ? e : new AddRecipientsError(`redis: ${e.message}`, 0);
   });
-  // A pipeline of one ioredis client runs on its one connection, so the WAIT after the XADDs
-  // counts exactly them.
-  const pipe = redis.pipeline();
-  for (const [entry] of batches) pipe.xadd(key, '*', 'job', entry);
-  if (waitReplicas > 0) pipe.call('WAIT', waitReplicas, waitTimeoutMs);
-  let replies;
-  try {
-    replies = await pipe.exec();
-  } catch (e) {
-    throw new AddRecipientsError(`redis: ${e.message}`, 0);
-  }
   let written = 0;
-  for (let i = 0; i < batches.length; i++) {
-    if (replies[i][0]) throw new AddRecipientsError(`redis: ${replies[i][0].message}`, written);
-    written += batches[i][1];
-  }
-  if (waitReplicas > 0) {
-    const [err, acked] = replies[batches.length];
-    if (err || acked < waitReplicas) {
-      throw new AddRecipientsError(`${err ? err.message : acked} of ${waitReplicas} replicas acknowledged within ${waitTimeoutMs} ms`, written, false);
+  for (let start = 0; start < batches.length; start += PIPELINE_ENTRIES) {
+    const part = batches.slice(start, start + PIPELINE_ENTRIES);
+    // A pipeline of one ioredis client runs on its one connection, so the WAIT after the XADDs
+    // counts exactly them.
+    const pipe = redis.pipeline();
+    for (const [entry] of part) pipe.xadd(key, '*', 'job', entry);
+    if (waitReplicas > 0) pipe.call('WAIT', waitReplicas, waitTimeoutMs);
+    let replies;
+    try {
+      replies = await pipe.exec();
+    } catch (e) {
+      throw new AddRecipientsError(`redis: ${e.message}`, written);
+    }
+    for (let i = 0; i < part.length; i++) {
+      if (replies[i][0]) throw new AddRecipientsError(`redis: ${replies[i][0].message}`, written);
+      written += part[i][1];
+    }
+    if (waitReplicas > 0) {
+      const [err, acked] = replies[part.length];
+      if (err || acked < waitReplicas) {
+        throw new AddRecipientsError(`${err ? err.message : acked} of ${waitReplicas} replicas acknowledged within ${waitTimeoutMs} ms`, written, false);
+      }
     }
   }
   return written;
 }
 
 function parseArgs(argv) {
-  const o = { redis: 'redis://127.0.0.1:6379/0', prefix: 'wp', shards: 1, waitReplicas: 0, waitTimeoutMs: 1000, chunk: 10000, args: [] };
-  const names = { '--redis': 'redis', '--prefix': 'prefix', '--shards': 'shards', '--wait-replicas': 'waitReplicas', '--wait-timeout-ms': 'waitTimeoutMs', '--chunk': 'chunk' };
+  const o = { redis: 'redis://127.0.0.1:6379/0', prefix: 'wp', shards: 1, waitReplicas: 0, waitTimeoutMs: 1000, args: [] };
+  const names = { '--redis': 'redis', '--prefix': 'prefix', '--shards': 'shards', '--wait-replicas': 'waitReplicas', '--wait-timeout-ms': 'waitTimeoutMs' };
   o.command = argv[0];
   if (o.command !== 'create' && o.command !== 'add') throw new Error('the first argument is create or add');
   for (let i = 1; i < argv.length; i++) {
@@ -190,7 +196,6 @@ function parseArgs(argv) {
   if (o.args.length < want[0] || o.args.length > want[1]) {
     throw new Error(o.command === 'create' ? 'create takes one CAMPAIGN_FILE' : 'add takes ID and one FILE (or -)');
   }
-  if (o.chunk < 1) throw new Error('--chunk: must be at least 1');
   return o;
 }
 
@@ -236,24 +241,23 @@ async function add(redis, o, opts) {
     console.error(`campaign: ${e.message}; nothing written`);
     return 2;
   }
-  let done = 0;
-  while (done < recipients.length) {
-    try {
-      done += await addRecipients(redis, id, recipients.slice(done, done + o.chunk), opts);
-    } catch (e) {
-      if (e instanceof ShardCountError) {
-        console.error(`campaign: ${e.message}`);
-        return 2;
-      }
-      if (!(e instanceof AddRecipientsError)) throw e;
-      done += e.written;
-      if (!e.replicated) {
-        console.error(`campaign: ${e.message}: the ${done} recipients up to line ${lines[done - 1][0]} are written but a failover could lose them; adding them again sends twice those it keeps`);
-      } else {
-        console.error(`campaign: stopped after ${done} recipients: ${e.message}; add again from line ${lines[done][0]} (a batch whose answer was lost may be written: \`gateway-worker campaign status ${id}\` counts the recipients added)`);
-      }
-      return 1;
+  let done;
+  try {
+    done = await addRecipients(redis, id, recipients, opts);
+  } catch (e) {
+    if (e instanceof ShardCountError) {
+      console.error(`campaign: ${e.message}`);
+      return 2;
     }
+    if (!(e instanceof AddRecipientsError)) throw e;
+    done = e.written;
+    if (!e.replicated) {
+      const rest = done === lines.length ? '' : `; add again from line ${lines[done][0]}`;
+      console.error(`campaign: ${e.message}: the ${done} recipients up to line ${lines[done - 1][0]} are written, the last entries on too few replicas: a failover could lose them, and adding them again sends twice those it keeps${rest}`);
+    } else {
+      console.error(`campaign: stopped after ${done} recipients: ${e.message}; add again from line ${lines[done][0]} (a batch whose answer was lost may be written: \`gateway-worker campaign status ${id}\` counts the recipients added)`);
+    }
+    return 1;
   }
   console.error(`campaign: added ${done} recipients to campaign ${id} in ${entries} entries`);
   return 0;
@@ -284,7 +288,7 @@ async function main() {
   }
 }
 
-module.exports = { createCampaign, addRecipients, recipientBatches, checkCampaignId, AddRecipientsError, MAX_RECIPIENTS, MAX_BATCH_BYTES };
+module.exports = { createCampaign, addRecipients, recipientBatches, checkCampaignId, AddRecipientsError, MAX_RECIPIENTS, MAX_BATCH_BYTES, PIPELINE_ENTRIES };
 
 if (require.main === module) {
   main().then((code) => { process.exitCode = code; }, (e) => { console.error(`campaign: ${e.stack || e}`); process.exitCode = 1; });

@@ -9,7 +9,7 @@ them is for trying them out:
     campaign.py create [--redis URL] [--prefix wp] [--shards N] [--wait-replicas N]
                        [--wait-timeout-ms MS] CAMPAIGN_FILE
     campaign.py add    [--redis URL] [--prefix wp] [--shards N] [--wait-replicas N]
-                       [--wait-timeout-ms MS] [--chunk N] ID [FILE|-]
+                       [--wait-timeout-ms MS] ID [FILE|-]
 
 `create` writes the campaign in CAMPAIGN_FILE (the JSON object of docs/job-format.md,
 "Campaigns": id, payload or notification, ttl, urgency, topic, vapid_key, class, send_at,
@@ -24,8 +24,7 @@ writes, with producer.py's checks:
 * the shard count is checked against the one recorded in Redis (<prefix>:shards) before the
   first write;
 * recipients go in add_recipients entries of at most 1,000 recipients and under the 64 KiB an
-  entry may hold, one pipeline a call (the command line calls it for each --chunk recipients,
-  10,000 by default);
+  entry may hold, 32 entries a pipeline;
 * with --wait-replicas N, the XADDs are followed by WAIT N on the same connection, and fewer
   acknowledging replicas is a failure: the entries may be written but could be lost in a
   failover.
@@ -58,6 +57,10 @@ MAX_RECIPIENTS = 1000
 # The gateway refuses an entry over 65536 bytes; a batch stays a kilobyte under it, as the Go
 # producer's do.
 MAX_BATCH_BYTES = 65536 - 1024
+
+# A pipeline of a few megabytes at most, so that a large campaign's write never outlasts the
+# client's socket timeout.
+PIPELINE_ENTRIES = 32
 
 CAMPAIGN_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
@@ -143,13 +146,14 @@ def recipient_batches(campaign_id, recipients):
 
 def add_recipients(r, campaign_id, recipients, prefix="wp", shards=1, wait_replicas=0,
                    wait_timeout_ms=1000):
-    """Adds recipients to campaign campaign_id: its add_recipients entries in one pipeline to
-    the campaign's shard's intake, then WAIT for replicas. Returns len(recipients).
+    """Adds recipients to campaign campaign_id: its add_recipients entries to the campaign's
+    shard's intake, PIPELINE_ENTRIES a pipeline, each pipeline followed by WAIT for replicas.
+    Returns len(recipients).
 
     Raises ValueError or ShardCountError (nothing written), or AddRecipientsError (.written,
     .replicated). Never writes a batch twice: see the module's docstring. Make r with retries
-    off (retry=Retry(NoBackoff(), 0)), so that redis-py does not write the pipeline again after
-    a connection error either.
+    off (retry=Retry(NoBackoff(), 0)), so that redis-py does not write a pipeline again after a
+    connection error either.
     """
     batches = recipient_batches(campaign_id, recipients)
     key = intake_key(prefix, shard_of(campaign_id, shards))
@@ -157,27 +161,29 @@ def add_recipients(r, campaign_id, recipients, prefix="wp", shards=1, wait_repli
         check_shards(r, prefix, shards)
     except redis.RedisError as e:
         raise AddRecipientsError("redis: %s" % e, 0)
-    # One pipeline runs on one connection, so the WAIT after the XADDs counts exactly them.
-    pipe = r.pipeline(transaction=False)
-    for entry, _ in batches:
-        pipe.xadd(key, {"job": entry})
-    if wait_replicas > 0:
-        pipe.wait(wait_replicas, wait_timeout_ms)
-    try:
-        replies = pipe.execute(raise_on_error=False)
-    except (redis.ConnectionError, redis.TimeoutError) as e:
-        raise AddRecipientsError("redis: %s" % e, 0)
     written = 0
-    for (_, count), reply in zip(batches, replies):
-        if isinstance(reply, Exception):
-            raise AddRecipientsError("redis: %s" % reply, written)
-        written += count
-    if wait_replicas > 0:
-        acked = replies[-1]
-        if isinstance(acked, Exception) or acked < wait_replicas:
-            raise AddRecipientsError("%s of %d replicas acknowledged within %d ms"
-                                     % (acked, wait_replicas, wait_timeout_ms), written,
-                                     replicated=False)
+    for start in range(0, len(batches), PIPELINE_ENTRIES):
+        part = batches[start:start + PIPELINE_ENTRIES]
+        # One pipeline runs on one connection, so the WAIT after the XADDs counts exactly them.
+        pipe = r.pipeline(transaction=False)
+        for entry, _ in part:
+            pipe.xadd(key, {"job": entry})
+        if wait_replicas > 0:
+            pipe.wait(wait_replicas, wait_timeout_ms)
+        try:
+            replies = pipe.execute(raise_on_error=False)
+        except (redis.ConnectionError, redis.TimeoutError) as e:
+            raise AddRecipientsError("redis: %s" % e, written)
+        for (_, count), reply in zip(part, replies):
+            if isinstance(reply, Exception):
+                raise AddRecipientsError("redis: %s" % reply, written)
+            written += count
+        if wait_replicas > 0:
+            acked = replies[-1]
+            if isinstance(acked, Exception) or acked < wait_replicas:
+                raise AddRecipientsError("%s of %d replicas acknowledged within %d ms"
+                                         % (acked, wait_replicas, wait_timeout_ms), written,
+                                         replicated=False)
     return written
 
 
@@ -202,10 +208,7 @@ def main():
         else:
             p.add_argument("id", help="the campaign's id")
             p.add_argument("file", nargs="?", default="-", help="one recipient a line")
-            p.add_argument("--chunk", type=int, default=10000, help="recipients a pipeline")
     args = ap.parse_args()
-    if args.command == "add" and args.chunk < 1:
-        ap.error("--chunk: must be at least 1")
     opts = dict(prefix=args.prefix, shards=args.shards, wait_replicas=args.wait_replicas,
                 wait_timeout_ms=args.wait_timeout_ms)
     r = redis.Redis.from_url(args.redis, retry=Retry(NoBackoff(), 0))
@@ -243,26 +246,24 @@ def main():
     except ValueError as e:
         print("campaign: %s; nothing written" % e, file=sys.stderr)
         return 2
-    done = 0
-    while done < len(recipients):
-        chunk = recipients[done:done + args.chunk]
-        try:
-            done += add_recipients(r, args.id, chunk, **opts)
-        except ShardCountError as e:
-            print("campaign: %s" % e, file=sys.stderr)
-            return 2
-        except AddRecipientsError as e:
-            done += e.written
-            if not e.replicated:
-                print("campaign: %s: the %d recipients up to line %d are written but a failover "
-                      "could lose them; adding them again sends twice those it keeps"
-                      % (e, done, lines[done - 1][0]), file=sys.stderr)
-            else:
-                print("campaign: stopped after %d recipients: %s; add again from line %d (a "
-                      "batch whose answer was lost may be written: `gateway-worker campaign "
-                      "status %s` counts the recipients added)"
-                      % (done, e, lines[done][0], args.id), file=sys.stderr)
-            return 1
+    try:
+        done = add_recipients(r, args.id, recipients, **opts)
+    except ShardCountError as e:
+        print("campaign: %s" % e, file=sys.stderr)
+        return 2
+    except AddRecipientsError as e:
+        done = e.written
+        if not e.replicated:
+            rest = "" if done == len(lines) else "; add again from line %d" % lines[done][0]
+            print("campaign: %s: the %d recipients up to line %d are written, the last entries "
+                  "on too few replicas: a failover could lose them, and adding them again sends "
+                  "twice those it keeps%s" % (e, done, lines[done - 1][0], rest), file=sys.stderr)
+        else:
+            print("campaign: stopped after %d recipients: %s; add again from line %d (a batch "
+                  "whose answer was lost may be written: `gateway-worker campaign status %s` "
+                  "counts the recipients added)" % (done, e, lines[done][0], args.id),
+                  file=sys.stderr)
+        return 1
     print("campaign: added %d recipients to campaign %s in %d entries"
           % (done, args.id, entries), file=sys.stderr)
     return 0
