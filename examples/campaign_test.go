@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/redistest"
 	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/stream"
 )
@@ -242,6 +243,125 @@ func TestCampaignBatches(t *testing.T) {
 	}
 }
 
+// TestCampaignPipelines writes more entries than one pipeline takes with each language's
+// addRecipients against a real Redis (no worker reads the prefixes used): every entry on the
+// campaign's shard, in order; and with a WAIT no replica can meet, the first pipeline's entries
+// written, the error saying so, and nothing after it written.
+func TestCampaignPipelines(t *testing.T) {
+	const id = "spring-sale"
+	const n = 33_500 // 34 entries: two pipelines
+	rs := make([]any, n)
+	for i := range rs {
+		rs[i] = map[string]any{"endpoint": fmt.Sprintf("https://push.example.net/p/%d", i)}
+	}
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	home := stream.ShardOf(id, shards)
+	for _, l := range []campaignLang{pythonCampaign, nodeCampaign} {
+		t.Run(l.name, func(t *testing.T) {
+			interp := l.interp(t)
+			path := filepath.Join(t.TempDir(), "recipients.json")
+			writeJSON(t, path, rs)
+			intake := func(prefix string) []batch {
+				t.Helper()
+				var out []batch
+				for s := range shards {
+					msgs, err := rdb.XRange(ctx, fmt.Sprintf("%s:{%d}:in", prefix, s), "-", "+").Result()
+					if err != nil {
+						t.Fatal(err)
+					}
+					if s != home && len(msgs) != 0 {
+						t.Errorf("%s: shard %d's intake holds %d entries; the campaign's shard is %d", prefix, s, len(msgs), home)
+					}
+					for _, m := range msgs {
+						e, _ := m.Values["job"].(string)
+						_, got, _ := job.DecodeRecipients(e)
+						out = append(out, batch{entry: e, count: len(got)})
+					}
+				}
+				return out
+			}
+
+			prefix := l.name + "-all"
+			res := runAdd(t, l, interp, srv.URL(), prefix, id, path, 0)
+			if res.Error != "" || res.Written != n {
+				t.Errorf("add %d recipients: wrote %d, error %q; want all", n, res.Written, res.Error)
+			}
+			got := intake(prefix)
+			if len(got) != 34 {
+				t.Errorf("the intake holds %d entries; want 34", len(got))
+			}
+			checkBatches(t, id, rs, got)
+
+			// No replica: the first pipeline's WAIT falls short; its entries stay, the rest are
+			// never sent.
+			prefix = l.name + "-wait"
+			res = runAdd(t, l, interp, srv.URL(), prefix, id, path, 1)
+			replicated := "absent"
+			if res.Replicated != nil {
+				replicated = strconv.FormatBool(*res.Replicated)
+			}
+			if replicated != "false" || res.Written != 32*job.MaxRecipientsPerBatch || !strings.Contains(res.Error, "of 1 replicas acknowledged") {
+				t.Errorf("add with a WAIT no replica meets: written %d, replicated %s, error %q; want the first pipeline's %d written, not replicated", res.Written, replicated, res.Error, 32*job.MaxRecipientsPerBatch)
+			}
+			if got := intake(prefix); len(got) != 32 {
+				t.Errorf("after the WAIT fell short the intake holds %d entries; want the first pipeline's 32", len(got))
+			}
+		})
+	}
+}
+
+// addResult is what a language's addRecipients gave: how many it wrote, or its error.
+type addResult struct {
+	Written    int
+	Error      string
+	Replicated *bool
+}
+
+// runAdd runs the language's addRecipients on the recipients in path, to campaign id under
+// prefix (of the tests' shard count) of the Redis at url, with WAIT for waitReplicas (50 ms).
+func runAdd(t *testing.T, l campaignLang, interp, url, prefix, id, path string, waitReplicas int) addResult {
+	t.Helper()
+	args := []string{url, prefix, strconv.Itoa(shards), id, path, strconv.Itoa(waitReplicas)}
+	var cmd *exec.Cmd
+	switch l.name {
+	case "python":
+		cmd = exec.Command(interp, append([]string{"-B", "-c", `import json, sys
+sys.path.insert(0, "python")
+import campaign, redis
+url, prefix, shards, cid, path, wait = sys.argv[1:]
+r = redis.Redis.from_url(url)
+try:
+    out = {"written": campaign.add_recipients(r, cid, json.load(open(path)), prefix=prefix,
+           shards=int(shards), wait_replicas=int(wait), wait_timeout_ms=50)}
+except campaign.AddRecipientsError as e:
+    out = {"written": e.written, "error": str(e), "replicated": e.replicated}
+print(json.dumps(out))`}, args...)...)
+	default:
+		cmd = exec.Command(interp, append([]string{"-e", `const c = require('./node/campaign.js');
+const Redis = require('./node/node_modules/ioredis');
+const [url, prefix, shards, id, path, wait] = process.argv.slice(1);
+const redis = new Redis(url, { maxRetriesPerRequest: 0 });
+c.addRecipients(redis, id, JSON.parse(require('fs').readFileSync(path, 'utf8')), { prefix, shards: Number(shards), waitReplicas: Number(wait), waitTimeoutMs: 50 })
+  .then((written) => ({ written }), (e) => {
+    if (!(e instanceof c.AddRecipientsError)) throw e;
+    return { written: e.written, error: e.message, replicated: e.replicated };
+  })
+  .then((out) => console.log(JSON.stringify(out)))
+  .finally(() => redis.disconnect());`}, args...)...)
+	}
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s's addRecipients: %v\n%s%s", l.name, err, out, stderrOf(err))
+	}
+	var res addResult
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("%s's addRecipients: %v\n%s", l.name, err, out)
+	}
+	return res
+}
+
 // batch is one add_recipients entry an example made and the count it gave for it.
 type batch struct {
 	entry string
@@ -275,7 +395,7 @@ console.log(JSON.stringify(out));`, campaign, path)
 	}
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("%s's batches: %v\n%s", l.name, err, out)
+		t.Fatalf("%s's batches: %v\n%s%s", l.name, err, out, stderrOf(err))
 	}
 	var res struct {
 		Batches [][2]json.RawMessage
@@ -343,4 +463,12 @@ func checkBatches(t *testing.T, id string, want []any, got []batch) {
 			t.Fatalf("recipient %d of the batches is %s; recipient %d given is %s", i, raw, i, w)
 		}
 	}
+}
+
+// stderrOf is the standard error of a command that failed with err.
+func stderrOf(err error) string {
+	if ee, ok := err.(*exec.ExitError); ok {
+		return string(ee.Stderr)
+	}
+	return ""
 }
