@@ -253,6 +253,8 @@ func (e *env) run(interp, script string, args ...string) (int, string, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, interp, append([]string{script}, args...)...)
+	// campaign.py imports producer.py: no __pycache__ left in the source tree.
+	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -302,9 +304,11 @@ func (e *env) records(kind string) []record {
 	return out
 }
 
-// event is one JSON line a consumer prints per record it handles.
+// event is one JSON line a consumer prints per record it handles; Campaign and Recipient are
+// there for a campaign recipient's records.
 type event struct {
 	Stream, Entry, ID, Code, Kind, Endpoint string
+	Campaign, Recipient                     string
 	Had                                     bool
 }
 

@@ -23,6 +23,10 @@
 // keeps them growing, so delete it (XGROUP DESTROY) when its consumer is retired. The entries of
 // a consumer name that never comes back can be taken over with XAUTOCLAIM.
 //
+// A campaign's recipient (campaign.js) is a job like any other, its id <campaign>/<n>; its
+// records also carry "campaign", and the ledger's "recipient" (your key for it, when you gave
+// one): each printed event shows them when present.
+//
 // The store here is a JSON file ({"subscriptions": {endpoint: ...}, "outcomes": {job id: code}})
 // standing in for your database. Each record handled is also printed as one JSON line.
 'use strict';
@@ -78,6 +82,9 @@ function handle(store, key, entryId, flat) {
   const f = {};
   for (let i = 0; i + 1 < flat.length; i += 2) f[flat[i]] = flat[i + 1];
   const event = { stream: key, entry: entryId, id: f.id || '', code: f.code || '', provider: f.provider || '' };
+  // A campaign recipient's records name its campaign, and the ledger's your key for it.
+  if (f.campaign) event.campaign = f.campaign;
+  if (f.recipient) event.recipient = f.recipient;
   if (key.endsWith(':gone')) {
     event.kind = 'pruned';
     event.endpoint = f.endpoint || '';

@@ -23,6 +23,10 @@ streams only up to what every group has acknowledged: a group that stops reading
 them growing, so delete it (XGROUP DESTROY) when its consumer is retired. The entries of a
 consumer name that never comes back can be taken over with XAUTOCLAIM.
 
+A campaign's recipient (campaign.py) is a job like any other, its id <campaign>/<n>; its records
+also carry "campaign", and the ledger's "recipient" (your key for it, when you gave one): each
+printed event shows them when present.
+
 The store here is a JSON file ({"subscriptions": {endpoint: ...}, "outcomes": {job id: code}})
 standing in for your database. Each record handled is also printed as one JSON line.
 """
@@ -83,6 +87,10 @@ def handle(store, key, entry_id, fields):
     """Applies one record to the store and returns what was done, as a dict."""
     event = {"stream": key, "entry": entry_id, "id": fields.get("id", ""),
              "code": fields.get("code", ""), "provider": fields.get("provider", "")}
+    # A campaign recipient's records name its campaign, and the ledger's your key for it.
+    for name in ("campaign", "recipient"):
+        if fields.get(name):
+            event[name] = fields[name]
     if key.endswith(":gone"):
         endpoint = fields.get("endpoint", "")
         event["kind"] = "pruned"
