@@ -276,7 +276,7 @@ func TestCampaignPipelines(t *testing.T) {
 					}
 					for _, m := range msgs {
 						e, _ := m.Values["job"].(string)
-						_, got, _ := job.DecodeRecipients(e)
+						_, _, got, _ := job.DecodeRecipients(e)
 						out = append(out, batch{entry: e, count: len(got)})
 					}
 				}
@@ -425,14 +425,19 @@ func checkBatches(t *testing.T, id string, want []any, got []batch) {
 	const limit = job.MaxEntryBytes - 1024
 	var all []json.RawMessage
 	var raws [][]string
+	seenBatch := map[string]bool{}
 	for i, b := range got {
 		if job.KindOf(b.entry) != job.KindAddRecipients {
 			t.Fatalf("batch %d is not an add_recipients entry: %.80s", i, b.entry)
 		}
-		campaign, rs, err := job.DecodeRecipients(b.entry)
+		campaign, batchID, rs, err := job.DecodeRecipients(b.entry)
 		if err != nil || campaign != id {
 			t.Fatalf("batch %d: campaign %q, %v; want %s decoded", i, campaign, err, id)
 		}
+		if batchID == "" || seenBatch[batchID] {
+			t.Errorf("batch %d: batch id %q, want one of its own", i, batchID)
+		}
+		seenBatch[batchID] = true
 		if len(rs) != b.count || b.count > job.MaxRecipientsPerBatch || len(b.entry) > limit {
 			t.Errorf("batch %d: %d recipients (said %d), %d bytes; at most %d and %d", i, len(rs), b.count, len(b.entry), job.MaxRecipientsPerBatch, limit)
 		}

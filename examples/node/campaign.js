@@ -30,8 +30,10 @@
 //   failover.
 //
 // A create entry written again is safe: the gateway acknowledges a copy of a campaign it has. A
-// batch of recipients is not: the gateway numbers recipients as it reads them (recipient n's job
-// id is <campaign>/<n>), so a batch written twice sends each of its recipients twice.
+// batch carries an id of its own, so the same entry written twice (a pipeline a client sends
+// again after a reconnect) adds its recipients once; but the gateway numbers recipients as it
+// reads them (recipient n's job id is <campaign>/<n>), and a second run of this sender makes
+// new batches, so recipients it adds again are sent again.
 // addRecipients() therefore never writes a batch again itself, and says how many recipients,
 // from the first, Redis confirmed. Each recipient's records (ledger, gone and dead streams)
 // carry the campaign's id in "campaign", the ledger's and dead stream's your key in
@@ -42,6 +44,7 @@
 // not the recorded one.
 'use strict';
 
+const crypto = require('crypto');
 const fs = require('fs');
 const Redis = require('ioredis');
 const { shardOf, intakeKey, checkShards, ShardCountError, EnqueueError } = require('./producer.js');
@@ -111,10 +114,14 @@ async function createCampaign(redis, campaign, { prefix = 'wp', shards = 1, wait
 // returning any, for a bad campaign id or a recipient too large for an entry of its own.
 function recipientBatches(campaignId, recipients) {
   checkCampaignId(campaignId);
-  const head = `{"add_recipients":{"campaign":${JSON.stringify(campaignId)},"recipients":[`;
-  const tail = ']}}';
-  const room = MAX_BATCH_BYTES - Buffer.byteLength(head) - tail.length;
+  // Each batch has an id of its own (this run's, and its number): a batch written twice is
+  // then added once.
+  const run = crypto.randomBytes(8).toString('hex');
   const batches = [];
+  const head = () =>
+    `{"add_recipients":{"campaign":${JSON.stringify(campaignId)},"batch":"${run}-${String(batches.length).padStart(6, '0')}","recipients":[`;
+  const tail = ']}}';
+  const room = MAX_BATCH_BYTES - Buffer.byteLength(head()) - tail.length;
   let parts = [];
   let size = 0;
   recipients.forEach((recipient, i) => {
@@ -122,14 +129,14 @@ function recipientBatches(campaignId, recipients) {
     const n = Buffer.byteLength(c, 'utf8');
     if (n > room) throw new Error(`recipient ${i} is ${n} bytes; at most ${room}`);
     if (parts.length === MAX_RECIPIENTS || (parts.length > 0 && size + 1 + n > room)) {
-      batches.push([head + parts.join(',') + tail, parts.length]);
+      batches.push([head() + parts.join(',') + tail, parts.length]);
       parts = [];
       size = 0;
     }
     size += n + (parts.length > 0 ? 1 : 0);
     parts.push(c);
   });
-  if (parts.length > 0) batches.push([head + parts.join(',') + tail, parts.length]);
+  if (parts.length > 0) batches.push([head() + parts.join(',') + tail, parts.length]);
   return batches;
 }
 

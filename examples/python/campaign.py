@@ -30,8 +30,10 @@ writes, with producer.py's checks:
   failover.
 
 A create entry written again is safe: the gateway acknowledges a copy of a campaign it has. A
-batch of recipients is not: the gateway numbers recipients as it reads them (recipient n's job
-id is <campaign>/<n>), so a batch written twice sends each of its recipients twice.
+batch carries an id of its own, so the same entry written twice (a pipeline a client sends
+again after a reconnect) adds its recipients once; but the gateway numbers recipients as it
+reads them (recipient n's job id is <campaign>/<n>), and a second run of this sender makes
+new batches, so recipients it adds again are sent again.
 add_recipients() therefore never writes a batch again itself, and says how many recipients,
 from the first, Redis confirmed. Each recipient's records (ledger, gone and dead streams) carry
 the campaign's id in "campaign", the ledger's and dead stream's your key in "recipient";
@@ -45,6 +47,7 @@ recorded one.
 import argparse
 import json
 import re
+import secrets
 import sys
 
 import redis
@@ -126,21 +129,28 @@ def recipient_batches(campaign_id, recipients):
     most MAX_RECIPIENTS and MAX_BATCH_BYTES bytes each. Raises ValueError, before returning any,
     for a bad campaign id or a recipient too large for an entry of its own."""
     check_campaign_id(campaign_id)
-    head = '{"add_recipients":{"campaign":%s,"recipients":[' % compact(campaign_id)
+    # Each batch has an id of its own (this run's, and its number): a batch written twice is
+    # then added once.
+    run = secrets.token_hex(8)
+
+    def head():
+        return '{"add_recipients":{"campaign":%s,"batch":"%s-%06d","recipients":[' % (
+            compact(campaign_id), run, len(batches))
+
     tail = "]}}"
-    room = MAX_BATCH_BYTES - len(head) - len(tail)
     batches, parts, size = [], [], 0
+    room = MAX_BATCH_BYTES - len(head()) - len(tail)
     for i, recipient in enumerate(recipients):
         c = compact(recipient)
         if len(c) > room:
             raise ValueError("recipient %d is %d bytes; at most %d" % (i, len(c), room))
         if len(parts) == MAX_RECIPIENTS or (parts and size + 1 + len(c) > room):
-            batches.append((head + ",".join(parts) + tail, len(parts)))
+            batches.append((head() + ",".join(parts) + tail, len(parts)))
             parts, size = [], 0
         size += len(c) + (1 if parts else 0)
         parts.append(c)
     if parts:
-        batches.append((head + ",".join(parts) + tail, len(parts)))
+        batches.append((head() + ",".join(parts) + tail, len(parts)))
     return batches
 
 
