@@ -188,11 +188,20 @@ func (s *keyspace) locateQueued(ctx context.Context, shard int, look map[string]
 }
 
 // CampaignRecipientIDs are the job ids of campaign id's recipients, 1 to the number added: what Audit
-// checks to tell that every recipient of the campaign has its one terminal record.
+// checks to tell that every recipient of the campaign has its one terminal record. Added counts
+// the recipients a worker has numbered, so those of an add entry still in the intake are not
+// among them. ErrNoCampaign when the campaign's shard holds nothing of it (neither its create
+// nor a recipient has been taken), so that a mistyped id is not a campaign with no one to check.
 func (s *Inspector) CampaignRecipientIDs(ctx context.Context, id string) ([]string, error) {
 	k := campaignKeys(s.o.Prefix, ShardOf(id, s.o.Shards), id)
 	added, err := s.c.HGet(ctx, k.Hash, "added").Int64()
-	if err != nil && !errors.Is(err, redis.Nil) {
+	if errors.Is(err, redis.Nil) {
+		var n int64
+		if n, err = s.c.Exists(ctx, k.Hash).Result(); err == nil && n == 0 {
+			return nil, ErrNoCampaign
+		}
+	}
+	if err != nil {
 		return nil, fmt.Errorf("stream: campaign %s: %w", id, err)
 	}
 	ids := make([]string, added)

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
 	"github.com/webpush-gateway/webpush-gateway/internal/product/cli"
+	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/stream"
 )
 
@@ -25,25 +27,47 @@ func cmdAudit(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stder
 	var rf redisFlags
 	rf.registerReader(fs)
 	fs.Group("Jobs")
-	idsFile := fs.String("ids", "", "`FILE` of job ids, one per line (or JSON-lines jobs: their \"id\" is used)")
-	fs.Require("ids")
+	idsFile := fs.String("ids", "", "`FILE` of job ids, one per line (or JSON-lines jobs: their \"id\" is used); this or --campaign")
+	campaign := fs.String("campaign", "", "the recipients of campaign `ID` instead: every one a worker has numbered (job ids ID/1, ID/2, ...)")
 	fs.Group("Output")
 	asJSON := fs.Bool("json", false, "print the report as one JSON object (snake_case keys)")
 	if code, ok := fs.Parse(args); !ok {
 		return code
 	}
-	ids, skipped, err := cli.ReadIDs(*idsFile)
-	if err != nil {
-		return fs.Fail(fmt.Errorf("--ids: %w", err))
-	}
-	if skipped > 0 {
-		fmt.Fprintf(stderr, "gateway-worker audit: %d lines of %s have no job id and were not audited\n", skipped, *idsFile)
+	var ids []string
+	switch {
+	case *idsFile == "" && *campaign == "":
+		return fs.Fail(errors.New("--ids or --campaign is required"))
+	case *idsFile != "" && *campaign != "":
+		return fs.Fail(errors.New("--ids and --campaign both choose the jobs: give one"))
+	case *campaign != "":
+		if err := job.CheckCampaignID(*campaign); err != nil {
+			return fs.Fail(fmt.Errorf("--campaign: %w", err))
+		}
+	default:
+		var skipped int
+		var err error
+		if ids, skipped, err = cli.ReadIDs(*idsFile); err != nil {
+			return fs.Fail(fmt.Errorf("--ids: %w", err))
+		}
+		if skipped > 0 {
+			fmt.Fprintf(stderr, "gateway-worker audit: %d lines of %s have no job id and were not audited\n", skipped, *idsFile)
+		}
 	}
 	st, code := rf.openReader(ctx, fs, "gateway-audit", stderr)
 	if st == nil {
 		return code
 	}
 	defer st.Close()
+	if *campaign != "" {
+		var err error
+		if ids, err = st.CampaignRecipientIDs(ctx, *campaign); errors.Is(err, stream.ErrNoCampaign) {
+			fmt.Fprintf(stdout, "no campaign %s under prefix %s\n", *campaign, rf.prefix)
+			return cli.ExitNo
+		} else if err != nil {
+			return redisFailure(stderr, fs.Name(), err)
+		}
+	}
 	rep, byCode, err := st.Audit(ctx, ids)
 	if err != nil {
 		return redisFailure(stderr, fs.Name(), err)
