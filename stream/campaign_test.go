@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -336,5 +337,25 @@ func TestCampaignBatchAddedOnce(t *testing.T) {
 	}
 	if n := e.xlen(t, s.Keys(0).Intake); n != 0 {
 		t.Errorf("%d intake entries left", n)
+	}
+}
+
+// TestCampaignRecipientIDs: the ids of the recipients numbered so far, whether or not the
+// campaign is created yet; none for a campaign created without recipients; ErrNoCampaign for
+// an id nothing was written under.
+func TestCampaignRecipientIDs(t *testing.T) {
+	e, s := newStore(t, "fcm")
+	insp := inspectorOf(s)
+	if ids, err := insp.CampaignRecipientIDs(e.ctx, "nobody"); !errors.Is(err, ErrNoCampaign) || ids != nil {
+		t.Errorf("an unknown campaign: %q, %v; want ErrNoCampaign", ids, err)
+	}
+	e.createCampaign(t, s, `{"create_campaign":{"id":"empty","payload":"hi"}}`)
+	if ids, err := insp.CampaignRecipientIDs(e.ctx, "empty"); err != nil || len(ids) != 0 {
+		t.Errorf("a campaign without recipients: %q, %v; want none", ids, err)
+	}
+	e.addRecipients(t, s, "early", fcmRecipients(2, "")...)
+	e.addRecipients(t, s, "early", fcmRecipients(1, "u-1")...)
+	if ids, err := insp.CampaignRecipientIDs(e.ctx, "early"); err != nil || strings.Join(ids, " ") != "early/1 early/2 early/3" {
+		t.Errorf("a campaign not created yet with three recipients: %q, %v", ids, err)
 	}
 }

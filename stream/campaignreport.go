@@ -149,34 +149,3 @@ func reportPace(rate float64) string {
 	}
 	return "paced at " + strconv.FormatFloat(rate, 'f', -1, 64) + "/s"
 }
-
-// reportWhen says when t is from now: "in 4m12s" or "3m0s ago".
-func reportWhen(t, now time.Time) string {
-	if d := t.Sub(now); d > 0 {
-		return "in " + reportDuration(d)
-	}
-	return reportDuration(now.Sub(t)) + " ago"
-}
-
-func reportDuration(d time.Duration) string {
-	switch {
-	case d < 10*time.Second:
-		return d.Round(100 * time.Millisecond).String()
-	case d < time.Hour:
-		return d.Round(time.Second).String()
-	}
-	return d.Round(time.Minute).String()
-}
-
-// reportText is a text read from Redis as a report prints it: "-" for none, and quoted with
-// its escapes when it holds anything but printable characters, so that a value written by
-// something other than the gateway cannot forge a line or drive the terminal.
-func reportText(s string) string {
-	if s == "" {
-		return "-"
-	}
-	if q := strconv.Quote(s); q[1:len(q)-1] != s {
-		return q
-	}
-	return s
-}

@@ -1,15 +1,13 @@
 package main
 
 import (
-	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
-	"os"
-	"sort"
-	"strings"
 
 	"github.com/webpush-gateway/webpush-gateway/internal/product/cli"
+	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/stream"
 )
 
@@ -29,25 +27,47 @@ func cmdAudit(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stder
 	var rf redisFlags
 	rf.registerReader(fs)
 	fs.Group("Jobs")
-	idsFile := fs.String("ids", "", "`FILE` of job ids, one per line (or JSON-lines jobs: their \"id\" is used)")
-	fs.Require("ids")
+	idsFile := fs.String("ids", "", "`FILE` of job ids, one per line (or JSON-lines jobs: their \"id\" is used); this or --campaign")
+	campaign := fs.String("campaign", "", "the recipients of campaign `ID` instead: every one a worker has numbered (job ids ID/1, ID/2, ...)")
 	fs.Group("Output")
 	asJSON := fs.Bool("json", false, "print the report as one JSON object (snake_case keys)")
 	if code, ok := fs.Parse(args); !ok {
 		return code
 	}
-	ids, skipped, err := readIDs(*idsFile)
-	if err != nil {
-		return fs.Fail(fmt.Errorf("--ids: %w", err))
-	}
-	if skipped > 0 {
-		fmt.Fprintf(stderr, "gateway-worker audit: %d lines of %s have no job id and were not audited\n", skipped, *idsFile)
+	var ids []string
+	switch {
+	case *idsFile == "" && *campaign == "":
+		return fs.Fail(errors.New("--ids or --campaign is required"))
+	case *idsFile != "" && *campaign != "":
+		return fs.Fail(errors.New("--ids and --campaign both choose the jobs: give one"))
+	case *campaign != "":
+		if err := job.CheckCampaignID(*campaign); err != nil {
+			return fs.Fail(fmt.Errorf("--campaign: %w", err))
+		}
+	default:
+		var skipped int
+		var err error
+		if ids, skipped, err = cli.ReadIDs(*idsFile); err != nil {
+			return fs.Fail(fmt.Errorf("--ids: %w", err))
+		}
+		if skipped > 0 {
+			fmt.Fprintf(stderr, "gateway-worker audit: %d lines of %s have no job id and were not audited\n", skipped, *idsFile)
+		}
 	}
 	st, code := rf.openReader(ctx, fs, "gateway-audit", stderr)
 	if st == nil {
 		return code
 	}
 	defer st.Close()
+	if *campaign != "" {
+		var err error
+		if ids, err = st.CampaignRecipientIDs(ctx, *campaign); errors.Is(err, stream.ErrNoCampaign) {
+			fmt.Fprintf(stdout, "no campaign %s under prefix %s\n", *campaign, rf.prefix)
+			return cli.ExitNo
+		} else if err != nil {
+			return redisFailure(stderr, fs.Name(), err)
+		}
+	}
 	rep, byCode, err := st.Audit(ctx, ids)
 	if err != nil {
 		return redisFailure(stderr, fs.Name(), err)
@@ -67,86 +87,10 @@ func cmdAudit(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stder
 			return code
 		}
 	} else {
-		printAudit(stdout, rep, byCode)
+		stream.WriteAudit(stdout, rep, byCode)
 	}
 	if rep.ExactlyOne != rep.Total {
 		return cli.ExitNo
 	}
 	return cli.ExitOK
-}
-
-func printAudit(w io.Writer, rep stream.AuditReport, byCode map[string]int) {
-	fmt.Fprintf(w, "jobs:                     %d\n", rep.Total)
-	fmt.Fprintf(w, "exactly one terminal:     %d\n", rep.ExactlyOne)
-	fmt.Fprintf(w, "none yet:                 %d\n", rep.None)
-	for _, k := range sortedKeys(rep.NoneWhere) {
-		label := k
-		if k == "nowhere" {
-			label = "nowhere (LOST)"
-		}
-		fmt.Fprintf(w, "  %-22s  %d\n", label, rep.NoneWhere[k])
-	}
-	fmt.Fprintf(w, "more than one terminal:   %d\n", rep.MoreThanOne)
-	for _, id := range first(rep.Duplicated, 10) {
-		fmt.Fprintf(w, "  duplicated: %s\n", id)
-	}
-	for _, id := range first(rep.Missing, 10) {
-		fmt.Fprintf(w, "  missing:    %s\n", id)
-	}
-	if len(byCode) > 0 {
-		fmt.Fprintln(w, "terminal records by code:")
-		for _, code := range sortedKeys(byCode) {
-			fmt.Fprintf(w, "  %-22s  %d\n", code, byCode[code])
-		}
-	}
-}
-
-func sortedKeys(m map[string]int) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
-func first(s []string, n int) []string {
-	if len(s) > n {
-		return s[:n]
-	}
-	return s
-}
-
-// readIDs reads one id per line or, when the first line is a JSON object, the "id" of each
-// JSON-lines job, so the file given to enqueue can be audited as it is. In that form a line
-// without an id was refused by enqueue too, so it is skipped and counted.
-func readIDs(path string) (ids []string, skipped int, err error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	jsonLines, first := false, true
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" {
-			continue
-		}
-		if first {
-			jsonLines, first = strings.HasPrefix(line, "{"), false
-		}
-		if !jsonLines {
-			ids = append(ids, line)
-			continue
-		}
-		id, problem := cli.LineJobID([]byte(line))
-		if problem != "" {
-			skipped++
-			continue
-		}
-		ids = append(ids, id)
-	}
-	return ids, skipped, sc.Err()
 }

@@ -371,3 +371,60 @@ func TestCampaignPace(t *testing.T) {
 		t.Errorf("4 recipients at 2 a second were sent within %v; want at least about 1s", span)
 	}
 }
+
+// TestAuditCampaign: audit --campaign checks every recipient a worker numbered, by its job id:
+// while the campaign is paused the valid ones wait in its list (none yet, where "campaign")
+// and the invalid one has its dead record; once resumed and sent, each has exactly one record
+// (exit 0), counted by code. A campaign nothing was written under is named, exit 1.
+func TestAuditCampaign(t *testing.T) {
+	r := newCampaignRig(t)
+	r.worker()
+	if code, stdout, _ := run(t, "audit", "--redis", r.url, "--campaign", "nobody"); code != 1 || stdout != "no campaign nobody under prefix wp\n" {
+		t.Errorf("audit of an unknown campaign: exit %d, %q; want 1 naming it", code, stdout)
+	}
+	message := r.file("message.txt", "held back")
+	if code, stdout, stderr := run(t, "campaign", "create", "--redis", r.url, "--id", "held", "--payload-file", message); code != 0 {
+		t.Fatalf("create: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if code, stdout, _ := run(t, "campaign", "pause", "--redis", r.url, "held"); code != 0 {
+		t.Fatalf("pause: exit %d, %q", code, stdout)
+	}
+	subs, file := r.subscribers("held.jsonl", "apple", 2)
+	good, _ := os.ReadFile(file)
+	all := r.file("all.jsonl", string(good)+`{"endpoint":"http://push.example.net/x","keys":{"p256dh":"BGsX0fLhLEJH-Lzm5WOkQPJ3A32BLeszoPShOUXYmMKWT-NC4v4af5uO5-tKfA-eFivOM1drMV7Oy7ZAaDe_UfU","auth":"AAAAAAAAAAAAAAAAAAAAAA"}}`+"\n")
+	if code, stdout, stderr := run(t, "campaign", "add", "--redis", r.url, "held", all); code != 0 {
+		t.Fatalf("add: exit %d\n%s%s", code, stdout, stderr)
+	}
+	r.await("held", "queued", func(st stream.CampaignStatus) bool { return st.Added == 3 && st.Queued == 2 && st.Done == 1 })
+
+	code, stdout, _ := run(t, "audit", "--redis", r.url, "--campaign", "held")
+	for _, want := range []string{"jobs:                     3\n", "exactly one terminal:     1\n", "none yet:                 2\n  campaign                2\n",
+		"terminal records by code:\n  INVALID_JOB             1\n"} {
+		if code != 1 || !strings.Contains(stdout, want) {
+			t.Errorf("audit of the paused campaign: exit %d, lacks %q; want 1:\n%s", code, want, stdout)
+		}
+	}
+	var rep struct {
+		Total     int            `json:"total"`
+		NoneWhere map[string]int `json:"none_where"`
+		Missing   []string       `json:"missing"`
+	}
+	code, stdout, _ = run(t, "audit", "--redis", r.url, "--campaign", "held", "--json")
+	if err := json.Unmarshal([]byte(stdout), &rep); code != 1 || err != nil || rep.Total != 3 || rep.NoneWhere["campaign"] != 2 || len(rep.Missing) != 2 || !strings.HasPrefix(rep.Missing[0], "held/") {
+		t.Errorf("audit --json of the paused campaign: exit %d, %+v:\n%s", code, rep, stdout)
+	}
+
+	if code, stdout, _ := run(t, "campaign", "resume", "--redis", r.url, "held"); code != 0 {
+		t.Fatalf("resume: exit %d, %q", code, stdout)
+	}
+	r.await("held", "done", func(st stream.CampaignStatus) bool { return st.Done == 3 })
+	code, stdout, stderr := run(t, "audit", "--redis", r.url, "--campaign", "held")
+	if code != 0 || !strings.Contains(stdout, "exactly one terminal:     3\n") || !strings.Contains(stdout, "terminal records by code:\n  ACCEPTED                2\n  INVALID_JOB             1\n") {
+		t.Errorf("audit of the sent campaign: exit %d; want 0, 2 ACCEPTED and 1 INVALID_JOB:\n%s%s", code, stdout, stderr)
+	}
+	for _, sub := range subs {
+		if ds := r.sim.DeliveriesFor(sub.Endpoint); len(ds) != 1 {
+			t.Errorf("deliveries to a recipient: %d; want 1", len(ds))
+		}
+	}
+}

@@ -231,16 +231,19 @@ func commands() []cli.Command {
 			Exit: "3 Redis could not be written",
 		}},
 		{Name: "audit", Summary: "check that every job id reached exactly one terminal record", Run: cmdAudit, Help: cli.Help{
-			Usage: "--redis URL --ids FILE [--json]",
-			Summary: "Check that every job of a list reached exactly one terminal record (a ledger or a dead record), " +
-				"count the records by outcome code, and say where each job without one is: intake, a lane, pending with a consumer, delayed, or nowhere (lost).",
+			Usage: "--redis URL (--ids FILE | --campaign ID) [--json]",
+			Summary: "Check that every job of a list, or every recipient of a campaign, reached exactly one terminal record (a ledger or a dead record), " +
+				"count the records by outcome code, and say where each job without one is: intake, a lane, pending with a consumer, delayed, " +
+				"its campaign's list (not in a lane yet), or nowhere (lost).",
 			Details: "It reads the whole ledger and dead stream of every shard: an operator's check, not a hot path. " +
-				"Records trimmed by --results-maxlen or --dead-maxlen count as missing.",
+				"Records trimmed by --results-maxlen or --dead-maxlen count as missing. " +
+				"A campaign's recipients are those the workers have numbered: the ones of an add entry still in the intake are not counted yet.",
 			Examples: []string{
 				"gateway-worker audit --redis redis://127.0.0.1:6379/0 --ids jobs.jsonl",
 				"gateway-worker audit --redis redis://127.0.0.1:6379/0 --ids ids.txt --json",
+				"gateway-worker audit --redis redis://127.0.0.1:6379/0 --campaign spring-sale",
 			},
-			Exit: "1 some jobs have no terminal record yet, or more than one; 3 Redis could not be read",
+			Exit: "1 some jobs have no terminal record yet, or more than one, or no campaign has the ID; 3 Redis could not be read",
 		}},
 		{Name: "send", Summary: "send one message through the real adapter path and print its outcome", Run: cmdSend, Help: cli.Help{
 			Usage: "--subscription FILE --vapid-key FILE --subject URL [--payload TEXT] [flags]",

@@ -212,3 +212,38 @@ func bar(n int) string {
 	}
 	return strings.Repeat("=", (n/EnqueueBatch)%31)
 }
+
+// ReadIDs reads the job ids `gateway-worker audit --ids` checks from the file at path: one id
+// a line or, when the first line is a JSON object, the "id" of each JSON-lines job, so the
+// file given to enqueue can be audited as it is. In that form a line without an id was refused
+// by enqueue too, so it is skipped and counted.
+func ReadIDs(path string) (ids []string, skipped int, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), MaxEnqueueLine)
+	jsonLines, first := false, true
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" {
+			continue
+		}
+		if first {
+			jsonLines, first = strings.HasPrefix(line, "{"), false
+		}
+		if !jsonLines {
+			ids = append(ids, line)
+			continue
+		}
+		id, problem := LineJobID([]byte(line))
+		if problem != "" {
+			skipped++
+			continue
+		}
+		ids = append(ids, id)
+	}
+	return ids, skipped, sc.Err()
+}

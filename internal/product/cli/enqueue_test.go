@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -101,5 +103,30 @@ func TestEnqueueLinesReadFailure(t *testing.T) {
 	var inErr *InputError
 	if !errors.As(err, &inErr) || res.Written != 2 || res.ResumeAt != 3 || !strings.Contains(err.Error(), "line 3: disk gone") {
 		t.Errorf("EnqueueLines = %+v, %v; want 2 written, an InputError at line 3, resume at line 3", res, err)
+	}
+}
+
+// TestReadIDs: a file of ids gives one a line, blank lines and spaces around skipped; a file
+// of JSON-lines jobs (the file given to enqueue) gives the id of each, and the lines without
+// one, which enqueue refused too, are counted and skipped.
+func TestReadIDs(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	ids, skipped, err := ReadIDs(write("ids.txt", "a\n\n  b  \nc"))
+	if err != nil || skipped != 0 || !cmp.Equal(ids, []string{"a", "b", "c"}) {
+		t.Errorf("ids file: %q, %d, %v; want a, b, c", ids, skipped, err)
+	}
+	ids, skipped, err = ReadIDs(write("jobs.jsonl", `{"id":"x","payload":"p"}`+"\n"+`{"payload":"no id"}`+"\n\n"+`{"id":"y"}`+"\nnot json\n"))
+	if err != nil || skipped != 2 || !cmp.Equal(ids, []string{"x", "y"}) {
+		t.Errorf("jobs file: %q, %d, %v; want x and y, 2 skipped", ids, skipped, err)
+	}
+	if _, _, err := ReadIDs(filepath.Join(dir, "none.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a file that does not exist: %v", err)
 	}
 }
