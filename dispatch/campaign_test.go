@@ -454,3 +454,27 @@ func TestCampaignJobsInALaneFollowTheState(t *testing.T) {
 		t.Errorf("paused campaign %+v, want both back in its list, none ended", st)
 	}
 }
+
+// TestJobsNamingAPausedCampaign: an upstream's job of its own that names a paused campaign is
+// sent as any other (its id is not one of the campaign's), and one whose id takes the form of
+// a recipient the campaign never numbered is dead-lettered, not held in the campaign.
+func TestJobsNamingAPausedCampaign(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	e.start(e.config(e.store))
+	id := e.createCampaign(map[string]any{"id": "sale", "payload": "p"})
+	if err := e.inspector().SetCampaignState(context.Background(), id, stream.CampaignPaused); err != nil {
+		t.Fatal(err)
+	}
+	sub := e.subscribe(pushsim.FCM, e.key)
+	e.enqueue(job("s", sub, "own", "campaign", id), job("sale/7", sub, "forged", "campaign", id))
+	if r := e.waitRecord("results", "s"); r["code"] != "ACCEPTED" || r["campaign"] != id {
+		t.Errorf("the job of its own: %v, want ACCEPTED with its campaign", r)
+	}
+	if r := e.waitRecord("dead", "sale/7"); r["code"] != "INVALID_JOB" || !strings.Contains(r["reason"], "no such recipient") {
+		t.Errorf("the forged recipient: %v", r)
+	}
+	if n := len(e.deliveriesOf("sale/7")); n != 0 {
+		t.Errorf("the forged recipient was sent %d times", n)
+	}
+}

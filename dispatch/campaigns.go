@@ -122,19 +122,22 @@ func (f *campaignFeeder) shard(ctx context.Context, shard int) error {
 		f.states[campaignRef{shard, a.ID}] = campaignSeen{state: a.State, at: now}
 	}
 	f.mu.Unlock()
+	// One campaign's failure does not keep the others of the shard waiting: the round goes on
+	// and reports every error.
+	var errs []error
 	for _, a := range active {
+		var err error
 		switch a.State {
 		case stream.CampaignCanceled:
-			if _, _, _, err := f.ops.Drain(ctx, shard, a.ID, a.Providers, drainBatch, f.cfg.Now()); err != nil {
-				return err
-			}
+			_, _, _, err = f.ops.Drain(ctx, shard, a.ID, a.Providers, drainBatch, f.cfg.Now())
 		case stream.CampaignRunning:
-			if err := f.expand(ctx, shard, a); err != nil {
-				return err
-			}
+			err = f.expand(ctx, shard, a)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("campaign %s: %w", a.ID, err))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // expand moves what the lanes can take of campaign a's lists, and takes the campaign off the
@@ -196,6 +199,9 @@ func (in *intake) createCampaign(ctx context.Context, e stream.Entry, raw string
 	}
 	if ops == nil {
 		return in.dead(ctx, e, c.ID, "this worker's store cannot hold campaigns", raw, false)
+	}
+	if home := stream.CampaignShard(c.ID, cfg.Store.Shards()); home != e.Shard && e.Shard < cfg.Store.Shards() {
+		return in.dead(ctx, e, c.ID, fmt.Sprintf("create_campaign: campaign %s lives on shard %d, not %d: write its entries to that shard's intake", c.ID, home, e.Shard), raw, false)
 	}
 	var v stream.CreateVerdict
 	err = in.health.retry(ctx, in.done, e.Shard, telemetry.OpWrite, "create campaign", false, cfg.Now, func(ctx context.Context) (err error) {
@@ -286,6 +292,11 @@ func (d *delivery) campaignCheck(ctx context.Context, now time.Time) *nextState 
 	}
 	switch d.l.campaigns.state(ctx, d.e.Shard, j.Campaign) {
 	case stream.CampaignPaused:
+		if _, ok := d.holdElement(); !ok {
+			// A job of its own that names the campaign: not one of its recipients, it is
+			// sent as any other.
+			return nil
+		}
 		return &nextState{kind: holdBack}
 	case stream.CampaignCanceled:
 		return &nextState{kind: toLedger, result: stream.Result{ID: j.ID, Provider: d.l.provider, Attempt: d.attempt,
@@ -295,16 +306,16 @@ func (d *delivery) campaignCheck(ctx context.Context, now time.Time) *nextState 
 }
 
 // holdElement is the recipient of a campaign's job as the campaign's lists keep it.
-func (d *delivery) holdElement() (string, error) {
+func (d *delivery) holdElement() (string, bool) {
 	j := d.job
-	_, num, ok := strings.Cut(j.ID[len(j.Campaign):], "/")
+	num, ok := strings.CutPrefix(j.ID, j.Campaign+"/")
 	n, err := strconv.ParseInt(num, 10, 64)
-	if !ok || err != nil || !strings.HasPrefix(j.ID, j.Campaign+"/") {
-		return "", fmt.Errorf("job %s is not a recipient of campaign %s", j.ID, j.Campaign)
+	if !ok || err != nil || n < 1 {
+		return "", false
 	}
 	sub, err := json.Marshal(j.Subscription)
 	if err != nil {
-		return "", err
+		return "", false
 	}
-	return stream.RecipientElement(n, j.Recipient, string(sub)), nil
+	return stream.RecipientElement(n, j.Recipient, string(sub)), true
 }

@@ -296,6 +296,12 @@ func (d *delivery) admit(ctx, stop context.Context) (adm admission, ok bool) {
 		return admission{}, false
 	}
 	now := cfg.Now()
+	if end := d.campaignCheck(stop, now); end != nil {
+		// The wait for the token may have outlasted a pause or a cancel of its campaign.
+		adm.end(now, nil)
+		d.record(ctx, *end)
+		return admission{}, false
+	}
 	base := stream.Result{ID: d.job.ID, Provider: l.provider, Attempt: d.attempt}
 	if r, ok := l.expired(d.laneJob, base, now); ok { // the token took the last of the TTL
 		adm.end(now, nil)
@@ -470,15 +476,10 @@ func (d *delivery) record(ctx context.Context, next nextState) {
 		op = func(ctx context.Context) (bool, error) { return l.store.AckSent(ctx, e, d.job.ID) }
 	case holdBack:
 		what = "hold back campaign job"
-		el, err := d.holdElement()
-		if err != nil {
-			// Not a job the campaign made: it is sent as any other.
-			l.cfg.Logger.Warn("dispatch: job names a campaign it is not a recipient of", "id", logID(d.job.ID), "err", err)
-			return
-		}
-		op = func(ctx context.Context) (bool, error) {
-			return l.campaigns.ops.Hold(ctx, e, d.job.Campaign, l.provider, d.job.ID, el)
-		}
+		el, _ := d.holdElement() // campaignCheck holds back only a job it can keep so
+		h := stream.HeldJob{Campaign: d.job.Campaign, Provider: l.provider, JobID: d.job.ID, Recipient: d.job.Recipient,
+			Job: d.raw, Element: el, Attempt: d.attempt, At: l.cfg.Now()}
+		op = func(ctx context.Context) (bool, error) { return l.campaigns.ops.Hold(ctx, e, h) }
 	default:
 		panic(fmt.Sprintf("dispatch: next state of kind %d", next.kind))
 	}

@@ -38,7 +38,7 @@ var (
 
 	//go:embed campaign_hold.lua
 	campaignHoldLua    string
-	campaignHoldScript = redis.NewScript(takeLua + campaignHoldLua)
+	campaignHoldScript = redis.NewScript(takeLua + campLua + campaignHoldLua)
 
 	//go:embed campaign_drain.lua
 	campaignDrainLua    string
@@ -237,14 +237,13 @@ func (c *Campaigns) Active(ctx context.Context, shard int) ([]ActiveCampaign, er
 	return out, nil
 }
 
-// providersOf are the providers a campaign's hash h lists a list for.
+// providersOf are the providers a campaign's hash h lists a list for, in the hash's order
+// (which the settle and drain scripts compare with theirs).
 func providersOf(h map[string]string) []string {
 	if h["providers"] == "" {
 		return nil
 	}
-	ps := strings.Split(h["providers"], ",")
-	sort.Strings(ps)
-	return ps
+	return strings.Split(h["providers"], ",")
 }
 
 // State is campaign id's state on shard ("" when it has none: not created, and neither paused
@@ -282,7 +281,7 @@ func (c *Campaigns) Expand(ctx context.Context, shard int, id, provider string, 
 	if err := c.s.ensureLane(ctx, lane); err != nil {
 		return Expansion{}, err
 	}
-	v, err := campaignExpandScript.Run(ctx, c.s.c, []string{k.Hash, k.ListOf(provider), lane, sk.Jobs}, id, provider, most, depth).Slice()
+	v, err := campaignExpandScript.Run(ctx, c.s.c, []string{k.Hash, k.ListOf(provider), lane, sk.Jobs, sk.Dead}, id, provider, most, depth).Slice()
 	if err != nil {
 		return Expansion{}, fmt.Errorf("stream: expand campaign: %w", err)
 	}
@@ -296,13 +295,29 @@ func (c *Campaigns) Expand(ctx context.Context, shard int, id, provider string, 
 	return Expansion{Moved: int(moved), Wait: time.Duration(wait) * time.Millisecond, Why: why, Left: left}, nil
 }
 
-// Hold puts lane entry e of a paused campaign's recipient (job jobID, kept as element) back at
-// the head of the campaign's list for provider, unsent and with no record. False when the
-// entry is no longer pending for this consumer (nothing changed).
-func (c *Campaigns) Hold(ctx context.Context, e Entry, campaign, provider, jobID, element string) (bool, error) {
-	k := c.Keys(e.Shard, campaign)
-	return c.s.runBool(ctx, campaignHoldScript, "hold campaign recipient",
-		[]string{e.Stream, KeysFor(c.s.o.Prefix, e.Shard).Jobs, k.ListOf(provider), k.Hash}, Group, e.ID, c.s.o.Consumer, jobID, element)
+// HeldJob is a lane entry of a paused campaign's recipient that Hold takes back.
+type HeldJob struct {
+	Campaign, Provider, JobID, Recipient, Job string
+	// Element is the recipient as the campaign's lists keep it (RecipientElement).
+	Element string
+	Attempt int
+	At      time.Time
+}
+
+// Hold takes lane entry e of a paused campaign's recipient back to the head of the campaign's
+// list for its provider, unsent and with no record; or, as the campaign's hash has it now, ends
+// it CANCELED (cancelled meanwhile), dead-letters it (the campaign has no such recipient) or
+// only acks it (another attempt's accepted send recorded it): campaign_hold.lua. False when
+// the entry is no longer pending for this consumer (nothing changed).
+func (c *Campaigns) Hold(ctx context.Context, e Entry, h HeldJob) (bool, error) {
+	k := c.Keys(e.Shard, h.Campaign)
+	sk := KeysFor(c.s.o.Prefix, e.Shard)
+	v, err := campaignHoldScript.Run(ctx, c.s.c, []string{e.Stream, sk.Jobs, k.ListOf(h.Provider), k.Hash, k.Active, sk.Results, sk.Dead},
+		Group, e.ID, c.s.o.Consumer, h.JobID, h.Element, h.Campaign, h.Provider, h.Attempt, ms(h.At), h.Recipient, h.Job, c.s.o.DeadMaxLen).Int64()
+	if err != nil {
+		return false, fmt.Errorf("stream: hold campaign recipient: %w", err)
+	}
+	return v != 0, nil
 }
 
 // Drain gives at most most of a cancelled campaign's waiting recipients their CANCELED
@@ -338,7 +353,7 @@ func (c *Campaigns) Settle(ctx context.Context, shard int, id string, providers 
 	for _, p := range providers {
 		keys = append(keys, k.ListOf(p))
 	}
-	n, err := campaignSettleScript.Run(ctx, c.s.c, keys, id).Int64()
+	n, err := campaignSettleScript.Run(ctx, c.s.c, keys, id, strings.Join(providers, ",")).Int64()
 	if err != nil {
 		return false, fmt.Errorf("stream: settle campaign: %w", err)
 	}

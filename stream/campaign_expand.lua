@@ -8,6 +8,8 @@
 -- KEYS[2] its list for the provider
 -- KEYS[3] the provider's lane of the campaign's class
 -- KEYS[4] jobs index of the shard (HASH job id -> provider)
+-- KEYS[5] dead stream: an element of the list that is not a recipient as campaign_add.lua
+--         writes them (only a write from outside can make one) is dead-lettered, not expanded
 -- ARGV[1] campaign id
 -- ARGV[2] provider id
 -- ARGV[3] at most this many
@@ -50,9 +52,15 @@ local els = redis.call('LRANGE', KEYS[2], 0, k - 1)
 if #els == 0 then
   return {0, 0, 'empty', 0}
 end
-local cid, msg, index = ARGV[1], h[1], {}
+local cid, msg, index, moved = ARGV[1], h[1], {}, 0
 for _, el in ipairs(els) do
-  local n, rc, sub = string.match(el, '^(%d+)\t([^\t]*)\t(.*)$')
+  local n, rc, sub = string.match(el, '^(%d+)\t([^\t]*)\t(.+)$')
+  if not n then
+    redis.call('XADD', KEYS[5], '*', 'id', '', 'code', 'INVALID_JOB', 'reason', 'campaign ' .. cid ..
+      "'s list held an element that is not a recipient", 'from', KEYS[2], 'entry', '', 'provider', ARGV[2],
+      'attempt', '0', 'at', now, 'campaign', cid, 'job', string.sub(el, 1, 4096))
+  else
+  moved = moved + 1
   local id = cid .. '/' .. n
   local parts = {'{"id":"', id, '","campaign":"', cid, '","subscription":', sub}
   if rc ~= '' then
@@ -67,12 +75,15 @@ for _, el in ipairs(els) do
   redis.call('XADD', KEYS[3], '*', 'job', table.concat(parts), 'provider', ARGV[2], 'attempt', '0', 'enqueued_at', now)
   table.insert(index, id)
   table.insert(index, ARGV[2])
+  end
 end
-redis.call('HSET', KEYS[4], unpack(index))
+if #index > 0 then
+  redis.call('HSET', KEYS[4], unpack(index))
+end
 redis.call('LTRIM', KEYS[2], #els, -1)
-redis.call('HINCRBY', KEYS[1], 'expanded', #els)
+redis.call('HINCRBY', KEYS[1], 'expanded', moved)
 redis.call('HSETNX', KEYS[1], 'started_at', now)
 if rate > 0 then
   redis.call('HSET', KEYS[1], 'tokens', tostring(tokens - #els), 'tokens_at', now)
 end
-return {#els, 0, '', redis.call('LLEN', KEYS[2])}
+return {moved, 0, '', redis.call('LLEN', KEYS[2])}

@@ -320,12 +320,13 @@ func (s *Inspector) CancelCampaign(ctx context.Context, id string, now time.Time
 	}
 	shard := ShardOf(id, s.o.Shards)
 	k := campaignKeys(s.o.Prefix, shard, id)
-	h, err := s.c.HGetAll(ctx, k.Hash).Result()
-	if err != nil {
-		return 0, fmt.Errorf("stream: campaign %s: %w", id, err)
-	}
 	var total int64
 	for {
+		// The providers again each round: a batch may have brought a list of another.
+		h, err := s.c.HGetAll(ctx, k.Hash).Result()
+		if err != nil {
+			return total, fmt.Errorf("stream: campaign %s: %w", id, err)
+		}
 		n, left, ok, err := drainCampaign(ctx, s.c, s.o.Prefix, shard, id, providersOf(h), 5000, now)
 		if err != nil {
 			return total, err

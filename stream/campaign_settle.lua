@@ -6,8 +6,11 @@
 -- KEYS[2] the shard's active campaigns
 -- KEYS[2 + i] the campaign's list of provider i
 -- ARGV[1] campaign id
--- Returns 1 when taken off, 0 when recipients wait or the campaign is not running.
-if redis.call('HGET', KEYS[1], 'state') ~= 'running' then
+-- ARGV[2] the campaign's providers as the caller read them (its hash's "providers")
+-- Returns 1 when taken off, 0 when recipients wait, the campaign is not running, or a batch
+-- gave it a list of a provider the caller did not know of (its next round looks again).
+local h = redis.call('HMGET', KEYS[1], 'state', 'providers')
+if h[1] ~= 'running' or (h[2] or '') ~= ARGV[2] then
   return 0
 end
 for i = 3, #KEYS do

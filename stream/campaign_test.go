@@ -196,10 +196,14 @@ func TestCampaignHoldDrainSettle(t *testing.T) {
 	m := read[0].Messages[0]
 	en := Entry{Stream: lane, ID: m.ID, Fields: fieldsOf(m), Shard: 0}
 	el := RecipientElement(1, "who", testSubJSON())
-	if ok, err := ops.Hold(e.ctx, en, "c3", "fcm", "c3/1", el); err != nil || !ok {
+	held := HeldJob{Campaign: "c3", Provider: "fcm", JobID: "c3/1", Recipient: "who", Job: en.Fields["job"], Element: el, At: time.Now()}
+	if err := ins.SetCampaignState(e.ctx, "c3", CampaignPaused); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := ops.Hold(e.ctx, en, held); err != nil || !ok {
 		t.Fatalf("Hold: %v, %v", ok, err)
 	}
-	if ok, _ := ops.Hold(e.ctx, en, "c3", "fcm", "c3/1", el); ok {
+	if ok, _ := ops.Hold(e.ctx, en, held); ok {
 		t.Error("a second hold of the same entry took it again")
 	}
 	head, _ := e.c.LIndex(e.ctx, ops.Keys(0, "c3").ListOf("fcm"), 0).Result()
@@ -357,5 +361,102 @@ func TestCampaignRecipientIDs(t *testing.T) {
 	e.addRecipients(t, s, "early", fcmRecipients(1, "u-1")...)
 	if ids, err := insp.CampaignRecipientIDs(e.ctx, "early"); err != nil || strings.Join(ids, " ") != "early/1 early/2 early/3" {
 		t.Errorf("a campaign not created yet with three recipients: %q, %v", ids, err)
+	}
+}
+
+// readOne expands one recipient of campaign id into fcm's bulk lane and reads it for w1.
+func (e *env) readOne(t *testing.T, s *Store, id string) Entry {
+	t.Helper()
+	if x, err := CampaignsOf(s).Expand(e.ctx, 0, id, "fcm", job.ClassBulk, 1, 1000); err != nil || x.Moved != 1 {
+		t.Fatalf("expand: %+v, %v", x, err)
+	}
+	lane := s.Keys(0).LaneOf("fcm", job.ClassBulk)
+	read, err := e.c.XReadGroup(e.ctx, &redis.XReadGroupArgs{Group: Group, Consumer: "w1", Streams: []string{lane, ">"}, Count: 1}).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := read[0].Messages[0]
+	return Entry{Stream: lane, ID: m.ID, Fields: fieldsOf(m), Shard: 0}
+}
+
+// TestCampaignHoldFollowsTheHash: a hold acts on the campaign's hash as it is now, not on the
+// lane's view: a campaign cancelled meanwhile gives the job its CANCELED record; a job whose id
+// names a recipient the campaign never numbered is dead-lettered; a job another attempt's
+// accepted send recorded is only acked; a held job puts its campaign back on the active ones.
+func TestCampaignHoldFollowsTheHash(t *testing.T) {
+	e, s := newStore(t, "fcm")
+	ops, ins := CampaignsOf(s), inspectorOf(s)
+	e.createCampaign(t, s, `{"create_campaign":{"id":"h1","payload":"p"}}`)
+	e.addRecipients(t, s, "h1", fcmRecipients(3, "k")...)
+	k := ops.Keys(0, "h1")
+	hold := func(en Entry, jobID string, n int64) {
+		t.Helper()
+		h := HeldJob{Campaign: "h1", Provider: "fcm", JobID: jobID, Recipient: "k", Job: en.Fields["job"],
+			Element: RecipientElement(n, "k", testSubJSON()), At: time.Now()}
+		if ok, err := ops.Hold(e.ctx, en, h); err != nil || !ok {
+			t.Fatalf("Hold %s: %v, %v", jobID, ok, err)
+		}
+	}
+	// Paused and settled off the active campaigns: the hold brings it back.
+	en := e.readOne(t, s, "h1")
+	if err := ins.SetCampaignState(e.ctx, "h1", CampaignPaused); err != nil {
+		t.Fatal(err)
+	}
+	e.c.SRem(e.ctx, k.Active, "h1")
+	hold(en, "h1/1", 1)
+	if ok, _ := e.c.SIsMember(e.ctx, k.Active, "h1").Result(); !ok {
+		t.Error("a held job left its campaign off the active ones")
+	}
+	// A forged recipient number.
+	if err := ins.SetCampaignState(e.ctx, "h1", CampaignRunning); err != nil {
+		t.Fatal(err)
+	}
+	en = e.readOne(t, s, "h1")
+	hold(en, "h1/99", 99)
+	dead := e.entries(t, s.Keys(0).Dead)
+	if len(dead) != 1 || !strings.Contains(fieldsOf(dead[0])["reason"], "no such recipient") {
+		t.Errorf("dead records %v, want the forged recipient's", dead)
+	}
+	// Accepted by another attempt meanwhile.
+	en = e.readOne(t, s, "h1")
+	jobID := job.RecipientJobID("h1", 1)
+	e.c.HSet(e.ctx, s.Keys(0).Jobs, jobID, "accepted")
+	listBefore, _ := e.c.LLen(e.ctx, k.ListOf("fcm")).Result()
+	hold(en, jobID, 1)
+	if n, _ := e.c.LLen(e.ctx, k.ListOf("fcm")).Result(); n != listBefore {
+		t.Errorf("an accepted job went back to the list: %d, was %d", n, listBefore)
+	}
+	// Cancelled meanwhile.
+	en = e.readOne(t, s, "h1")
+	if err := ins.SetCampaignState(e.ctx, "h1", CampaignCanceled); err != nil {
+		t.Fatal(err)
+	}
+	id, _ := job.PeekID([]byte(en.Fields["job"]))
+	hold(en, id, 2)
+	var canceled int
+	for _, m := range e.entries(t, s.Keys(0).Results) {
+		if f := fieldsOf(m); f["code"] == "CANCELED" && f["campaign"] == "h1" && f["recipient"] == "k" {
+			canceled++
+		}
+	}
+	if canceled != 1 {
+		t.Errorf("%d CANCELED records, want the held job's one", canceled)
+	}
+}
+
+// TestCampaignSettleSeesANewProvider: a settle that read the campaign's providers before a
+// batch brought another's list leaves the campaign active.
+func TestCampaignSettleSeesANewProvider(t *testing.T) {
+	e, s := newStore(t, "fcm", "apple")
+	ops := CampaignsOf(s)
+	e.createCampaign(t, s, `{"create_campaign":{"id":"s1","payload":"p"}}`)
+	e.addRecipients(t, s, "s1", fcmRecipients(1, "")...)
+	ops.Expand(e.ctx, 0, "s1", "fcm", job.ClassBulk, 10, 1000)
+	e.addRecipients(t, s, "s1", RoutedRecipient{Provider: "apple", Compact: testSubJSON()})
+	if ok, err := ops.Settle(e.ctx, 0, "s1", []string{"fcm"}); err != nil || ok {
+		t.Fatalf("settle with the providers read before apple's list came: %v, %v; want it kept active", ok, err)
+	}
+	if ok, err := ops.Settle(e.ctx, 0, "s1", []string{"fcm", "apple"}); err != nil || ok {
+		t.Fatalf("settle with apple's recipient waiting: %v, %v", ok, err)
 	}
 }
