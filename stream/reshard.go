@@ -54,7 +54,7 @@ func switchShards(ctx context.Context, c redis.UniversalClient, prefix string, f
 }
 
 // leftoverShards are the shards numbered from and up (to MaxShards) of which any key a job
-// can be in, or a terminal record, exists: what a larger shard count left behind.
+// can be in, a terminal record, or a campaign exists: what a larger shard count left behind.
 func (s *keyspace) leftoverShards(ctx context.Context, from int) ([]int, error) {
 	if from >= MaxShards {
 		return nil, nil
@@ -63,7 +63,7 @@ func (s *keyspace) leftoverShards(ctx context.Context, from int) ([]int, error) 
 	cmds := make([]*redis.IntCmd, 0, MaxShards-from)
 	for shard := from; shard < MaxShards; shard++ {
 		k := KeysFor(s.o.Prefix, shard)
-		cmds = append(cmds, pipe.Exists(ctx, k.Intake, k.Delayed, k.Results, k.Dead))
+		cmds = append(cmds, pipe.Exists(ctx, k.Intake, k.Delayed, k.Results, k.Dead, campaignKeys(s.o.Prefix, shard, "").All))
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("stream: look for shards beyond %d: %w", from, err)
@@ -78,7 +78,8 @@ func (s *keyspace) leftoverShards(ctx context.Context, from int) ([]int, error) 
 }
 
 // checkLeftovers refuses, with ErrShardCount, a Store that does not read a shard that still
-// holds jobs (in its intake, a lane or its delayed set): a shard a larger shard count left,
+// holds jobs (in its intake, a lane or its delayed set) or campaigns' recipients waiting in
+// their lists: a shard a larger shard count left,
 // which only a worker started with ReshardFrom reads. When such shards exist, their lanes are
 // found with one SCAN of the keyspace.
 func (s *Store) checkLeftovers(ctx context.Context) error {
@@ -90,26 +91,42 @@ func (s *Store) checkLeftovers(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	lists, err := s.scanKeys(ctx, globEscape(s.o.Prefix)+":{*}:campaign:*:p:*")
+	if err != nil {
+		return err
+	}
 	var busy []string
 	for _, shard := range left {
 		k := s.Keys(shard)
 		pipe := s.c.Pipeline()
 		intake, delayed := pipe.XLen(ctx, k.Intake), pipe.ZCard(ctx, k.Delayed)
-		var laneLens []*redis.IntCmd
+		var laneLens, listLens []*redis.IntCmd
 		for _, l := range lanes {
 			if strings.HasPrefix(l, k.LanePrefix) {
 				laneLens = append(laneLens, pipe.XLen(ctx, l))
 			}
 		}
+		for _, l := range lists {
+			if strings.HasPrefix(l, k.Base) {
+				listLens = append(listLens, pipe.LLen(ctx, l))
+			}
+		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			return fmt.Errorf("stream: measure shard %d: %w", shard, err)
 		}
-		var lane int64
+		var lane, queued int64
 		for _, c := range laneLens {
 			lane += c.Val()
 		}
-		if n := intake.Val() + lane + delayed.Val(); n > 0 {
-			busy = append(busy, fmt.Sprintf("shard %d (%d intake entries, %d lane entries, %d retries waiting)", shard, intake.Val(), lane, delayed.Val()))
+		for _, c := range listLens {
+			queued += c.Val()
+		}
+		if n := intake.Val() + lane + delayed.Val() + queued; n > 0 {
+			what := fmt.Sprintf("shard %d (%d intake entries, %d lane entries, %d retries waiting", shard, intake.Val(), lane, delayed.Val())
+			if queued > 0 {
+				what += fmt.Sprintf(", %d campaign recipients waiting", queued)
+			}
+			busy = append(busy, what+")")
 		}
 	}
 	if len(busy) == 0 {

@@ -125,3 +125,21 @@ func TestLeftoverShards(t *testing.T) {
 		t.Errorf("Audit of the jobs finished in shards 2 and 3 = %+v, %v; want both with one record", rep, err)
 	}
 }
+
+// TestLeftoverCampaignRecipients: a worker that does not read a shard whose campaign lists
+// still hold recipients refuses to start, naming how many wait.
+func TestLeftoverCampaignRecipients(t *testing.T) {
+	env := newEnv(t)
+	env.store(t, "old", Options{Shards: 2, ReshardFrom: 3}, "fcm")
+	k := campaignKeys("", 2, "left") // as campaign_add.lua leaves them
+	if err := env.c.RPush(env.ctx, k.ListOf("fcm"), RecipientElement(1, "", testSubJSON()), RecipientElement(2, "", testSubJSON())).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.c.ZAdd(env.ctx, k.All, redis.Z{Score: 1, Member: "left"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	err := New(env.c, env.c, Options{Shards: 2, Consumer: "new"}).Setup(env.ctx, []string{"fcm"})
+	if !errors.Is(err, ErrShardCount) || !strings.Contains(err.Error(), "shard 2 (0 intake entries, 0 lane entries, 0 retries waiting, 2 campaign recipients waiting)") {
+		t.Fatalf("Setup with campaign recipients left in shard 2: %v", err)
+	}
+}
