@@ -245,13 +245,8 @@ func startTLS(t *testing.T, h2 bool, h http.Handler) (*httptest.Server, *atomic.
 	return srv, &hits
 }
 
-// senderFor builds a Sender with the shipped registry that trusts cert.
-func senderFor(t *testing.T, cert *x509.Certificate, connectTo []string, allow []netip.Prefix) *adapter.Sender {
-	t.Helper()
-	return senderVia(t, cert, connectTo, allow, nil)
-}
-
-// senderVia is senderFor through proxy (nil: direct). A proxy adds a connection (and for an
+// senderVia builds a Sender with the shipped registry that trusts cert, through proxy (nil:
+// direct). A proxy adds a connection (and for an
 // https:// proxy a TLS handshake) to every dial, so its sender's timeouts are those of a
 // loaded machine rather than fastRegistry's.
 func senderVia(t *testing.T, cert *x509.Certificate, connectTo []string, allow []netip.Prefix, proxy *adapter.Proxy) *adapter.Sender {
