@@ -215,9 +215,11 @@ func TestCampaignPauseHoldsAndCancelEndsTheRest(t *testing.T) {
 	}
 	sent := accepted()
 	waitFor(t, "more sent after the resume", func() bool { return accepted() >= sent+20 })
+	// The worker's expansion loop drains a cancelled campaign too: what the command drained
+	// may be none of it.
 	drained, err := e.inspector().CancelCampaign(ctx, id, time.Now())
-	if err != nil || drained == 0 {
-		t.Fatalf("CancelCampaign: %d drained, %v", drained, err)
+	if err != nil {
+		t.Fatalf("CancelCampaign: %v", err)
 	}
 	if err := e.inspector().SetCampaignState(ctx, id, stream.CampaignRunning); err == nil {
 		t.Error("a cancelled campaign resumed")
@@ -232,7 +234,7 @@ func TestCampaignPauseHoldsAndCancelEndsTheRest(t *testing.T) {
 		}
 		codes[rr[0]["code"]]++
 	}
-	if codes["ACCEPTED"]+codes["CANCELED"] != n || codes["CANCELED"] < int(drained) {
+	if codes["ACCEPTED"]+codes["CANCELED"] != n || codes["CANCELED"] == 0 || codes["CANCELED"] < int(drained) {
 		t.Errorf("codes %v, want ACCEPTED and CANCELED only, at least %d cancelled", codes, drained)
 	}
 	if d := len(e.sim.Deliveries()); d != codes["ACCEPTED"] {

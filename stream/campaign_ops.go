@@ -311,29 +311,42 @@ func (s *Inspector) SetCampaignState(ctx context.Context, id, state string) erro
 }
 
 // CancelCampaign cancels campaign id and gives every recipient waiting in its lists a
-// CANCELED record, freeing them; it returns how many it drained. The recipients already in a
-// lane get theirs from the worker that reads them (within about a second), and those in flight
-// finish: the ledger has the record of each.
+// CANCELED record, freeing them; it returns how many waiting recipients the cancel ended, its
+// own drain's and those a worker's expansion loop drained beside it once the state changed
+// (the campaign's count of them, before and after). The recipients already in a lane get
+// theirs from the worker that reads them (within about a second), and those in flight finish:
+// the ledger has the record of each. A campaign cancelled before ends none.
 func (s *Inspector) CancelCampaign(ctx context.Context, id string, now time.Time) (int64, error) {
+	shard := ShardOf(id, s.o.Shards)
+	k := campaignKeys(s.o.Prefix, shard, id)
+	before, err := s.c.HMGet(ctx, k.Hash, "state", "canceled_queued").Result()
+	if err != nil {
+		return 0, fmt.Errorf("stream: campaign %s: %w", id, err)
+	}
 	if err := s.SetCampaignState(ctx, id, CampaignCanceled); err != nil {
 		return 0, err
 	}
-	shard := ShardOf(id, s.o.Shards)
-	k := campaignKeys(s.o.Prefix, shard, id)
-	var total int64
+	if st, _ := before[0].(string); st == CampaignCanceled {
+		return 0, nil
+	}
+	from, _ := before[1].(string)
 	for {
 		// The providers again each round: a batch may have brought a list of another.
 		h, err := s.c.HGetAll(ctx, k.Hash).Result()
 		if err != nil {
-			return total, fmt.Errorf("stream: campaign %s: %w", id, err)
+			return 0, fmt.Errorf("stream: campaign %s: %w", id, err)
 		}
-		n, left, ok, err := drainCampaign(ctx, s.c, s.o.Prefix, shard, id, providersOf(h), 5000, now)
+		_, left, ok, err := drainCampaign(ctx, s.c, s.o.Prefix, shard, id, providersOf(h), 5000, now)
 		if err != nil {
-			return total, err
+			return 0, err
 		}
-		total += n
 		if !ok || left == 0 {
-			return total, nil
+			after, err := s.c.HGet(ctx, k.Hash, "canceled_queued").Int64()
+			if err != nil && !errors.Is(err, redis.Nil) {
+				return 0, fmt.Errorf("stream: campaign %s: %w", id, err)
+			}
+			was, _ := strconv.ParseInt(from, 10, 64)
+			return after - was, nil
 		}
 	}
 }
