@@ -255,7 +255,10 @@ func TestCampaignWaitsForItsSendAt(t *testing.T) {
 	at := time.Now().Add(2 * time.Second)
 	id := e.createCampaign(map[string]any{"id": "later", "payload": "p", "send_at": at.UnixMilli()})
 	e.addRecipients(id, e.subscribe(pushsim.FCM, e.key), e.subscribe(pushsim.Apple, e.key))
-	waitFor(t, "the recipients routed", func() bool { return e.campaignStatus(id).Queued == 2 })
+	waitFor(t, "the recipients numbered", func() bool { return e.campaignStatus(id).Added == 2 })
+	if st := e.campaignStatus(id); time.Now().Add(200*time.Millisecond).Before(at) && st.Queued != 2 {
+		t.Errorf("before its send_at: %+v, want both recipients waiting in the campaign", st)
+	}
 	waitFor(t, "both sent", func() bool { return e.campaignStatus(id).Finished["ACCEPTED"] == 2 })
 	for _, d := range e.sim.Deliveries() {
 		if d.At.Before(at) {
