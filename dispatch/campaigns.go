@@ -274,14 +274,6 @@ func (in *intake) addRecipients(ctx context.Context, e stream.Entry, raw string)
 	return err
 }
 
-func invalidReason(err error) string {
-	var ie *jobfmt.InvalidError
-	if errors.As(err, &ie) {
-		return ie.Reason
-	}
-	return err.Error()
-}
-
 // campaignCheck is what a campaign's state makes of its recipient's lane entry before the
 // send: held back while the campaign is paused, ended CANCELED unsent once it is cancelled;
 // nil to go on.

@@ -104,12 +104,7 @@ func parseLaneEntry(e stream.Entry, now time.Time) (*laneJob, error) {
 	lj.enqueued = time.UnixMilli(ms)
 	lj.job, err = jobfmt.DecodeString(lj.raw, now)
 	if err != nil {
-		reason := err.Error()
-		var ie *jobfmt.InvalidError
-		if errors.As(err, &ie) {
-			reason = ie.Reason
-		}
-		return lj, &invalidEntry{reason: reason, err: err}
+		return lj, &invalidEntry{reason: invalidReason(err), err: err}
 	}
 	lj.ttlFrom = lj.job.TTLStart(lj.enqueued)
 	lj.due = dueAt(lj, e)

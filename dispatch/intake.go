@@ -109,12 +109,7 @@ func (in *intake) handle(ctx context.Context, e stream.Entry) error {
 	now := cfg.Now()
 	job, err := jobfmt.DecodeString(raw, now)
 	if err != nil {
-		reason := err.Error()
-		var ie *jobfmt.InvalidError
-		if errors.As(err, &ie) {
-			reason = ie.Reason
-		}
-		return in.dead(ctx, e, bestEffortID(raw), reason, raw, true)
+		return in.dead(ctx, e, bestEffortID(raw), invalidReason(err), raw, true)
 	}
 	route, err := cfg.registry().Resolve(job.Subscription.Endpoint)
 	if err != nil {
@@ -213,6 +208,16 @@ func bestEffortID(raw string) string {
 		return id
 	}
 	return ""
+}
+
+// invalidReason is what a dead record says of a job the job package refused: its reason, which
+// names the field and never quotes an endpoint or a key.
+func invalidReason(err error) string {
+	var ie *jobfmt.InvalidError
+	if errors.As(err, &ie) {
+		return ie.Reason
+	}
+	return err.Error()
 }
 
 // logID is a job id as a log line shows it: an invalid id may be up to MaxEntryBytes long,

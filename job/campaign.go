@@ -97,7 +97,7 @@ func DecodeCampaign(raw string, now time.Time) (*Campaign, error) {
 		return nil, invalid("%s.ciphertext: a campaign's payload is encrypted for each subscription; give payload or notification", createMember)
 	}
 	for name := range m {
-		if !contains(campaignFields, name) {
+		if index(campaignFields, name) < 0 {
 			return nil, invalid("%s: unknown field %q", createMember, name)
 		}
 	}
@@ -147,7 +147,7 @@ func DecodeCampaign(raw string, now time.Time) (*Campaign, error) {
 		msg.Write(v.Bytes())
 	}
 	c.Message = msg.String()
-	if !contains(names, "class") {
+	if index(names, "class") < 0 {
 		// A campaign is bulk unless it says otherwise: it must not delay the pushes someone waits for.
 		if c.Message != "" {
 			c.Message += ","
@@ -352,15 +352,6 @@ func singleMember(raw, name string) (string, error) {
 		return "", invalid("a campaign entry has exactly one member, %q", name)
 	}
 	return string(v), nil
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // CampaignJob is the job a worker makes of recipient n of campaign c (for tests and tools

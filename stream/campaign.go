@@ -232,18 +232,18 @@ func (c *Campaigns) Active(ctx context.Context, shard int) ([]ActiveCampaign, er
 	for i, id := range ids {
 		v := cmds[i].Val()
 		str := func(i int) string { s, _ := v[i].(string); return s }
-		out = append(out, ActiveCampaign{ID: id, State: str(0), Class: job.Class(str(1)), Providers: providersOf(map[string]string{"providers": str(2)})})
+		out = append(out, ActiveCampaign{ID: id, State: str(0), Class: job.Class(str(1)), Providers: providersOf(str(2))})
 	}
 	return out, nil
 }
 
-// providersOf are the providers a campaign's hash h lists a list for, in the hash's order
-// (which the settle and drain scripts compare with theirs).
-func providersOf(h map[string]string) []string {
-	if h["providers"] == "" {
+// providersOf are the providers a campaign's hash lists a list for in its field "providers",
+// in the hash's order (which the settle and drain scripts compare with theirs).
+func providersOf(field string) []string {
+	if field == "" {
 		return nil
 	}
-	return strings.Split(h["providers"], ",")
+	return strings.Split(field, ",")
 }
 
 // State is campaign id's state on shard ("" when it has none: not created, and neither paused

@@ -218,7 +218,7 @@ func (s *Inspector) Campaign(ctx context.Context, id string, now time.Time) (*Ca
 		canceledQueued, _ := strconv.ParseInt(h["canceled_queued"], 10, 64)
 		pipe := s.c.Pipeline()
 		lens := map[string]*redis.IntCmd{}
-		for _, p := range providersOf(h) {
+		for _, p := range providersOf(h["providers"]) {
 			lens[p] = pipe.LLen(ctx, k.ListOf(p))
 		}
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
@@ -332,11 +332,11 @@ func (s *Inspector) CancelCampaign(ctx context.Context, id string, now time.Time
 	from, _ := before[1].(string)
 	for {
 		// The providers again each round: a batch may have brought a list of another.
-		h, err := s.c.HGetAll(ctx, k.Hash).Result()
-		if err != nil {
+		providers, err := s.c.HGet(ctx, k.Hash, "providers").Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
 			return 0, fmt.Errorf("stream: campaign %s: %w", id, err)
 		}
-		_, left, ok, err := drainCampaign(ctx, s.c, s.o.Prefix, shard, id, providersOf(h), 5000, now)
+		_, left, ok, err := drainCampaign(ctx, s.c, s.o.Prefix, shard, id, providersOf(providers), 5000, now)
 		if err != nil {
 			return 0, err
 		}
