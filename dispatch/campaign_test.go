@@ -393,19 +393,32 @@ func TestCampaignBehindPausedProviderCostsItsSubscriptions(t *testing.T) {
 func TestCampaignStalledProviderDoesNotHoldTheOthers(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{wallClock: true})
-	setFault(t, e, pushsim.Autopush, pushsim.Fault{Kind: pushsim.Stall})
 	cfg := e.config(e.store)
 	cfg.CampaignLaneDepth = 40
 	e.start(cfg)
-	id := e.createCampaign(map[string]any{"id": "mixed", "payload": "p"})
-	var rs []any
-	for i := range 150 {
-		p := []string{pushsim.FCM, pushsim.Autopush, pushsim.Apple}[i%3]
-		rs = append(rs, e.subscribe(p, e.key))
+	// sendOthers runs a campaign of 50 FCM and 50 Apple recipients, and autopush ones of its
+	// own, and returns how long the FCM and Apple ones took to be accepted.
+	sendOthers := func(id string, autopush int) time.Duration {
+		e.createCampaign(map[string]any{"id": id, "payload": "p"})
+		var rs []any
+		for i := range 100 {
+			rs = append(rs, e.subscribe([]string{pushsim.FCM, pushsim.Apple}[i%2], e.key))
+		}
+		for range autopush {
+			rs = append(rs, e.subscribe(pushsim.Autopush, e.key))
+		}
+		start := time.Now()
+		e.addRecipients(id, rs...)
+		waitFor(t, id+": every FCM and Apple recipient sent", func() bool { return e.campaignStatus(id).Finished["ACCEPTED"] == 100 })
+		return time.Since(start)
 	}
-	e.addRecipients(id, rs...)
-	waitFor(t, "every FCM and Apple recipient sent", func() bool { return e.campaignStatus(id).Finished["ACCEPTED"] == 100 })
-	st := e.campaignStatus(id)
+	alone := sendOthers("alone", 0)
+	setFault(t, e, pushsim.Autopush, pushsim.Fault{Kind: pushsim.Stall})
+	beside := sendOthers("mixed", 50)
+	// The times are reported, not bounded: a wall-clock bound is a benchmark's, and what this
+	// test holds is that the others are all sent while the stalled provider's recipients wait.
+	t.Logf("100 FCM and Apple recipients: %v alone, %v beside 50 of a stalled Autopush", alone.Round(time.Millisecond), beside.Round(time.Millisecond))
+	st := e.campaignStatus("mixed")
 	lane := e.xlen(e.store.Keys(0).LaneOf("autopush", jobfmt.ClassBulk))
 	if lane > int64(cfg.CampaignLaneDepth) || st.QueuedBy["autopush"] == 0 || st.QueuedBy["autopush"]+st.InLanes != 50 {
 		t.Errorf("autopush lane %d (depth %d), status %+v: want the rest of its 50 in the campaign's list", lane, cfg.CampaignLaneDepth, st)
