@@ -180,13 +180,18 @@ func (l *lane) readClasses(ctx context.Context, n, nb, most, past int, owed bool
 	free := min(slotsFree+past, most)
 	readBulk := func(count int) error {
 		count = min(count, nb, slotsFree-len(out))
-		if count <= 0 || (!owed && time.Now().Before(l.bulkIdleUntil)) {
+		// Owed its share, bulk is read again at once after a short read, which may only mean
+		// its backlog is still arriving; after a read that found nothing it waits as when it is
+		// not owed: a provider that carries no bulk jobs at all is always "owed" (no bulk job
+		// took a token), and would otherwise ask Redis for its empty bulk lane at every read.
+		if count <= 0 || (time.Now().Before(l.bulkIdleUntil) && (!owed || l.bulkEmpty)) {
 			return nil
 		}
 		got, err := l.store.ReadLane(ctx, l.shard, l.provider, jobfmt.ClassBulk, count, 0)
 		if err != nil {
 			return err
 		}
+		l.bulkEmpty = len(got) == 0
 		if len(got) < count {
 			l.bulkIdleUntil = time.Now().Add(bulkIdleRecheck)
 		} else {
@@ -232,7 +237,7 @@ func (l *lane) waitNew(ctx context.Context, n, nb int) ([]stream.Entry, error) {
 		got, err := l.store.WaitLanes(ctx, l.shard, l.provider, l.readBlock())
 		for _, e := range got {
 			if stream.ClassOfLane(e.Stream).IsBulk() {
-				l.bulkIdleUntil = time.Time{}
+				l.bulkIdleUntil, l.bulkEmpty = time.Time{}, false
 			}
 		}
 		return got, err

@@ -1,12 +1,14 @@
 package dispatch
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	jobfmt "github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 )
 
@@ -132,5 +134,48 @@ func TestBulkKeepsItsShareUnderTransactionalLoad(t *testing.T) {
 	}
 	if float64(tx)/float64(bk+tx) < 1-share-0.1 {
 		t.Errorf("transactional got %d of %d sends, want about %.0f%%: bulk took more than its share", tx, bk+tx, 100*(1-share))
+	}
+}
+
+// TestEmptyBulkLaneIsNotReadAtEveryRead: a provider that carries no bulk jobs is always owed its
+// bulk share (no bulk job took a token), and its reader asked Redis for the empty bulk lane at
+// every read. Once a read finds the bulk lane empty, it is looked at again only after
+// bulkIdleRecheck, owed or not; a read that finds bulk jobs lets the next look come at once.
+func TestEmptyBulkLaneIsNotReadAtEveryRead(t *testing.T) {
+	u := newUnitLane(t, "apple")
+	ctx := context.Background()
+	reads := func() int {
+		u.store.mu.Lock()
+		defer u.store.mu.Unlock()
+		return u.store.laneReads[jobfmt.ClassBulk]
+	}
+	for _, owed := range []bool{true, false} {
+		u.bulkIdleUntil, u.bulkEmpty = time.Time{}, false
+		before := reads()
+		for range 50 {
+			if _, err := u.readClasses(ctx, 4, 4, 8, 0, owed); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := reads() - before; got != 1 {
+			t.Errorf("owed %v: 50 reads within %v looked at the empty bulk lane %d times; want 1", owed, bulkIdleRecheck, got)
+		}
+		// The recheck is due: the next read looks again.
+		u.bulkIdleUntil = time.Now().Add(-time.Millisecond)
+		if _, err := u.readClasses(ctx, 4, 4, 8, 0, owed); err != nil {
+			t.Fatal(err)
+		}
+		if got := reads() - before; got != 2 {
+			t.Errorf("owed %v: after the recheck came, %d looks at the bulk lane in all; want 2", owed, got)
+		}
+	}
+	// Owed, a short read that found bulk jobs is not an empty lane: the next read looks again.
+	u.bulkIdleUntil, u.bulkEmpty = time.Now().Add(bulkIdleRecheck), false
+	before := reads()
+	if _, err := u.readClasses(ctx, 4, 4, 8, 0, true); err != nil {
+		t.Fatal(err)
+	}
+	if got := reads() - before; got != 1 {
+		t.Errorf("owed, after a short read with bulk jobs: %d looks at the bulk lane; want 1", got)
 	}
 }

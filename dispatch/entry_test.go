@@ -58,13 +58,20 @@ type fakeStore struct {
 	retries    []stream.RetryRecord
 	dead       []stream.DeadRecord
 	checks     []string // "sent", "gone", "owns"
+	laneReads  map[jobfmt.Class]int
 }
 
 func newFakeStore() *fakeStore {
 	return &fakeStore{sent: map[string]bool{}, gone: map[string]bool{}, notOwned: map[string]bool{}}
 }
 
-func (f *fakeStore) ReadLane(context.Context, int, string, jobfmt.Class, int, time.Duration) ([]stream.Entry, error) {
+func (f *fakeStore) ReadLane(_ context.Context, _ int, _ string, class jobfmt.Class, _ int, _ time.Duration) ([]stream.Entry, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.laneReads == nil {
+		f.laneReads = map[jobfmt.Class]int{}
+	}
+	f.laneReads[class]++
 	return nil, nil
 }
 

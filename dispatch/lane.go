@@ -101,8 +101,10 @@ type lane struct {
 	// putBackWriters counts the workers writing an overflowing entry's put-back (parkOrSendBack).
 	putBackWriters atomic.Int64
 	// bulkIdleUntil is when the reader next looks at the bulk lane after it found nothing new
-	// there (bulkIdleRecheck). Owned by the reader goroutine.
+	// there (bulkIdleRecheck), and bulkEmpty whether that read found nothing at all. Owned by
+	// the reader goroutine.
 	bulkIdleUntil time.Time
+	bulkEmpty     bool
 }
 
 // heldKey names an entry the lane holds: entry ids are unique within a stream only, and the
