@@ -20,6 +20,12 @@ import (
 // PING, a SETTINGS acknowledgement, a WINDOW_UPDATE, a reset), a window that is closed or a
 // held run past one TLS record sends everything at once. No frame ever waits for a timer.
 //
+// A stream the server has already answered or reset (or abandoned by a GOAWAY) is no longer
+// waited for: its header block has reached the server, and the client may never write its
+// DATA (it stops a body on an error status, and writes nothing more after the server's reset).
+// Should that leave held bytes with nothing to carry them out, they are written at once, by a
+// goroutine of their own: the read side must not wait on a write.
+//
 // The windows are followed from the frames themselves: the server's SETTINGS and WINDOW_UPDATE
 // are read here before the client sees them, and the client's DATA written here, so this view
 // of a window is never smaller than the client's own once it has read as far; a window this
@@ -29,6 +35,7 @@ type coalescingConn struct {
 
 	wmu  sync.Mutex // serialises writes; the HTTP/2 client holds its own write lock too
 	held []byte     // written by the client, not yet to TLS; guarded by wmu
+	werr error      // the error of a write of held bytes the client did not make; guarded by wmu
 	out  frameScanner
 
 	// The flow-control state the writer and the reader share.
@@ -36,6 +43,8 @@ type coalescingConn struct {
 	initial int64            // the server's SETTINGS_INITIAL_WINDOW_SIZE
 	conn    int64            // the connection's send window
 	pending map[uint32]int64 // streams whose header block is held, by id: their send window
+	holding bool             // bytes are held
+	freeing bool             // a goroutine is on its way to write the held bytes
 	in      frameScanner
 	setting [6]byte // a SETTINGS entry read in part
 	nset    int
@@ -51,6 +60,7 @@ const (
 	frameHeaders      = 0x1
 	frameRSTStream    = 0x3
 	frameSettings     = 0x4
+	frameGoAway       = 0x7
 	frameWindowUpdate = 0x8
 	frameContinuation = 0x9
 
@@ -126,6 +136,9 @@ func (s *frameScanner) next(p []byte, onHeader func(s *frameScanner), onPayload 
 func (c *coalescingConn) Write(p []byte) (int, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	if c.werr != nil {
+		return 0, c.werr
+	}
 	c.mu.Lock()
 	flush := false
 	c.out.next(p, func(s *frameScanner) {
@@ -154,11 +167,10 @@ func (c *coalescingConn) Write(p []byte) (int, error) {
 			flush = true
 		}
 	}, nil)
-	if !flush {
-		flush = !c.holdable()
-	}
+	hold := !flush && c.holdable() && len(c.held)+len(p) <= maxHeld
+	c.holding = hold
 	c.mu.Unlock()
-	if !flush && len(c.held)+len(p) <= maxHeld {
+	if hold {
 		c.held = append(c.held, p...)
 		return len(p), nil
 	}
@@ -196,13 +208,47 @@ func (c *coalescingConn) Read(p []byte) (int, error) {
 	if n > 0 {
 		c.mu.Lock()
 		c.in.next(p[:n], c.onReadHeader, c.onReadPayload)
+		if c.holding && !c.holdable() && !c.freeing {
+			c.freeing = true
+			go c.writeHeld()
+		}
 		c.mu.Unlock()
 	}
 	return n, err
 }
 
+// writeHeld writes the held bytes if nothing the client is sure to write will carry them out.
+func (c *coalescingConn) writeHeld() {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.mu.Lock()
+	c.freeing = false
+	send := c.holding && !c.holdable()
+	if send {
+		c.holding = false
+	}
+	c.mu.Unlock()
+	if !send || len(c.held) == 0 || c.werr != nil {
+		return
+	}
+	if _, err := c.Conn.Write(c.held); err != nil {
+		// The client reads the connection's failure on its own, and meets this error at its
+		// next write.
+		c.werr = err
+	}
+	c.held = c.held[:0]
+}
+
+// onReadHeader forgets the streams the server has answered, reset or will not process. c.mu
+// is held.
 func (c *coalescingConn) onReadHeader(s *frameScanner) {
 	c.nset = 0
+	switch s.typ {
+	case frameHeaders, frameData, frameRSTStream:
+		delete(c.pending, s.stream)
+	case frameGoAway:
+		clear(c.pending)
+	}
 }
 
 // onReadPayload follows the payloads that move the send windows. c.mu is held.

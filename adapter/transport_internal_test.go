@@ -6,10 +6,12 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/binary"
+	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -252,6 +254,156 @@ func serveWindowless(c net.Conn, silent bool, stop <-chan struct{}) {
 					<-stop
 					return
 				}
+			}
+		case *http2.PingFrame:
+			if !f.IsAck() {
+				_ = fr.WritePing(true, f.Data)
+			}
+		}
+	}
+}
+
+// TestEarlyAnswerDoesNotHoldLaterRequests checks a stream the server ends before the client
+// has written its DATA: a server may answer on the header block alone (an error status, say)
+// and reset the stream, upon which the client never writes that DATA. The requests after it
+// on the same connection must go out when their own DATA is written, not wait for that DATA.
+func TestEarlyAnswerDoesNotHoldLaterRequests(t *testing.T) {
+	cert, addr := startEarlyAnswerServer(t)
+	tr, _, _ := countedTransport(t, addr, cert)
+	const url = "https://example.com/push/x"
+	post(t, tr, url) // the connection, answered 201 on its DATA
+
+	//lint:ignore SA1019 the adapter's HTTP/2 connections are x/net's (see newTransport)
+	var cc *http2.ClientConn
+	tr.h2.mu.Lock()
+	for _, conns := range tr.h2.conns {
+		cc = conns[0]
+	}
+	tr.h2.mu.Unlock()
+	if cc == nil {
+		t.Fatal("no HTTP/2 connection after the first request")
+	}
+
+	// A request whose DATA is late: its header block is held until something else is written,
+	// here a ping, and the server answers it 410 on the header block alone.
+	body := &lateBody{reading: make(chan struct{}), release: make(chan struct{})}
+	defer close(body.release)
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url+"?early", body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.ContentLength = 359
+	req.GetBody = func() (io.ReadCloser, error) { return nil, errors.New("not replayed") }
+	answered := make(chan *http.Response, 1)
+	go func() {
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Error(err)
+			answered <- nil
+			return
+		}
+		_ = resp.Body.Close()
+		answered <- resp
+	}()
+	<-body.reading
+	if err := cc.Ping(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if resp := <-answered; resp == nil || resp.StatusCode != http.StatusGone {
+		t.Fatalf("the early answer: %v, want 410", resp)
+	}
+
+	for range 3 {
+		start := time.Now()
+		post(t, tr, url)
+		if d := time.Since(start); d > 2*time.Second {
+			t.Fatalf("a request after the early answer took %s: it was held for DATA the client will never write", d)
+		}
+	}
+}
+
+// lateBody is a request body whose first Read waits for release (or for its Close).
+type lateBody struct {
+	reading, release chan struct{}
+	once             sync.Once
+	closed           atomic.Bool
+}
+
+func (b *lateBody) Read(p []byte) (int, error) {
+	b.once.Do(func() { close(b.reading) })
+	<-b.release
+	if b.closed.Load() {
+		return 0, io.ErrClosedPipe
+	}
+	return 0, io.EOF
+}
+
+func (b *lateBody) Close() error { b.closed.Store(true); return nil }
+
+// startEarlyAnswerServer is an HTTP/2 server written with the framer that answers a request
+// whose path has the query "early" 410 on its header block and resets the stream with
+// NO_ERROR, as a server that has no use for the body does (RFC 9113, section 8.1); any other
+// request it answers 201 once its DATA has ended it.
+func startEarlyAnswerServer(t *testing.T) (*x509.Certificate, string) {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(http.NotFoundHandler())
+	srv.StartTLS()
+	cert := srv.Certificate()
+	tlsCert := srv.TLS.Certificates[0]
+	srv.Close()
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{tlsCert}, NextProtos: []string{"h2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go serveEarlyAnswer(c)
+		}
+	}()
+	return cert, ln.Addr().String()
+}
+
+func serveEarlyAnswer(c net.Conn) {
+	defer c.Close()
+	preface := make([]byte, len(http2.ClientPreface))
+	if _, err := io.ReadFull(c, preface); err != nil {
+		return
+	}
+	fr := http2.NewFramer(c, c)
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	if err := fr.WriteSettings(); err != nil {
+		return
+	}
+	var hbuf bytes.Buffer
+	enc := hpack.NewEncoder(&hbuf)
+	answer := func(id uint32, status string) {
+		hbuf.Reset()
+		_ = enc.WriteField(hpack.HeaderField{Name: ":status", Value: status})
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hbuf.Bytes(), EndStream: true, EndHeaders: true})
+	}
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			return
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				_ = fr.WriteSettingsAck()
+			}
+		case *http2.MetaHeadersFrame:
+			if strings.HasSuffix(f.PseudoValue("path"), "?early") {
+				answer(f.StreamID, "410")
+				_ = fr.WriteRSTStream(f.StreamID, http2.ErrCodeNo)
+			}
+		case *http2.DataFrame:
+			if f.StreamEnded() {
+				answer(f.StreamID, "201")
 			}
 		case *http2.PingFrame:
 			if !f.IsAck() {
