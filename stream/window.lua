@@ -16,17 +16,28 @@
 -- linear hash table that grows one bucket at a time as jobs come, so a lookup is one HGET of one
 -- bucket however large the table. Its keys share the shard's hash tag:
 --   <base>            HASH: L (level), p (the next bucket to split), n (fields held, about),
---                     c, d, s, a (the sweep's cursor and counts, below)
---   <base>:<i>        HASH: field -> accepted at (unix s), bucket i
+--                     c, d, s, a, r, q (the sweep's cursor, counts and rounds, below)
+--   <base>:<i>        HASH: field -> accepted at (unix s), bucket i, and the marker W_MARK
 -- The bucket of a field whose first 4 bytes read h (big-endian) is h mod 2^L, or h mod 2^(L+1)
 -- when that is below p. A field older than the TTL is stale: it no longer counts, and it is
--- dropped when its bucket is split or swept. Every write to a bucket renews its expiry (twice
--- the TTL and a second), so a bucket goes only once no job was written to it for that long, when
--- everything in it is stale. The writes also sweep the buckets in turn (c, the state's cursor),
--- one for every W_SWEEP jobs written (d counts the jobs since the last): the sweep drops the
--- bucket's stale fields and counts what stays (s), and at the end of each round n is counted
--- anew from s and the fields added during the round (a), so buckets that expired whole (which
--- nothing else notices) leave the count within a round.
+-- dropped when its bucket is split or swept. The writes also sweep the buckets in turn (c, the
+-- state's cursor), one for every W_SWEEP jobs written (d counts the jobs since the last): the
+-- sweep drops the bucket's stale fields, counts what stays (s), and renews the bucket's expiry
+-- (twice the TTL and a second), or deletes it when nothing in it counts; at the end of each
+-- round n is counted anew from s and the fields added during the round (a), so buckets that
+-- expired whole (which nothing else notices) leave the count within a round.
+--
+-- A bucket's expiry is set when it is made, when it is split, and when the sweep reaches it,
+-- and at a write only when the sweep may not have reached it recently enough: a field written
+-- at t must outlive t + TTL. r (in the state) is when the current round began, the time of the
+-- write that began it, and q when the last complete round began; every bucket there during
+-- that round was renewed at q or later, so it outlives q + 2 TTL, and a field written no later
+-- than q + TTL/2 is safe in it. Half the TTL, not all of it, is the margin for a ledger entry's
+-- time running ahead of Redis's clock after the clock stepped back. So while a round takes
+-- less than half the TTL, as at a steady rate, a write costs one command a bucket, not two;
+-- when the rate falls and rounds grow long, every write renews its bucket again. A bucket is
+-- known to be new by its marker field W_MARK, which every write sets: when HSET adds more
+-- fields than the write's own, the marker was not there.
 
 -- W_LOAD is the table's load bound, fields per bucket: the fullest buckets (those not yet
 -- split in the current round hold about twice the others) stay under the 128 entries of
@@ -34,15 +45,20 @@
 local W_LOAD = 40
 local W_SWEEP = 8
 
+-- W_MARK is the field every bucket holds besides its jobs' (see above); a job's field is 10
+-- bytes, so never this one.
+local W_MARK = '~'
+
 local function w_hash(f)
   local a, b, c, d = string.byte(f, 1, 4)
   return ((a * 256 + b) * 256 + c) * 256 + d
 end
 
 local function w_state(base)
-  local s = redis.call('HMGET', base, 'L', 'p', 'n', 'c', 'd', 's', 'a')
+  local s = redis.call('HMGET', base, 'L', 'p', 'n', 'c', 'd', 's', 'a', 'r', 'q')
   local st = {L = tonumber(s[1]) or 0, p = tonumber(s[2]) or 0, n = tonumber(s[3]) or 0,
-    c = tonumber(s[4]) or 0, d = tonumber(s[5]) or 0, s = tonumber(s[6]) or 0, a = tonumber(s[7]) or 0}
+    c = tonumber(s[4]) or 0, d = tonumber(s[5]) or 0, s = tonumber(s[6]) or 0, a = tonumber(s[7]) or 0,
+    r = tonumber(s[8]) or 0, q = tonumber(s[9]) or 0}
   if not s[6] then
     -- A state written before the sweep counted (or none): the count's round starts here, at
     -- the first bucket, so that its end counts every bucket.
@@ -81,18 +97,24 @@ local function w_seen(base, st, f, since)
 end
 
 -- w_by_bucket groups fields by the bucket each falls in: the buckets' keys in the order first
--- met, and for each key the indexes into fields of its fields.
+-- met, for each key the indexes into fields of its fields, and for each key how many distinct
+-- fields fall in it.
 local function w_by_bucket(base, st, fields)
-  local byKey, keys = {}, {}
+  local byKey, keys, distinct, met = {}, {}, {}, {}
   for i, f in ipairs(fields) do
     local k = w_key(base, st, f)
     if not byKey[k] then
       byKey[k] = {}
+      distinct[k] = 0
       table.insert(keys, k)
     end
     table.insert(byKey[k], i)
+    if not met[f] then
+      met[f] = true
+      distinct[k] = distinct[k] + 1
+    end
   end
-  return keys, byKey
+  return keys, byKey, distinct
 end
 
 -- w_held_all returns, for each of fields, the time (unix s) it was accepted, or false when
@@ -123,19 +145,34 @@ local function w_seen_all(base, st, fields, since)
   return out
 end
 
--- w_purge drops the fields of bucket key accepted before since and returns how many.
-local function w_purge(key, since)
+-- w_sweep_bucket drops the fields of bucket key accepted before since and renews the bucket's
+-- expiry, or deletes it when none of its fields counts; it returns how many fields it dropped
+-- and how many stay.
+local function w_sweep_bucket(key, since, expireMs)
   local all = redis.call('HGETALL', key)
+  if #all == 0 then
+    return 0, 0
+  end
   local stale = {}
+  local kept = 0
   for i = 1, #all, 2 do
-    if tonumber(all[i + 1]) < since then
-      table.insert(stale, all[i])
+    if all[i] ~= W_MARK then
+      if tonumber(all[i + 1]) < since then
+        table.insert(stale, all[i])
+      else
+        kept = kept + 1
+      end
     end
+  end
+  if kept == 0 then
+    redis.call('DEL', key)
+    return #stale, 0
   end
   if #stale > 0 then
     redis.call('HDEL', key, unpack(stale))
   end
-  return #stale
+  redis.call('PEXPIRE', key, expireMs)
+  return #stale, kept
 end
 
 -- w_split moves the fields of bucket p that belong to bucket p + 2^L there, drops the stale
@@ -148,7 +185,9 @@ local function w_split(base, st, since, expireMs)
   local keep, move, dropped = {}, {}, 0
   for i = 1, #all, 2 do
     local f, v = all[i], all[i + 1]
-    if tonumber(v) < since then
+    if f == W_MARK then
+      -- written anew with each half below
+    elseif tonumber(v) < since then
       dropped = dropped + 1
     elseif w_hash(f) % (2 * m) == st.p + m then
       table.insert(move, f)
@@ -161,7 +200,7 @@ local function w_split(base, st, since, expireMs)
   redis.call('DEL', from)
   for _, kv in ipairs({{from, keep}, {to, move}}) do
     if #kv[2] > 0 then
-      redis.call('HSET', kv[1], unpack(kv[2]))
+      redis.call('HSET', kv[1], W_MARK, '', unpack(kv[2]))
       redis.call('PEXPIRE', kv[1], expireMs)
     end
   end
@@ -174,8 +213,9 @@ local function w_split(base, st, since, expireMs)
 end
 
 -- w_add records fields[i] as accepted at nows[i] (unix s, Redis's clock; the TTL in ms gives
--- what is stale and the buckets' expiry): one HSET per bucket touched, buckets split while the table is over
--- its load, and the state written once.
+-- what is stale and the buckets' expiry): one HSET per bucket touched, and its PEXPIRE only
+-- when the bucket is new or the last round of the sweep is too old to vouch for it (see above);
+-- buckets split while the table is over its load, and the state written once.
 local function w_add(base, st, fields, nows, ttlMs)
   if #fields == 0 then
     return
@@ -184,17 +224,24 @@ local function w_add(base, st, fields, nows, ttlMs)
   for _, t in ipairs(nows) do
     now = math.max(now, tonumber(t))
   end
-  local since = now - math.floor(tonumber(ttlMs) / 1000)
+  local ttlS = math.floor(tonumber(ttlMs) / 1000)
+  local since = now - ttlS
   local expireMs = 2 * tonumber(ttlMs) + 1000
-  local keys, byKey = w_by_bucket(base, st, fields)
+  local vouched = st.q > 0 and now - st.q <= math.floor(ttlS / 2)
+  local keys, byKey, distinct = w_by_bucket(base, st, fields)
   for _, k in ipairs(keys) do
-    local args = {}
+    local args = {W_MARK, ''}
     for _, i in ipairs(byKey[k]) do
       table.insert(args, fields[i])
       table.insert(args, nows[i])
     end
     local added = redis.call('HSET', k, unpack(args))
-    redis.call('PEXPIRE', k, expireMs)
+    if added > distinct[k] then
+      added = added - 1 -- the marker: the bucket is new
+      redis.call('PEXPIRE', k, expireMs)
+    elseif not vouched then
+      redis.call('PEXPIRE', k, expireMs)
+    end
     st.n, st.a = st.n + added, st.a + added
   end
   st.d = st.d + #fields
@@ -205,14 +252,19 @@ local function w_add(base, st, fields, nows, ttlMs)
       -- A round ended: each bucket was counted when it was swept, and about half of the
       -- fields added since went to buckets already counted.
       st.c, st.n, st.s, st.a = 0, st.s + math.floor(st.a / 2), 0, 0
+      if st.r > 0 then
+        st.q = st.r
+      end
+      st.r = now
     end
     local k = base .. ':' .. string.format('%d', st.c)
-    st.n = st.n - w_purge(k, since)
-    st.s = st.s + redis.call('HLEN', k)
+    local dropped, kept = w_sweep_bucket(k, since, expireMs)
+    st.n, st.s = st.n - dropped, st.s + kept
     st.c = st.c + 1
   end
   while st.n > W_LOAD * (2 ^ st.L + st.p) do
     w_split(base, st, since, expireMs)
   end
-  redis.call('HSET', base, 'L', st.L, 'p', st.p, 'n', math.max(st.n, 0), 'c', st.c, 'd', st.d, 's', st.s, 'a', st.a)
+  redis.call('HSET', base, 'L', st.L, 'p', st.p, 'n', math.max(st.n, 0), 'c', st.c, 'd', st.d, 's', st.s, 'a', st.a,
+    'r', st.r, 'q', st.q)
 end

@@ -141,9 +141,10 @@ func fillWindow(t *testing.T, env *env, base string, now, ttlS int64) int {
 	return writes * perWrite
 }
 
-// TestWindowBucketsOutliveWhatTheyHold: a write renews its bucket's expiry, so a bucket the
-// sweep last reached long ago (its expiry near, as when the rate fell after the table grew)
-// still holds a job for the whole TTL after the job went in.
+// TestWindowBucketsOutliveWhatTheyHold: a write renews its bucket's expiry when the sweep's
+// last complete round began more than half the TTL ago, so a bucket the sweep last reached long
+// ago (its expiry near, as when the rate fell after the table grew) still holds a job for the
+// whole TTL after the job went in.
 func TestWindowBucketsOutliveWhatTheyHold(t *testing.T) {
 	env := newEnv(t)
 	base := KeysFor("", 0).Window
@@ -234,5 +235,86 @@ func TestWindowCountsAcrossAnUpgrade(t *testing.T) {
 	}
 	if minRatio < 0.75 {
 		t.Errorf("the count fell to %.2f of the %d fields held during the first round after the upgrade", minRatio, held)
+	}
+}
+
+// TestWindowBucketsOutliveTheirFieldsOnRedisClock: on Redis's own clock, with a TTL of two
+// seconds, every bucket outlives every field in it by the TTL, through a fast phase (rounds of
+// the sweep short enough that writes leave the buckets' expiry to it) and a slow one (rounds
+// longer than half the TTL, when writes renew their buckets again).
+func TestWindowBucketsOutliveTheirFieldsOnRedisClock(t *testing.T) {
+	env := newEnv(t)
+	base := KeysFor("", 0).Window
+	const ttlS = 2
+	redisNow := func() time.Time {
+		t.Helper()
+		now, err := env.c.Time(env.ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return now
+	}
+	// check fails unless every bucket expires after each of its fields has stopped counting:
+	// a field accepted at second a counts until Redis's clock has passed a + ttlS + 1.
+	check := func(when string) {
+		t.Helper()
+		keys, err := env.c.Keys(env.ctx, base+":*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := redisNow()
+		for _, k := range keys {
+			ttl, err := env.c.PTTL(env.ctx, k).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			fields, err := env.c.HGetAll(env.ctx, k).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ttl < 0 && len(fields) > 0 {
+				t.Fatalf("%s: bucket %s has no expiry (%v)", when, k, ttl)
+			}
+			expires := now.Add(ttl)
+			for f, v := range fields {
+				if f == "~" {
+					continue
+				}
+				var at int64
+				fmt.Sscan(v, &at)
+				if until := time.Unix(at+ttlS+1, 0); expires.Before(until) {
+					t.Fatalf("%s: bucket %s expires at %s, before its field accepted at %d stops counting at %s",
+						when, k, expires.Format("15:04:05.000"), at, until.Format("15:04:05.000"))
+				}
+			}
+		}
+	}
+	write := func(b, n int) {
+		windowAdd(t, env, base, redisNow().Unix(), ttlS, windowIDs("job", b, n)...)
+	}
+
+	env.srv.ResetStats(t)
+	b := 0
+	// Longer than a bucket's expiry (twice the TTL and a second), so that the buckets made at
+	// the start live on only as the sweep renews them.
+	for end := time.Now().Add(6 * time.Second); time.Now().Before(end); b++ {
+		write(b, 8)
+		if b%10 == 0 {
+			check("fast")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	stats := env.srv.CommandStats(t)
+	if q, err := env.c.HGet(env.ctx, base, "q").Int64(); err != nil || q == 0 {
+		t.Fatalf("no complete round of the sweep after %d writes (q %d, %v)", b, q, err)
+	}
+	// Most writes renewed no bucket: fewer expiries set than buckets written.
+	if stats["pexpire"] >= stats["hset"]/2 {
+		t.Errorf("fast phase: %d PEXPIRE beside %d HSET, want writes to leave most buckets' expiry to the sweep", stats["pexpire"], stats["hset"])
+	}
+	for end := time.Now().Add(2500 * time.Millisecond); time.Now().Before(end); b++ {
+		write(b, 8)
+		check("slow")
+		time.Sleep(200 * time.Millisecond)
 	}
 }
