@@ -12,24 +12,28 @@ import (
 // after its DATA: written as they come, a lone push costs two records and two system calls,
 // and requests ready at the same moment each pay their own.
 //
-// A write is held back only while a request whose header block it carries (one that did not
-// end the stream) has not yet written the DATA that ends its stream, and only while both that
+// Writes are held back only while the held bytes carry the header block of a request (one that
+// did not end the stream) whose DATA has not been written yet, and only while both that
 // stream's and the connection's flow-control windows are open: then the client writes the DATA
 // without waiting for anything from the server (the adapter's bodies are in memory, see
 // budgetedTransport.RoundTrip), and that write carries the held bytes out. Any other frame (a
 // PING, a SETTINGS acknowledgement, a WINDOW_UPDATE, a reset), a window that is closed or a
 // held run past one TLS record sends everything at once. No frame ever waits for a timer.
 //
-// A stream the server has already answered or reset (or abandoned by a GOAWAY) is no longer
-// waited for: its header block has reached the server, and the client may never write its
-// DATA (it stops a body on an error status, and writes nothing more after the server's reset).
-// Should that leave held bytes with nothing to carry them out, they are written at once, by a
-// goroutine of their own: the read side must not wait on a write.
+// Once a header block has gone out, its stream is waited for no more: the server may answer
+// on the header block alone, upon which the client stops the body and, after the server's
+// reset, writes nothing more on the stream. A held stream is given up too when the server's
+// frames say the client may not write its DATA: a GOAWAY (the client drops the streams it
+// leaves unprocessed without writing to them), and any frame of the server on the stream. Should
+// that leave held bytes with nothing to carry them out, they are written at once, by a
+// goroutine of their own: the read loop must not wait behind a write, which may itself be
+// waiting for the server to read while the server waits for the client to read.
 //
 // The windows are followed from the frames themselves: the server's SETTINGS and WINDOW_UPDATE
-// are read here before the client sees them, and the client's DATA written here, so this view
-// of a window is never smaller than the client's own once it has read as far; a window this
-// view thinks open the client finds open as soon as its read loop catches up.
+// are read here before the client sees them, and the client's DATA written here, so once the
+// client's read loop has caught up the two views agree; until then a window this view thinks
+// open may still be closed to the client, which finds it open as soon as its read loop
+// catches up, without anything from the server.
 type coalescingConn struct {
 	net.Conn
 
@@ -169,6 +173,9 @@ func (c *coalescingConn) Write(p []byte) (int, error) {
 	}, nil)
 	hold := !flush && c.holdable() && len(c.held)+len(p) <= maxHeld
 	c.holding = hold
+	if !hold {
+		clear(c.pending) // every header block held goes out now
+	}
 	c.mu.Unlock()
 	if hold {
 		c.held = append(c.held, p...)
@@ -226,6 +233,7 @@ func (c *coalescingConn) writeHeld() {
 	send := c.holding && !c.holdable()
 	if send {
 		c.holding = false
+		clear(c.pending)
 	}
 	c.mu.Unlock()
 	if !send || len(c.held) == 0 || c.werr != nil {
@@ -239,8 +247,8 @@ func (c *coalescingConn) writeHeld() {
 	c.held = c.held[:0]
 }
 
-// onReadHeader forgets the streams the server has answered, reset or will not process. c.mu
-// is held.
+// onReadHeader gives up the held streams the server's frames say the client may not write
+// DATA on (see coalescingConn). c.mu is held.
 func (c *coalescingConn) onReadHeader(s *frameScanner) {
 	c.nset = 0
 	switch s.typ {

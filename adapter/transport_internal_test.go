@@ -268,7 +268,7 @@ func serveWindowless(c net.Conn, silent bool, stop <-chan struct{}) {
 // and reset the stream, upon which the client never writes that DATA. The requests after it
 // on the same connection must go out when their own DATA is written, not wait for that DATA.
 func TestEarlyAnswerDoesNotHoldLaterRequests(t *testing.T) {
-	cert, addr := startEarlyAnswerServer(t)
+	cert, addr := startEarlyAnswerServer(t, 0)
 	tr, _, _ := countedTransport(t, addr, cert)
 	const url = "https://example.com/push/x"
 	post(t, tr, url) // the connection, answered 201 on its DATA
@@ -322,6 +322,36 @@ func TestEarlyAnswerDoesNotHoldLaterRequests(t *testing.T) {
 	}
 }
 
+// TestGoAwayReleasesHeldWrites checks the writes held behind a request whose DATA is late: a
+// server's graceful GOAWAY gives that request up as one to wait for, and what was held behind
+// it goes out at once rather than when that DATA comes (here, never before the test ends).
+func TestGoAwayReleasesHeldWrites(t *testing.T) {
+	cert, addr := startEarlyAnswerServer(t, 300*time.Millisecond)
+	tr, _, _ := countedTransport(t, addr, cert)
+	const url = "https://example.com/push/x"
+	post(t, tr, url) // the connection; the server says GOAWAY 300 ms after answering it
+
+	body := &lateBody{reading: make(chan struct{}), release: make(chan struct{})}
+	defer close(body.release)
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.ContentLength = 359
+	req.GetBody = func() (io.ReadCloser, error) { return nil, errors.New("not replayed") }
+	go func() {
+		if resp, err := tr.RoundTrip(req); err == nil {
+			_ = resp.Body.Close()
+		}
+	}()
+	<-body.reading // its header block is held, waiting for DATA
+	start := time.Now()
+	post(t, tr, url) // held behind it until the GOAWAY
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("a request held behind one whose DATA is late took %s after the server's GOAWAY", d)
+	}
+}
+
 // lateBody is a request body whose first Read waits for release (or for its Close).
 type lateBody struct {
 	reading, release chan struct{}
@@ -343,8 +373,9 @@ func (b *lateBody) Close() error { b.closed.Store(true); return nil }
 // startEarlyAnswerServer is an HTTP/2 server written with the framer that answers a request
 // whose path has the query "early" 410 on its header block and resets the stream with
 // NO_ERROR, as a server that has no use for the body does (RFC 9113, section 8.1); any other
-// request it answers 201 once its DATA has ended it.
-func startEarlyAnswerServer(t *testing.T) (*x509.Certificate, string) {
+// request it answers 201 once its DATA has ended it. With goAwayAfter set, it sends a graceful
+// GOAWAY (every stream still processed) that long after its first answer.
+func startEarlyAnswerServer(t *testing.T, goAwayAfter time.Duration) (*x509.Certificate, string) {
 	t.Helper()
 	srv := httptest.NewUnstartedServer(http.NotFoundHandler())
 	srv.StartTLS()
@@ -362,13 +393,13 @@ func startEarlyAnswerServer(t *testing.T) (*x509.Certificate, string) {
 			if err != nil {
 				return
 			}
-			go serveEarlyAnswer(c)
+			go serveEarlyAnswer(c, goAwayAfter)
 		}
 	}()
 	return cert, ln.Addr().String()
 }
 
-func serveEarlyAnswer(c net.Conn) {
+func serveEarlyAnswer(c net.Conn, goAwayAfter time.Duration) {
 	defer c.Close()
 	preface := make([]byte, len(http2.ClientPreface))
 	if _, err := io.ReadFull(c, preface); err != nil {
@@ -376,16 +407,19 @@ func serveEarlyAnswer(c net.Conn) {
 	}
 	fr := http2.NewFramer(c, c)
 	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	if err := fr.WriteSettings(); err != nil {
-		return
-	}
+	var wmu sync.Mutex // the GOAWAY is written from a timer
+	write := func(f func() error) { wmu.Lock(); defer wmu.Unlock(); _ = f() }
+	write(func() error { return fr.WriteSettings() })
 	var hbuf bytes.Buffer
 	enc := hpack.NewEncoder(&hbuf)
 	answer := func(id uint32, status string) {
-		hbuf.Reset()
-		_ = enc.WriteField(hpack.HeaderField{Name: ":status", Value: status})
-		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hbuf.Bytes(), EndStream: true, EndHeaders: true})
+		write(func() error {
+			hbuf.Reset()
+			_ = enc.WriteField(hpack.HeaderField{Name: ":status", Value: status})
+			return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hbuf.Bytes(), EndStream: true, EndHeaders: true})
+		})
 	}
+	var goAway sync.Once
 	for {
 		f, err := fr.ReadFrame()
 		if err != nil {
@@ -394,20 +428,27 @@ func serveEarlyAnswer(c net.Conn) {
 		switch f := f.(type) {
 		case *http2.SettingsFrame:
 			if !f.IsAck() {
-				_ = fr.WriteSettingsAck()
+				write(fr.WriteSettingsAck)
 			}
 		case *http2.MetaHeadersFrame:
 			if strings.HasSuffix(f.PseudoValue("path"), "?early") {
 				answer(f.StreamID, "410")
-				_ = fr.WriteRSTStream(f.StreamID, http2.ErrCodeNo)
+				write(func() error { return fr.WriteRSTStream(f.StreamID, http2.ErrCodeNo) })
 			}
 		case *http2.DataFrame:
 			if f.StreamEnded() {
 				answer(f.StreamID, "201")
+				if goAwayAfter > 0 {
+					goAway.Do(func() {
+						time.AfterFunc(goAwayAfter, func() {
+							write(func() error { return fr.WriteGoAway(1<<31-1, http2.ErrCodeNo, nil) })
+						})
+					})
+				}
 			}
 		case *http2.PingFrame:
 			if !f.IsAck() {
-				_ = fr.WritePing(true, f.Data)
+				write(func() error { return fr.WritePing(true, f.Data) })
 			}
 		}
 	}
