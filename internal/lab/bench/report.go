@@ -235,7 +235,7 @@ func (rep Report) targets() []Target {
 	}
 	for _, c := range []string{contenderGateway, contenderPaced} {
 		v, m := of(c, cmds)
-		ts = append(ts, atMost(c+" Redis commands per job", 8, v, m))
+		ts = append(ts, atMost(c+" Redis commands per job", 6, v, m))
 		v, m = of(c, redisCPU)
 		ts = append(ts, atMost(c+" Redis CPU µs per job", 25, v, m))
 	}
