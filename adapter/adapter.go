@@ -16,8 +16,10 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/ece"
@@ -256,14 +258,47 @@ func (a *adapter) Send(ctx context.Context, route providers.Route, m *Message) t
 	defer resp.Body.Close()
 	// Closing without draining the rest resets an HTTP/2 stream, which is what a body over the
 	// cap deserves.
-	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody))
+	buf := answerBufs.Get().(*[]byte)
+	read, err := readAnswer((*buf)[:0], resp.Body)
+	answer := read
 	if err != nil && len(answer) == 0 && resp.StatusCode/100 != 2 {
 		// The status arrived; a body cut short changes only the detail.
 		answer = nil
 	}
 	out = secrets.ClassifyAt(a.now(), p.Kind, resp.StatusCode, resp.Header, answer)
 	out.Provider = p.ID
+	// The answer is done with: an Outcome holds strings, copies of what it quotes, and the
+	// response body reads into buffers of its own.
+	if cap(read) <= maxPooledAnswer {
+		*buf = read[:0]
+		answerBufs.Put(buf)
+	}
 	return out
+}
+
+// answerBufs are the buffers answers are read into, one per send at a time. Most answers are
+// empty or a line of JSON; one that grew a buffer past maxPooledAnswer leaves it to the
+// collector rather than keep it for every send after.
+var answerBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledAnswer = 4 << 10
+
+// readAnswer is io.ReadAll(io.LimitReader(body, maxResponseBody)) appending to buf.
+func readAnswer(buf []byte, body io.Reader) ([]byte, error) {
+	for len(buf) < maxResponseBody {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, min(max(cap(buf), 512), maxResponseBody-len(buf)))
+		}
+		n, err := body.Read(buf[len(buf):min(cap(buf), maxResponseBody)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+	return buf, nil
 }
 
 // shape builds the headers every push carries and checks what the provider would refuse.
