@@ -16,8 +16,10 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/ece"
@@ -32,6 +34,10 @@ type Message struct {
 	// ID identifies the job; it is sent only when Config.JobIDHeader is set.
 	ID           string
 	Subscription job.Subscription
+	// Parsed, when the message comes from a decoded job (job.Job.Parsed), is Subscription's
+	// endpoint and keys already parsed: the send takes them rather than parse them again. The
+	// zero value is fine; the send then parses them itself.
+	Parsed job.Parsed
 	// Payload is the plaintext to encrypt. Ciphertext, when set instead, is an aes128gcm body
 	// the upstream already encrypted; it is sent as is.
 	Payload    []byte
@@ -132,7 +138,7 @@ func NewSender(cfg Config) (*Sender, error) {
 // Send resolves the endpoint's provider and sends through its adapter, or through the
 // adapter of m.Provider when the message names one this Sender has.
 func (s *Sender) Send(ctx context.Context, m *Message) taxonomy.Outcome {
-	route, err := s.reg.Resolve(m.Subscription.Endpoint)
+	route, err := s.reg.ResolveParsed(m.Subscription.Endpoint, m.Parsed.URL(m.Subscription.Endpoint))
 	if err != nil {
 		code := taxonomy.InvalidRequest
 		if errors.Is(err, providers.ErrNotHTTPS) {
@@ -231,14 +237,18 @@ func (a *adapter) Send(ctx context.Context, route providers.Route, m *Message) t
 	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
 	defer cancel()
 	// The endpoint was parsed when it was routed; the request takes that URL rather than
-	// parsing the string again. Resolve made it for this send alone, and nothing downstream
-	// changes it.
+	// parsing the string again. The URL may be the job's own (job.Parsed), shared and read
+	// only: an empty port, which NewRequest would drop, is dropped from a copy.
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "", bytes.NewReader(body))
 	if err != nil {
 		return a.local(secrets, taxonomy.InvalidRequest, "endpoint is not a valid request URL")
 	}
 	u := route.URL
-	u.Host = strings.TrimSuffix(u.Host, ":") // an empty port, as NewRequest drops it
+	if host, ok := strings.CutSuffix(u.Host, ":"); ok {
+		c := *u
+		c.Host = host
+		u = &c
+	}
 	req.URL, req.Host = u, u.Host
 	req.Header = h
 	resp, err := a.client.Do(req)
@@ -248,14 +258,47 @@ func (a *adapter) Send(ctx context.Context, route providers.Route, m *Message) t
 	defer resp.Body.Close()
 	// Closing without draining the rest resets an HTTP/2 stream, which is what a body over the
 	// cap deserves.
-	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody))
+	buf := answerBufs.Get().(*[]byte)
+	read, err := readAnswer((*buf)[:0], resp.Body)
+	answer := read
 	if err != nil && len(answer) == 0 && resp.StatusCode/100 != 2 {
 		// The status arrived; a body cut short changes only the detail.
 		answer = nil
 	}
 	out = secrets.ClassifyAt(a.now(), p.Kind, resp.StatusCode, resp.Header, answer)
 	out.Provider = p.ID
+	// The answer is done with: an Outcome holds strings, copies of what it quotes, and the
+	// response body reads into buffers of its own.
+	if cap(read) <= maxPooledAnswer {
+		*buf = read[:0]
+		answerBufs.Put(buf)
+	}
 	return out
+}
+
+// answerBufs are the buffers answers are read into, one per send at a time. Most answers are
+// empty or a line of JSON; one that grew a buffer past maxPooledAnswer leaves it to the
+// collector rather than keep it for every send after.
+var answerBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledAnswer = 4 << 10
+
+// readAnswer is io.ReadAll(io.LimitReader(body, maxResponseBody)) appending to buf.
+func readAnswer(buf []byte, body io.Reader) ([]byte, error) {
+	for len(buf) < maxResponseBody {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, min(max(cap(buf), 512), maxResponseBody-len(buf)))
+		}
+		n, err := body.Read(buf[len(buf):min(cap(buf), maxResponseBody)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+	return buf, nil
 }
 
 // shape builds the headers every push carries and checks what the provider would refuse.
@@ -303,9 +346,12 @@ func (a *adapter) body(secrets taxonomy.Secrets, m *Message) ([]byte, taxonomy.O
 		}
 		return m.Ciphertext, taxonomy.Outcome{}, true
 	}
-	keys, err := ece.ParseKeys(m.Subscription.Keys.P256dh, m.Subscription.Keys.Auth)
-	if err != nil {
-		return nil, a.local(secrets, taxonomy.InvalidRequest, "subscription keys: "+err.Error()), false
+	keys := m.Parsed.Keys(m.Subscription.Keys)
+	if keys == nil {
+		var err error
+		if keys, err = ece.ParseKeys(m.Subscription.Keys.P256dh, m.Subscription.Keys.Auth); err != nil {
+			return nil, a.local(secrets, taxonomy.InvalidRequest, "subscription keys: "+err.Error()), false
+		}
 	}
 	if err := job.CheckPayload(len(m.Payload)); err != nil {
 		return nil, a.local(secrets, taxonomy.PayloadTooLarge, "payload: "+err.Error()), false

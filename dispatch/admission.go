@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	jobfmt "github.com/webpush-gateway/webpush-gateway/job" // "job" names one job in this package
 	"github.com/webpush-gateway/webpush-gateway/limits"
 	"github.com/webpush-gateway/webpush-gateway/taxonomy"
 )
@@ -165,15 +166,16 @@ func (l *lane) passProviderBreakers(stop context.Context, host, key string) (a a
 	return admission{permit: p}, 0, nil
 }
 
-// hostKey is the host breaker's key for an endpoint, or "" when the host breaker does not
+// hostKey is the host breaker's key for the endpoint of j, or "" when the host breaker does not
 // guard it. It guards the hosts no registry entry lists (the fallback lane's self-hosted and
 // unknown services), which share one lane, so one dead host among them would otherwise hold
 // the lane's slots for a timeout each. A listed provider's hosts are guarded by its ratio
 // breaker, which pauses the lane without spending attempts; a host breaker there would turn a
 // stalled provider's jobs into CIRCUIT_OPEN retries and keep its half-open probes from
 // reaching it for the host cooldown.
-func (l *lane) hostKey(endpoint string) string {
-	route, err := l.cfg.registry().Resolve(endpoint)
+func (l *lane) hostKey(j *jobfmt.Job) string {
+	endpoint := j.Subscription.Endpoint
+	route, err := l.cfg.registry().ResolveParsed(endpoint, j.Parsed.URL(endpoint))
 	if err != nil || !route.Unknown {
 		return "" // intake refused unroutable endpoints; a registry reload may differ, and the adapter says so
 	}

@@ -241,7 +241,7 @@ func (in *intake) addRecipients(ctx context.Context, e stream.Entry, raw string)
 		rr := stream.RoutedRecipient{Key: r.Key, Compact: r.Compact}
 		if r.Invalid != nil {
 			rr.Invalid, rr.Compact = invalidReason(r.Invalid), r.Raw
-		} else if route, err := cfg.registry().Resolve(r.Subscription.Endpoint); err != nil {
+		} else if route, err := cfg.registry().ResolveParsed(r.Subscription.Endpoint, r.Parsed.URL(r.Subscription.Endpoint)); err != nil {
 			rr.Invalid, rr.Compact = jobfmt.EndpointReason(err), r.Raw
 		} else {
 			rr.Provider = route.Provider.ID

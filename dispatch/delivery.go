@@ -147,7 +147,7 @@ func (l *lane) startDelivery(readCtx, sendCtx context.Context, e stream.Entry, r
 	d.laneJob, d.invalid = parseLaneEntry(e, cfg.Now())
 	if d.invalid == nil {
 		d.retry, d.recipient = d.attempt > 0, d.job.Recipient
-		d.host = l.hostKey(d.job.Subscription.Endpoint)
+		d.host = l.hostKey(d.job)
 	}
 	return l.begin(readCtx, sendCtx, d, true) != stopping
 }
@@ -341,7 +341,7 @@ func (d *delivery) message(now time.Time) *adapter.Message {
 	j := d.job
 	remaining := time.Duration(j.TTL)*time.Second - now.Sub(d.ttlFrom)
 	return &adapter.Message{
-		ID: j.ID, Subscription: j.Subscription,
+		ID: j.ID, Subscription: j.Subscription, Parsed: j.Parsed,
 		Payload: j.Payload, Ciphertext: j.Ciphertext,
 		TTL: max(0, int(remaining/time.Second)), Urgency: j.Urgency, Topic: j.Topic, Key: d.l.cfg.Keys[j.VAPIDKey],
 		Provider: d.l.provider,

@@ -111,7 +111,7 @@ func (in *intake) handle(ctx context.Context, e stream.Entry) error {
 	if err != nil {
 		return in.dead(ctx, e, bestEffortID(raw), invalidReason(err), raw, true)
 	}
-	route, err := cfg.registry().Resolve(job.Subscription.Endpoint)
+	route, err := cfg.registry().ResolveParsed(job.Subscription.Endpoint, job.Parsed.URL(job.Subscription.Endpoint))
 	if err != nil {
 		return in.dead(ctx, e, job.ID, jobfmt.EndpointReason(err), raw, false)
 	}

@@ -194,6 +194,8 @@ type Recipient struct {
 	// Key is the upstream's own key for it ("recipient"), "" when none.
 	Key          string
 	Subscription Subscription
+	// Parsed is what the decode made of Subscription, for its routing.
+	Parsed Parsed
 	// Compact is the subscription as given, without insignificant whitespace: what the
 	// campaign keeps of it.
 	Compact string
@@ -325,7 +327,7 @@ func decodeRecipient(el member) Recipient {
 		}
 		sub = wrapped
 	}
-	if err := decodeSubscription(sub, &r.Subscription); err != nil {
+	if r.Parsed, err = decodeSubscription(sub, &r.Subscription); err != nil {
 		r.Invalid = err
 		return r
 	}

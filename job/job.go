@@ -77,6 +77,44 @@ type Job struct {
 	// Campaign is the id of the campaign the job is a recipient of, "" for a job of its own:
 	// its records carry it, and its outcome counts in the campaign's status.
 	Campaign string
+	// Parsed is what Decode made of the subscription's endpoint and keys while checking them,
+	// for the routing and the encryption after it.
+	Parsed Parsed
+}
+
+// Parsed is a subscription's endpoint and keys as Decode parsed them to check them, kept so
+// that routing (providers.Registry.ResolveParsed) and encryption do not parse them again: on
+// the way from a lane to the push service the endpoint would otherwise be parsed three times
+// and the P-256 point, the costliest part of a decode, twice. Each parse is handed out only
+// for the very strings it was made from, so a Parsed that outlives a change to its
+// Subscription is not used rather than used wrongly; the zero Parsed holds nothing, and its
+// users then parse for themselves.
+type Parsed struct {
+	endpoint string
+	url      *url.URL
+	keys     Keys
+	ece      *ece.Keys
+}
+
+// Equal is true: a Parsed says nothing its Subscription does not, so two jobs that differ in
+// it alone are the same job (go-cmp compares by Equal).
+func (Parsed) Equal(Parsed) bool { return true }
+
+// URL is the parse of endpoint, nil when this Parsed holds none of it. The URL is shared:
+// read it, never change it.
+func (p *Parsed) URL(endpoint string) *url.URL {
+	if p.url == nil || p.endpoint != endpoint {
+		return nil
+	}
+	return p.url
+}
+
+// Keys is the parse of keys, nil when this Parsed holds none of them. ece.Keys is immutable.
+func (p *Parsed) Keys(keys Keys) *ece.Keys {
+	if p.ece == nil || p.keys != keys {
+		return nil
+	}
+	return p.ece
 }
 
 // TTLStart is when the job's TTL starts to count: its send_at when it gave one (a sender who
@@ -152,7 +190,7 @@ func DecodeString(raw string, now time.Time) (*Job, error) {
 	if !ok {
 		return nil, invalid("subscription: required")
 	}
-	if err := decodeSubscription(sub, &j.Subscription); err != nil {
+	if j.Parsed, err = decodeSubscription(sub, &j.Subscription); err != nil {
 		return nil, err
 	}
 	if err := decodeBody(&fields, j); err != nil {
@@ -279,41 +317,43 @@ func isPrintableASCII(s string) bool {
 	return true
 }
 
-func decodeSubscription(m member, sub *Subscription) error {
+// decodeSubscription decodes m into sub and returns the parses its checks made.
+func decodeSubscription(m member, sub *Subscription) (Parsed, error) {
 	if kindOf(m.raw) != "an object" {
-		return invalid("subscription: must be an object, got %s", kindOf(m.raw))
+		return Parsed{}, invalid("subscription: must be an object, got %s", kindOf(m.raw))
 	}
 	f, err := splitObject(m.raw, m.at, "subscription", subscriptionFields)
 	if err != nil {
-		return err
+		return Parsed{}, err
 	}
 	ep, ok := f.get("endpoint")
 	if !ok {
-		return invalid("subscription.endpoint: required")
+		return Parsed{}, invalid("subscription.endpoint: required")
 	}
 	if sub.Endpoint, err = stringOf(ep, "subscription.endpoint"); err != nil {
-		return err
+		return Parsed{}, err
 	}
-	if err := checkEndpoint(sub.Endpoint); err != nil {
-		return err
+	u, err := checkEndpoint(sub.Endpoint)
+	if err != nil {
+		return Parsed{}, err
 	}
 	if et, ok := f.get("expirationTime"); ok {
 		n, err := wholeOrFraction(et.raw)
 		if err != nil {
-			return invalid("subscription.expirationTime: %v", err)
+			return Parsed{}, invalid("subscription.expirationTime: %v", err)
 		}
 		sub.ExpirationTime = &n
 	}
 	keys, ok := f.get("keys")
 	if !ok {
-		return invalid("subscription.keys: required")
+		return Parsed{}, invalid("subscription.keys: required")
 	}
 	if kindOf(keys.raw) != "an object" {
-		return invalid("subscription.keys: must be an object, got %s", kindOf(keys.raw))
+		return Parsed{}, invalid("subscription.keys: must be an object, got %s", kindOf(keys.raw))
 	}
 	kf, err := splitObject(keys.raw, keys.at, "subscription.keys", keysFields)
 	if err != nil {
-		return err
+		return Parsed{}, err
 	}
 	for _, k := range []struct {
 		name string
@@ -321,19 +361,20 @@ func decodeSubscription(m member, sub *Subscription) error {
 	}{{"p256dh", &sub.Keys.P256dh}, {"auth", &sub.Keys.Auth}} {
 		v, ok := kf.get(k.name)
 		if !ok {
-			return invalid("subscription.keys.%s: required", k.name)
+			return Parsed{}, invalid("subscription.keys.%s: required", k.name)
 		}
 		if *k.dst, err = stringOf(v, "subscription.keys."+k.name); err != nil {
-			return err
+			return Parsed{}, err
 		}
 	}
-	if _, err := ece.ParseKeys(sub.Keys.P256dh, sub.Keys.Auth); err != nil {
+	ek, err := ece.ParseKeys(sub.Keys.P256dh, sub.Keys.Auth)
+	if err != nil {
 		if errors.Is(err, ece.ErrBadAuth) {
-			return invalid("subscription.keys.auth: must be base64url of 16 bytes")
+			return Parsed{}, invalid("subscription.keys.auth: must be base64url of 16 bytes")
 		}
-		return invalid("subscription.keys.p256dh: must be base64url of a 65-byte uncompressed P-256 point")
+		return Parsed{}, invalid("subscription.keys.p256dh: must be base64url of a 65-byte uncompressed P-256 point")
 	}
-	return nil
+	return Parsed{endpoint: sub.Endpoint, url: u, keys: sub.Keys, ece: ek}, nil
 }
 
 // DecodeSubscription decodes a PushSubscription JSON object on its own (what `gateway-worker
@@ -350,28 +391,28 @@ func DecodeSubscription(raw []byte) (Subscription, error) {
 	if err := json.Unmarshal(raw, &whole); err != nil {
 		return sub, invalid("subscription: %s", jsonProblem(err))
 	}
-	err := decodeSubscription(member{raw: string(whole), at: len(raw) - len(bytes.TrimLeft(raw, " \t\r\n"))}, &sub)
+	_, err := decodeSubscription(member{raw: string(whole), at: len(raw) - len(bytes.TrimLeft(raw, " \t\r\n"))}, &sub)
 	return sub, err
 }
 
-// checkEndpoint checks that the endpoint parses as an absolute URL with a host. Whether its
-// scheme and host may be delivered to is the provider registry's decision, at intake. The
-// endpoint is never quoted: its path is a bearer credential.
-func checkEndpoint(ep string) error {
+// checkEndpoint checks that the endpoint parses as an absolute URL with a host, and returns
+// the parse. Whether its scheme and host may be delivered to is the provider registry's
+// decision, at intake. The endpoint is never quoted: its path is a bearer credential.
+func checkEndpoint(ep string) (*url.URL, error) {
 	if ep == "" {
-		return invalid("subscription.endpoint: must not be empty")
+		return nil, invalid("subscription.endpoint: must not be empty")
 	}
 	if len(ep) > MaxEndpointLen {
-		return invalid("subscription.endpoint: is %d bytes; at most %d", len(ep), MaxEndpointLen)
+		return nil, invalid("subscription.endpoint: is %d bytes; at most %d", len(ep), MaxEndpointLen)
 	}
 	u, err := url.Parse(ep)
 	if err != nil {
-		return invalid("subscription.endpoint: not a valid URL")
+		return nil, invalid("subscription.endpoint: not a valid URL")
 	}
 	if !u.IsAbs() || u.Host == "" || u.Opaque != "" {
-		return invalid("subscription.endpoint: not an absolute URL with a host")
+		return nil, invalid("subscription.endpoint: not an absolute URL with a host")
 	}
-	return nil
+	return u, nil
 }
 
 // decodeBody reads payload, payload_encoding, ciphertext and notification.

@@ -17,7 +17,8 @@ const MaxEndpointLen = 8 << 10
 type Route struct {
 	Provider *Provider
 	// URL is the endpoint exactly as url.Parse returned it. Nothing is re-encoded: WNS needs the
-	// channel URI byte for byte, and RawPath/RawQuery keep what the browser gave us.
+	// channel URI byte for byte, and RawPath/RawQuery keep what the browser gave us. It may be
+	// shared with the job it came from (ResolveParsed): read it, never change it.
 	URL *url.URL
 	// Authority is the normalised host[:port]: lower case, one trailing dot dropped, IPv6 in
 	// brackets, the default port 443 left out. It is the key of the per-host breaker and the
@@ -37,13 +38,23 @@ type Route struct {
 // is the dialer's decision (it checks resolved addresses anyway, so refusing literals here would
 // add nothing).
 func (r *Registry) Resolve(endpoint string) (Route, error) {
+	return r.ResolveParsed(endpoint, nil)
+}
+
+// ResolveParsed is Resolve of an endpoint its caller has already parsed: u is what
+// url.Parse(endpoint) returned, or nil to have it parsed here. A job's endpoint is parsed when
+// the job is decoded (job.Parsed), and every stage that routes it after that reuses the parse.
+// The Route's URL is u itself: it is shared, and nobody may change it.
+func (r *Registry) ResolveParsed(endpoint string, u *url.URL) (Route, error) {
 	if len(endpoint) > MaxEndpointLen {
 		return Route{}, fmt.Errorf("%w: longer than %d bytes", ErrBadEndpoint, MaxEndpointLen)
 	}
-	u, err := url.Parse(endpoint)
-	if err != nil {
-		// Not wrapped: *url.Error quotes the whole endpoint.
-		return Route{}, fmt.Errorf("%w: not a URL", ErrBadEndpoint)
+	if u == nil {
+		var err error
+		if u, err = url.Parse(endpoint); err != nil {
+			// Not wrapped: *url.Error quotes the whole endpoint.
+			return Route{}, fmt.Errorf("%w: not a URL", ErrBadEndpoint)
+		}
 	}
 	switch {
 	case u.Scheme == "":
