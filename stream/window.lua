@@ -16,7 +16,8 @@
 -- linear hash table that grows one bucket at a time as jobs come, so a lookup is one HGET of one
 -- bucket however large the table. Its keys share the shard's hash tag:
 --   <base>            HASH: L (level), p (the next bucket to split), n (fields held, about),
---                     c, d, s, a, r, q (the sweep's cursor, counts and rounds, below)
+--                     c, d, s, a (the sweep's cursor and counts), r, rt, q, qt, v, k (its
+--                     rounds), all below
 --   <base>:<i>        HASH: field -> accepted at (unix s), bucket i, and the marker W_MARK
 -- The bucket of a field whose first 4 bytes read h (big-endian) is h mod 2^L, or h mod 2^(L+1)
 -- when that is below p. A field older than the TTL is stale: it no longer counts, and it is
@@ -30,14 +31,22 @@
 -- A bucket's expiry is set when it is made, when it is split, and when the sweep reaches it,
 -- and at a write only when the sweep may not have reached it recently enough: a field written
 -- at t must outlive t + TTL. r (in the state) is when the current round began, the time of the
--- write that began it, and q when the last complete round began; every bucket there during
--- that round was renewed at q or later, so it outlives q + 2 TTL, and a field written no later
--- than q + TTL/2 is safe in it. Half the TTL, not all of it, is the margin for a ledger entry's
--- time running ahead of Redis's clock after the clock stepped back. So while a round takes
--- less than half the TTL, as at a steady rate, a write costs one command a bucket, not two;
--- when the rate falls and rounds grow long, every write renews its bucket again. A bucket is
--- known to be new by its marker field W_MARK, which every write sets: when HSET adds more
--- fields than the write's own, the marker was not there.
+-- write that began it, rt the shortest TTL the round's writes gave, and q and qt the same of
+-- the last complete round that vouches: one in which this code visited every bucket in turn.
+-- v is the bucket this code visited last and k is 1 while each of its visits in the round
+-- followed the one before, so a round in which an older gateway's sweep (which renews
+-- nothing) took some of the visits, as during a rolling upgrade, does not vouch. Every bucket
+-- there during round q was renewed at q or later with a TTL of at least qt, so it outlives
+-- q + 2 qt, and a field written no later than q + TTL/2, with a TTL no longer than qt, is safe
+-- in it. Half the TTL, not all of it, is the margin for a ledger entry's time running ahead of
+-- Redis's clock after the clock stepped back. As q is the start of the round before the
+-- current one, writes leave the expiry to the sweep while a round takes less than about a
+-- quarter of the TTL, as at a steady rate: a write is then one command a bucket, not two. When
+-- the rate falls below what the table grew for and rounds grow long, or the TTL was raised,
+-- every write renews its bucket again. A bucket made by a write is known by its marker field
+-- W_MARK, which every write sets: HSET adds more fields than the write's own only when the
+-- marker was not there. Its value is 0, a time stale for any TTL, so that an older gateway's
+-- sweep, which compares every value as a time, drops it as stale rather than fail.
 
 -- W_LOAD is the table's load bound, fields per bucket: the fullest buckets (those not yet
 -- split in the current round hold about twice the others) stay under the 128 entries of
@@ -46,8 +55,9 @@ local W_LOAD = 40
 local W_SWEEP = 8
 
 -- W_MARK is the field every bucket holds besides its jobs' (see above); a job's field is 10
--- bytes, so never this one.
+-- bytes, so never this one. W_MARK_AT is its value.
 local W_MARK = '~'
+local W_MARK_AT = '0'
 
 local function w_hash(f)
   local a, b, c, d = string.byte(f, 1, 4)
@@ -55,10 +65,12 @@ local function w_hash(f)
 end
 
 local function w_state(base)
-  local s = redis.call('HMGET', base, 'L', 'p', 'n', 'c', 'd', 's', 'a', 'r', 'q')
+  local s = redis.call('HMGET', base, 'L', 'p', 'n', 'c', 'd', 's', 'a', 'r', 'rt', 'q', 'qt', 'v', 'k')
   local st = {L = tonumber(s[1]) or 0, p = tonumber(s[2]) or 0, n = tonumber(s[3]) or 0,
     c = tonumber(s[4]) or 0, d = tonumber(s[5]) or 0, s = tonumber(s[6]) or 0, a = tonumber(s[7]) or 0,
-    r = tonumber(s[8]) or 0, q = tonumber(s[9]) or 0}
+    -- A state without the rounds' fields vouches for nothing until a round of this code ends.
+    r = tonumber(s[8]) or 0, rt = tonumber(s[9]) or 0, q = tonumber(s[10]) or 0,
+    qt = tonumber(s[11]) or 0, v = tonumber(s[12]) or -2, k = tonumber(s[13]) or 0}
   if not s[6] then
     -- A state written before the sweep counted (or none): the count's round starts here, at
     -- the first bucket, so that its end counts every bucket.
@@ -200,7 +212,7 @@ local function w_split(base, st, since, expireMs)
   redis.call('DEL', from)
   for _, kv in ipairs({{from, keep}, {to, move}}) do
     if #kv[2] > 0 then
-      redis.call('HSET', kv[1], W_MARK, '', unpack(kv[2]))
+      redis.call('HSET', kv[1], W_MARK, W_MARK_AT, unpack(kv[2]))
       redis.call('PEXPIRE', kv[1], expireMs)
     end
   end
@@ -227,10 +239,13 @@ local function w_add(base, st, fields, nows, ttlMs)
   local ttlS = math.floor(tonumber(ttlMs) / 1000)
   local since = now - ttlS
   local expireMs = 2 * tonumber(ttlMs) + 1000
-  local vouched = st.q > 0 and now - st.q <= math.floor(ttlS / 2)
+  local vouched = st.q > 0 and st.qt >= ttlS and now - st.q <= math.floor(ttlS / 2)
+  if st.rt > 0 and ttlS < st.rt then
+    st.rt = ttlS
+  end
   local keys, byKey, distinct = w_by_bucket(base, st, fields)
   for _, k in ipairs(keys) do
-    local args = {W_MARK, ''}
+    local args = {W_MARK, W_MARK_AT}
     for _, i in ipairs(byKey[k]) do
       table.insert(args, fields[i])
       table.insert(args, nows[i])
@@ -251,12 +266,18 @@ local function w_add(base, st, fields, nows, ttlMs)
     if st.c >= buckets then
       -- A round ended: each bucket was counted when it was swept, and about half of the
       -- fields added since went to buckets already counted.
-      st.c, st.n, st.s, st.a = 0, st.s + math.floor(st.a / 2), 0, 0
-      if st.r > 0 then
-        st.q = st.r
+      if st.r > 0 and st.rt > 0 and st.k == 1 and st.v + 1 == st.c then
+        st.q, st.qt = st.r, st.rt
+      else
+        st.q, st.qt = 0, 0
       end
-      st.r = now
+      st.c, st.n, st.s, st.a = 0, st.s + math.floor(st.a / 2), 0, 0
+      st.r, st.rt, st.v, st.k = now, ttlS, -1, 1
     end
+    if st.c ~= st.v + 1 then
+      st.k = 0 -- another sweep took the visits in between
+    end
+    st.v = st.c
     local k = base .. ':' .. string.format('%d', st.c)
     local dropped, kept = w_sweep_bucket(k, since, expireMs)
     st.n, st.s = st.n - dropped, st.s + kept
@@ -266,5 +287,5 @@ local function w_add(base, st, fields, nows, ttlMs)
     w_split(base, st, since, expireMs)
   end
   redis.call('HSET', base, 'L', st.L, 'p', st.p, 'n', math.max(st.n, 0), 'c', st.c, 'd', st.d, 's', st.s, 'a', st.a,
-    'r', st.r, 'q', st.q)
+    'r', st.r, 'rt', st.rt, 'q', st.q, 'qt', st.qt, 'v', st.v, 'k', st.k)
 end

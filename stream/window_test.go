@@ -318,3 +318,108 @@ func TestWindowBucketsOutliveTheirFieldsOnRedisClock(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// bucketOf is the key of the bucket the window at base keeps id in, by its state now.
+func bucketOf(t *testing.T, env *env, base, id string) string {
+	t.Helper()
+	st, err := env.c.HMGet(env.ctx, base, "L", "p").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var level, split int
+	fmt.Sscan(fmt.Sprint(st[0]), &level)
+	fmt.Sscan(fmt.Sprint(st[1]), &split)
+	h := binary.BigEndian.Uint32([]byte(windowField(id))[:4])
+	i := h % (1 << level)
+	if int(i) < split {
+		i = h % (2 << level)
+	}
+	return fmt.Sprintf("%s:%d", base, i)
+}
+
+// checkFreshOutlive writes ids at now with a TTL of ttlS and fails unless each one's bucket
+// expires after the TTL.
+func checkFreshOutlive(t *testing.T, env *env, base string, now, ttlS int64, ids ...string) {
+	t.Helper()
+	windowAdd(t, env, base, now, ttlS, ids...)
+	for _, id := range ids {
+		k := bucketOf(t, env, base, id)
+		if ttl := env.c.PTTL(env.ctx, k).Val(); ttl < time.Duration(ttlS)*time.Second {
+			t.Errorf("bucket %s holds %s, accepted now, and expires in %v: before the TTL of %ds ends", k, id, ttl, ttlS)
+		}
+	}
+}
+
+// TestWindowRenewsAfterTheTTLGrows: the sweep's last round renewed the buckets for the TTL it
+// ran at, which vouches for nothing after --sent-ttl is raised: the writes renew their buckets
+// for the new TTL until a round has run at it.
+func TestWindowRenewsAfterTheTTLGrows(t *testing.T) {
+	env := newEnv(t)
+	base := KeysFor("", 0).Window
+	const ttlS, t0s = 100, 1_750_000_000
+	fillWindow(t, env, base, t0s, ttlS) // many rounds: the window vouches at this TTL
+	checkFreshOutlive(t, env, base, t0s, 10*ttlS, "new-1", "new-2", "new-3", "new-4", "new-5", "new-6", "new-7")
+}
+
+// TestWindowRoundSharedWithAnOlderSweepDoesNotVouch: during a rolling upgrade an older
+// gateway's sweep takes some of a round's visits, and renews nothing it visits; such a round
+// vouches for no bucket, and the writes after it renew theirs.
+func TestWindowRoundSharedWithAnOlderSweepDoesNotVouch(t *testing.T) {
+	env := newEnv(t)
+	base := KeysFor("", 0).Window
+	const ttlS, t0s = 100, 1_750_000_000
+	fillWindow(t, env, base, t0s, ttlS)
+	// An older gateway's visit: its cursor moves on, the bucket's expiry stays.
+	if err := env.c.HIncrBy(env.ctx, base, "c", 1).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Writes of one visit each until that round ends.
+	for b := 0; ; b++ {
+		before, _ := env.c.HGet(env.ctx, base, "c").Int()
+		windowAdd(t, env, base, t0s, ttlS, windowIDs("more", b, 8)...) // W_SWEEP
+		after, _ := env.c.HGet(env.ctx, base, "c").Int()
+		if after < before {
+			break
+		}
+		if b > 10_000 {
+			t.Fatal("the round never ended")
+		}
+	}
+	if q, err := env.c.HGet(env.ctx, base, "q").Int64(); err != nil || q != 0 {
+		t.Fatalf("after a round an older sweep shared, q = %d (%v), want 0: the round vouches for nothing", q, err)
+	}
+	buckets, err := env.c.Keys(env.ctx, base+":*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range buckets {
+		env.c.PExpire(env.ctx, k, time.Second) // as a bucket the older sweep passed over might be
+	}
+	checkFreshOutlive(t, env, base, t0s, ttlS, "new-1", "new-2", "new-3", "new-4", "new-5", "new-6", "new-7")
+}
+
+// TestWindowMarkerIsStaleToAnOlderSweep: the previous release's sweep and split compare every
+// value in a bucket as a time (tonumber(v) < since); the marker must read as a stale time to
+// them, not as something a comparison fails on, or every call of an older gateway that
+// reached a sweep would fail during a rolling upgrade or after a rollback.
+func TestWindowMarkerIsStaleToAnOlderSweep(t *testing.T) {
+	env := newEnv(t)
+	base := KeysFor("", 0).Window
+	const ttlS, t0s = 100, 1_750_000_000
+	windowAdd(t, env, base, t0s, ttlS, "job-1")
+	olderSweep := redis.NewScript(`
+local all, stale = redis.call('HGETALL', KEYS[1]), {}
+for i = 1, #all, 2 do
+  if tonumber(all[i + 1]) < tonumber(ARGV[1]) then
+    table.insert(stale, all[i])
+  end
+end
+return stale`)
+	stale, err := olderSweep.Run(env.ctx, env.c, []string{bucketOf(t, env, base, "job-1")}, t0s-ttlS).StringSlice()
+	if err != nil {
+		t.Fatalf("the previous release's sweep fails on a bucket this one wrote: %v", err)
+	}
+	if fmt.Sprint(stale) != "[~]" {
+		t.Fatalf("the previous release's sweep finds %q stale, want the marker alone", stale)
+	}
+}
