@@ -237,7 +237,7 @@ func (u *unitLane) entry(id string, attempt int, age time.Duration, host string,
 // for it to finish.
 func (u *unitLane) deliver(t *testing.T, e stream.Entry, reclaimed bool) {
 	t.Helper()
-	u.hold(e)
+	u.hold(e, time.Now())
 	if !u.startDelivery(context.Background(), context.Background(), e, reclaimed) {
 		t.Fatal("startDelivery refused the entry")
 	}
@@ -490,7 +490,7 @@ func TestEntryStepsOnAFakeStore(t *testing.T) {
 			return taxonomy.Outcome{Code: taxonomy.TransportError, Provider: "apple", Detail: "context canceled"}
 		}
 		e := u.entry("cut", 0, time.Second, "web.push.apple.com")
-		u.hold(e)
+		u.hold(e, time.Now())
 		if !u.startDelivery(context.Background(), ctx, e, false) {
 			t.Fatal("startDelivery refused the entry")
 		}

@@ -81,8 +81,8 @@ type lane struct {
 
 	mu sync.Mutex
 	// held are the entries this lane has read or been offered and not finished, by id, each
-	// with when its idle time in Redis was last reset (its read, or the reclaimer's refresh:
-	// heldSince). The reclaimer resets the idle time of those held long before it claims
+	// with a moment no later than Redis last reset its idle time (the start of its read or
+	// claim, or of the reclaimer's refresh: refreshed). The reclaimer resets the idle time of those held long before it claims
 	// (Store.Reclaim's held), so an entry of ours waiting here (for a slot, a token, or a slow
 	// send) is never claimed again and counted as a delivery. An entry of ours claimed all the
 	// same (read just as a claim began) is taken as handed over; one claimed just as the
@@ -127,8 +127,8 @@ func (l *lane) start(wg *sync.WaitGroup) {
 // offer hands a reclaimed entry to the reader; false when there is no room, in which case
 // the entry stays pending and a later reclaim round takes it. An entry this lane already holds
 // is taken as handed over: the goroutine that has it finishes it.
-func (l *lane) offer(e stream.Entry) bool {
-	if !l.hold(e) {
+func (l *lane) offer(e stream.Entry, claimedAt time.Time) bool {
+	if !l.hold(e, claimedAt) {
 		return true
 	}
 	select {
@@ -140,32 +140,49 @@ func (l *lane) offer(e stream.Entry) bool {
 	}
 }
 
-// hold marks an entry as in this lane's hands; false when it already was.
-func (l *lane) hold(e stream.Entry) bool {
+// hold marks an entry as in this lane's hands since at, a moment no later than the one Redis
+// last reset its idle time (the start of the read or claim that brought it); false when it
+// already was held. An earlier at only makes the reclaimer refresh the entry sooner.
+func (l *lane) hold(e stream.Entry, at time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	k := heldKey{e.Stream, e.ID}
 	if _, ok := l.held[k]; ok {
 		return false
 	}
-	l.held[k] = time.Now()
+	l.held[k] = at
 	return true
 }
 
 // heldSince are the entries of stream (one of the lane's two) this lane has held since before
-// cutoff without a refresh of their idle time (real time, as Redis keeps it), now marked
-// refreshed at now: the reclaimer passes them to Store.Reclaim, which resets their idle time.
-func (l *lane) heldSince(stream string, cutoff, now time.Time) []string {
+// cutoff without a refresh of their idle time (real time, as Redis keeps it): the reclaimer
+// passes them to Store.Reclaim, which resets their idle time, and marks them refreshed once
+// it has.
+func (l *lane) heldSince(stream string, cutoff time.Time) []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var ids []string
 	for k, at := range l.held {
 		if k.stream == stream && at.Before(cutoff) {
 			ids = append(ids, k.id)
-			l.held[k] = now
 		}
 	}
 	return ids
+}
+
+// refreshed marks the entries ids of stream that the lane still holds as having had their idle
+// time reset at at: a moment no later than the Reclaim call that reset it began. Only a call
+// that succeeded marks them: after a failed one Redis's idle time still runs from the last
+// reset, and the next round must pass them again before it is old enough to be claimed.
+func (l *lane) refreshed(stream string, ids []string, at time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, id := range ids {
+		k := heldKey{stream, id}
+		if _, ok := l.held[k]; ok {
+			l.held[k] = at
+		}
+	}
 }
 
 func (l *lane) release(e stream.Entry) {
@@ -265,6 +282,9 @@ func (l *lane) readLoop() {
 			}
 			continue
 		}
+		// Taken before the read: Redis starts an entry's idle time when it hands it over, so
+		// no later than this (see hold).
+		readAt := time.Now()
 		entries, err := l.readClasses(ctx, n, nb, most, past, owed)
 		if err == nil && len(entries) == 0 && most > 0 {
 			entries, err = l.waitNew(ctx, n, nb)
@@ -281,10 +301,21 @@ func (l *lane) readLoop() {
 			continue
 		}
 		backoff.reset()
+		// The whole read is held before any of it starts: starting one may wait for a slot
+		// (the provider's slots are shared by its lanes on every shard), and an entry read but
+		// not yet held meanwhile would look to the reclaimer like one this worker lost track
+		// of, to be claimed again, counted as a delivery, and started a second time.
 		for _, e := range entries {
-			l.hold(e) // a fresh read: no one else in this process has it
+			l.hold(e, readAt) // a fresh read: no one else in this process has it
+		}
+		for i, e := range entries {
 			if !l.startDelivery(ctx, sendCtx, e, false) {
-				return // stopping: the rest were never started and stay pending
+				// Stopping: the rest were never started and stay pending, for another replica
+				// once this one has left; none of them is refreshed meanwhile.
+				for _, rest := range entries[i:] {
+					l.release(rest)
+				}
+				return
 			}
 		}
 		if state == limits.HalfOpen && len(entries) > 0 {

@@ -236,7 +236,7 @@ func TestReclaimedEntryIsSentOnlyWhileStillOurs(t *testing.T) {
 			c.meanwhile(t, e, read[0], raw)
 
 			l := ls.byShard[0]["fcm"]
-			if !l.offer(read[0]) {
+			if !l.offer(read[0], time.Now()) {
 				t.Fatal("offer refused")
 			}
 			var wg sync.WaitGroup
@@ -371,5 +371,54 @@ func TestLongHeldEntryIsSentOnlyWhileStillOurs(t *testing.T) {
 				t.Fatalf("pushsim saw %d requests, want %d", n, c.deliveries)
 			}
 		})
+	}
+}
+
+// TestHeldEntryIsMarkedRefreshedOnlyWhenTheRefreshRan: the reclaimer marks the entries a lane
+// holds as refreshed only once the script that resets their idle time has run. After a call
+// that failed, Redis's idle time still runs from the read: the next round passes the entry
+// again, so that it is refreshed before its own reclaim looks for idle entries, rather than
+// claimed as one this worker lost track of and counted as a second delivery.
+func TestHeldEntryIsMarkedRefreshedOnlyWhenTheRefreshRan(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	sub := e.subscribe(pushsim.FCM, e.key)
+	cfg := e.config(e.store)
+	cfg.VisibilityTimeout = 200 * time.Millisecond
+	ls := e.newLaneSet(cfg)
+	lane := e.store.Keys(0).Lane("fcm")
+	e.laneEntry("fcm", 0, job("held", sub, "x"))
+	readAt := time.Now()
+	read, err := e.store.ReadLane(context.Background(), 0, "fcm", jobfmt.ClassTransactional, 1, 0)
+	if err != nil || len(read) != 1 {
+		t.Fatalf("ReadLane: %d entries, %v", len(read), err)
+	}
+	l := ls.byShard[0]["fcm"]
+	l.hold(read[0], readAt)
+	time.Sleep(cfg.VisibilityTimeout + 50*time.Millisecond) // idle in Redis past the timeout
+
+	r := ls.reclaimer()
+	failed, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, _, err := r.claimLane(failed, l, lane, 1, nil); err == nil {
+		t.Fatal("claimLane with a cancelled context: no error")
+	}
+	if got := l.heldSince(lane, time.Now().Add(-cfg.VisibilityTimeout/2)); len(got) != 1 {
+		t.Fatalf("held entries due a refresh after the failed call: %v, want the one read", got)
+	}
+	claimed, _, err := r.claimLane(context.Background(), l, lane, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(claimed) != 0 {
+		t.Errorf("claimed %d entries the lane holds, want none", len(claimed))
+	}
+	for _, p := range e.pendingOf(lane) {
+		if p.RetryCount != 1 || p.Idle >= cfg.VisibilityTimeout/2 {
+			t.Errorf("entry %s: %d deliveries, idle %v; want 1 delivery, its idle time reset", p.ID, p.RetryCount, p.Idle)
+		}
+	}
+	if got := l.heldSince(lane, time.Now().Add(-cfg.VisibilityTimeout/2)); len(got) != 0 {
+		t.Errorf("held entries due a refresh after it ran: %v, want none", got)
 	}
 }

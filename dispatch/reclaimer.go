@@ -126,17 +126,14 @@ func (r *reclaimer) reclaim(ctx context.Context) error {
 				if n <= 0 {
 					break
 				}
-				st := cfg.Store.Keys(s).LaneOf(p, class)
-				now := time.Now()
-				held := l.heldSince(st, now.Add(-cfg.VisibilityTimeout/2), now)
-				claimed, err := r.claim(ctx, s, st, n, held, alive)
+				claimed, at, err := r.claimLane(ctx, l, cfg.Store.Keys(s).LaneOf(p, class), n, alive)
 				if err != nil {
 					return err
 				}
 				room -= len(claimed)
 				n -= len(claimed)
 				for _, e := range claimed {
-					if !l.offer(e) {
+					if !l.offer(e, at) {
 						// Only the reclaimer offers, and it claimed no more than the room: this
 						// cannot happen, but if it did the entry stays pending for the next round.
 						cfg.Logger.Warn("dispatch: lane had no room for a reclaimed entry", "stream", e.Stream, "entry", e.ID)
@@ -164,6 +161,21 @@ func (r *reclaimer) room(p string) int {
 		free -= len(r.lanes.of(s, p).offered)
 	}
 	return max(0, free)
+}
+
+// claimLane claims up to n idle entries of st, one of lane l's streams, with the entries l
+// has held for half the visibility timeout refreshed first in the same script, and marks those
+// refreshed once the script has run. at is when the call began: no later than Redis reset the
+// idle time of what it refreshed and claimed.
+func (r *reclaimer) claimLane(ctx context.Context, l *lane, st string, n int, alive []string) (claimed []stream.Entry, at time.Time, err error) {
+	at = time.Now()
+	held := l.heldSince(st, at.Add(-r.cfg.VisibilityTimeout/2))
+	claimed, err = r.claim(ctx, l.shard, st, n, held, alive)
+	if err != nil {
+		return nil, at, err
+	}
+	l.refreshed(st, held, at)
+	return claimed, at, nil
 }
 
 func (r *reclaimer) claim(ctx context.Context, shard int, stream string, count int, held, alive []string) ([]stream.Entry, error) {
