@@ -30,23 +30,27 @@
 --
 -- A bucket's expiry is set when it is made, when it is split, and when the sweep reaches it,
 -- and at a write only when the sweep may not have reached it recently enough: a field written
--- at t must outlive t + TTL. r (in the state) is when the current round began, the time of the
--- write that began it, rt the shortest TTL the round's writes gave, and q and qt the same of
--- the last complete round that vouches: one in which this code visited every bucket in turn.
--- v is the bucket this code visited last and k is 1 while each of its visits in the round
--- followed the one before, so a round in which an older gateway's sweep (which renews
+-- at t must outlive t + TTL. r (in the state) is when the current round began, by Redis's TIME
+-- (the clock expiries run on), rt the shortest TTL the round's writes gave, and q and qt the
+-- same of the last complete round that vouches: one in which this code visited every bucket
+-- in turn. v is the bucket this code visited last and k is 1 while each of its visits in the
+-- round followed the one before, so a round in which an older gateway's sweep (which renews
 -- nothing) took some of the visits, as during a rolling upgrade, does not vouch. Every bucket
 -- there during round q was renewed at q or later with a TTL of at least qt, so it outlives
 -- q + 2 qt, and a field written no later than q + TTL/2, with a TTL no longer than qt, is safe
--- in it. Half the TTL, not all of it, is the margin for a ledger entry's time running ahead of
--- Redis's clock after the clock stepped back. As q is the start of the round before the
--- current one, writes leave the expiry to the sweep while a round takes less than about a
--- quarter of the TTL, as at a steady rate: a write is then one command a bucket, not two. When
--- the rate falls below what the table grew for and rounds grow long, or the TTL was raised,
--- every write renews its bucket again. A bucket made by a write is known by its marker field
--- W_MARK, which every write sets: HSET adds more fields than the write's own only when the
--- marker was not there. Its value is 0, a time stale for any TTL, so that an older gateway's
--- sweep, which compares every value as a time, drops it as stale rather than fail.
+-- in it. A write's own time is its ledger entry's, never behind Redis's clock and ahead of it
+-- after the clock stepped back (the ids stay at the last one until the clock catches up): a
+-- write no later than q + TTL/2 by that time is so by Redis's clock too. (Were r taken from
+-- the ledger, a step back of more than TTL/2 would keep every write "just after" q while the
+-- buckets' expiries ran out on Redis's clock.) A write time before q is not one finish.lua
+-- gives; it vouches for nothing. The TIME is one a round, none a job. As q is the start of the
+-- round before the current one, writes leave the expiry to the sweep while a round takes less
+-- than about a quarter of the TTL, as at a steady rate: a write is then one command a bucket,
+-- not two. When the rate falls below what the table grew for and rounds grow long, or the TTL
+-- was raised, every write renews its bucket again. A bucket made by a write is known by its
+-- marker field W_MARK, which every write sets: HSET adds more fields than the write's own only
+-- when the marker was not there. Its value is 0, a time stale for any TTL, so that an older
+-- gateway's sweep, which compares every value as a time, drops it as stale rather than fail.
 
 -- W_LOAD is the table's load bound, fields per bucket: the fullest buckets (those not yet
 -- split in the current round hold about twice the others) stay under the 128 entries of
@@ -239,7 +243,7 @@ local function w_add(base, st, fields, nows, ttlMs)
   local ttlS = math.floor(tonumber(ttlMs) / 1000)
   local since = now - ttlS
   local expireMs = 2 * tonumber(ttlMs) + 1000
-  local vouched = st.q > 0 and st.qt >= ttlS and now - st.q <= math.floor(ttlS / 2)
+  local vouched = st.q > 0 and st.qt >= ttlS and now >= st.q and now - st.q <= math.floor(ttlS / 2)
   if st.rt > 0 and ttlS < st.rt then
     st.rt = ttlS
   end
@@ -272,7 +276,7 @@ local function w_add(base, st, fields, nows, ttlMs)
         st.q, st.qt = 0, 0
       end
       st.c, st.n, st.s, st.a = 0, st.s + math.floor(st.a / 2), 0, 0
-      st.r, st.rt, st.v, st.k = now, ttlS, -1, 1
+      st.r, st.rt, st.v, st.k = tonumber(redis.call('TIME')[1]), ttlS, -1, 1
     end
     if st.c ~= st.v + 1 then
       st.k = 0 -- another sweep took the visits in between

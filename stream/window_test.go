@@ -64,7 +64,7 @@ func TestWindowRemembersEveryAcceptedJob(t *testing.T) {
 		return v
 	}
 	idsAt := func(s int64) []string { return windowIDs("job", int(s), perSecond) }
-	const t0s = 1_750_000_000
+	t0s := redisNow(t, env)
 	var peakBuckets int
 	for s := int64(0); s < seconds; s++ {
 		windowAdd(t, env, base, t0s+s, ttlS, idsAt(s)...)
@@ -148,7 +148,8 @@ func fillWindow(t *testing.T, env *env, base string, now, ttlS int64) int {
 func TestWindowBucketsOutliveWhatTheyHold(t *testing.T) {
 	env := newEnv(t)
 	base := KeysFor("", 0).Window
-	const ttlS, t0s = 100, 1_750_000_000
+	const ttlS = 100
+	t0s := redisNow(t, env)
 	fillWindow(t, env, base, t0s, ttlS)
 	buckets, err := env.c.Keys(env.ctx, base+":*").Result()
 	if err != nil || len(buckets) < 50 {
@@ -185,7 +186,8 @@ func TestWindowBucketsOutliveWhatTheyHold(t *testing.T) {
 func TestWindowCountsAgainAfterBucketsExpire(t *testing.T) {
 	env := newEnv(t)
 	base := KeysFor("", 0).Window
-	const ttlS, t0s = 100, 1_750_000_000
+	const ttlS = 100
+	t0s := redisNow(t, env)
 	expired := fillWindow(t, env, base, t0s, ttlS)
 	buckets, err := env.c.Keys(env.ctx, base+":*").Result()
 	if err != nil {
@@ -216,7 +218,8 @@ func TestWindowCountsAgainAfterBucketsExpire(t *testing.T) {
 func TestWindowCountsAcrossAnUpgrade(t *testing.T) {
 	env := newEnv(t)
 	base := KeysFor("", 0).Window
-	const ttlS, t0s = 100, 1_750_000_000
+	const ttlS = 100
+	t0s := redisNow(t, env)
 	held := fillWindow(t, env, base, t0s, ttlS)
 	buckets := env.c.Keys(env.ctx, base+":*").Val()
 	// As an older gateway left it: no s and a, the cursor near the end of a round.
@@ -356,7 +359,8 @@ func checkFreshOutlive(t *testing.T, env *env, base string, now, ttlS int64, ids
 func TestWindowRenewsAfterTheTTLGrows(t *testing.T) {
 	env := newEnv(t)
 	base := KeysFor("", 0).Window
-	const ttlS, t0s = 100, 1_750_000_000
+	const ttlS = 100
+	t0s := redisNow(t, env)
 	fillWindow(t, env, base, t0s, ttlS) // many rounds: the window vouches at this TTL
 	checkFreshOutlive(t, env, base, t0s, 10*ttlS, "new-1", "new-2", "new-3", "new-4", "new-5", "new-6", "new-7")
 }
@@ -367,7 +371,8 @@ func TestWindowRenewsAfterTheTTLGrows(t *testing.T) {
 func TestWindowRoundSharedWithAnOlderSweepDoesNotVouch(t *testing.T) {
 	env := newEnv(t)
 	base := KeysFor("", 0).Window
-	const ttlS, t0s = 100, 1_750_000_000
+	const ttlS = 100
+	t0s := redisNow(t, env)
 	fillWindow(t, env, base, t0s, ttlS)
 	// An older gateway's visit: its cursor moves on, the bucket's expiry stays.
 	if err := env.c.HIncrBy(env.ctx, base, "c", 1).Err(); err != nil {
@@ -405,7 +410,8 @@ func TestWindowRoundSharedWithAnOlderSweepDoesNotVouch(t *testing.T) {
 func TestWindowMarkerIsStaleToAnOlderSweep(t *testing.T) {
 	env := newEnv(t)
 	base := KeysFor("", 0).Window
-	const ttlS, t0s = 100, 1_750_000_000
+	const ttlS = 100
+	t0s := redisNow(t, env)
 	windowAdd(t, env, base, t0s, ttlS, "job-1")
 	olderSweep := redis.NewScript(`
 local all, stale = redis.call('HGETALL', KEYS[1]), {}

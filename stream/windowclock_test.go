@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/webpush-gateway/webpush-gateway/job"
 )
 
@@ -165,5 +167,39 @@ func TestWindowAgesByRedisClock(t *testing.T) {
 				t.Errorf("%s: WasSent of a job accepted %v ago = %v, %v; want %v", s.Consumer(), a.age, sent, err, a.want)
 			}
 		}
+	}
+}
+
+// TestWindowVouchesOnRedisClockAfterItSteppedBack: after Redis's clock steps back (an NTP step,
+// a restored VM, a failover to a replica whose clock is behind), the ledger's ids stay at the
+// last one until the clock catches up, so every acceptance of that time carries the same second,
+// ahead of Redis's clock. The sweep's rounds must still be timed by Redis's clock, which the
+// buckets' expiries run on: a job accepted after a quiet spell longer than the TTL lands in a
+// bucket the sweep last renewed before it, and that bucket must be renewed for the job's TTL.
+func TestWindowVouchesOnRedisClockAfterItSteppedBack(t *testing.T) {
+	env := newEnv(t)
+	const ttl = 2 * time.Second
+	s := env.store(t, "w1", Options{SentTTL: ttl}, "fcm")
+	k := s.Keys(0)
+	// The ledger's last id an hour ahead of Redis's clock, as right after it stepped back an
+	// hour: every XADD * until then takes an id in that millisecond.
+	aheadMs := (redisNow(t, env) + 3600) * 1000
+	if err := env.c.XAdd(env.ctx, &redis.XAddArgs{Stream: k.Results, ID: fmt.Sprintf("%d-0", aheadMs), Values: []any{"id", "before-the-step"}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	fillWindow(t, env, k.Window, aheadMs/1000, int64(ttl/time.Second)) // many rounds at that second
+	time.Sleep(2*ttl - ttl/4)                                          // quiet: past the TTL and a second, so the buckets' expiry is near
+
+	e := env.laneEntry(t, s, "fcm", "probe")
+	if ok, err := s.Finish(env.ctx, e, Result{ID: "probe", Provider: "fcm", Code: "ACCEPTED", Status: 201, Sent: true, At: t0}); err != nil || !ok {
+		t.Fatalf("Finish = %v, %v", ok, err)
+	}
+	bucket := bucketOf(t, env, k.Window, "probe")
+	if left := env.c.PTTL(env.ctx, bucket).Val(); left < ttl {
+		t.Errorf("bucket %s holds the job just accepted and expires in %v, before its TTL of %v ends", bucket, left, ttl)
+	}
+	time.Sleep(ttl - ttl/4)
+	if sent, err := s.WasSent(env.ctx, 0, "probe"); err != nil || !sent {
+		t.Errorf("%v after the job was accepted, within its TTL of %v: WasSent = %v, %v; want true", ttl-ttl/4, ttl, sent, err)
 	}
 }
