@@ -30,12 +30,12 @@ func TestCommandsPerJob(t *testing.T) {
 	}
 	got := jobCommands(t, env)
 	// The window's upkeep comes with some of the jobs: a sweep of one bucket for every 8 jobs
-	// (HGETALL, PEXPIRE, and HDEL when it drops stale fields), a split as the table grows
-	// (HGETALL, DEL, HSET and PEXPIRE of the two buckets), and the expiry of a bucket that is
-	// new, and the TIME that starts each round of the sweep. A job's own write renews no
-	// bucket: the sweep's last round vouches for them all. Counted apart, and bounded.
-	upkeep := got["del"] + got["hgetall"] + got["pexpire"] + got["time"] + got["hset"] - 3*n
-	for _, c := range []string{"del", "hgetall", "pexpire", "time"} {
+	// (HGETALL, PEXPIREAT, and HDEL when it drops stale fields), a split as the table grows
+	// (HGETALL, DEL, HSET and PEXPIREAT of the two buckets), and the expiry of a bucket that is
+	// new. A job's own write renews no bucket: the sweep's last round vouches for them all.
+	// Counted apart, and bounded.
+	upkeep := got["del"] + got["hgetall"] + got["pexpireat"] + got["hset"] - 3*n
+	for _, c := range []string{"del", "hgetall", "pexpireat"} {
 		delete(got, c)
 	}
 	// What is over each job's own count is upkeep; what is under it shows in the diff.

@@ -30,27 +30,27 @@
 --
 -- A bucket's expiry is set when it is made, when it is split, and when the sweep reaches it,
 -- and at a write only when the sweep may not have reached it recently enough: a field written
--- at t must outlive t + TTL. r (in the state) is when the current round began, by Redis's TIME
--- (the clock expiries run on), rt the shortest TTL the round's writes gave, and q and qt the
+-- at t must outlive t + TTL. Every expiry is a moment, t + 2 TTL + 1 s (PEXPIREAT), where t is
+-- the time of the write that sets it, its ledger entry's: never behind Redis's clock, never
+-- running backwards, and ahead of the clock for a while after it stepped back (the ids stay at
+-- the last one until the clock catches up). A step back therefore never brings an expiry
+-- nearer: the times below are all the ledger's, and what they promise holds on Redis's clock,
+-- which is behind them or at them. r (in the state) is when the current round began, the time
+-- of the write that began it, rt the shortest TTL the round's writes gave, and q and qt the
 -- same of the last complete round that vouches: one in which this code visited every bucket
 -- in turn. v is the bucket this code visited last and k is 1 while each of its visits in the
 -- round followed the one before, so a round in which an older gateway's sweep (which renews
 -- nothing) took some of the visits, as during a rolling upgrade, does not vouch. Every bucket
 -- there during round q was renewed at q or later with a TTL of at least qt, so it outlives
 -- q + 2 qt, and a field written no later than q + TTL/2, with a TTL no longer than qt, is safe
--- in it. A write's own time is its ledger entry's, never behind Redis's clock and ahead of it
--- after the clock stepped back (the ids stay at the last one until the clock catches up): a
--- write no later than q + TTL/2 by that time is so by Redis's clock too. (Were r taken from
--- the ledger, a step back of more than TTL/2 would keep every write "just after" q while the
--- buckets' expiries ran out on Redis's clock.) A write time before q is not one finish.lua
--- gives; it vouches for nothing. The TIME is one a round, none a job. As q is the start of the
--- round before the current one, writes leave the expiry to the sweep while a round takes less
--- than about a quarter of the TTL, as at a steady rate: a write is then one command a bucket,
--- not two. When the rate falls below what the table grew for and rounds grow long, or the TTL
--- was raised, every write renews its bucket again. A bucket made by a write is known by its
--- marker field W_MARK, which every write sets: HSET adds more fields than the write's own only
--- when the marker was not there. Its value is 0, a time stale for any TTL, so that an older
--- gateway's sweep, which compares every value as a time, drops it as stale rather than fail.
+-- in it, with half the TTL to spare. As q is the start of the round before the current one, writes leave the
+-- expiry to the sweep while a round takes less than about a quarter of the TTL, as at a
+-- steady rate: a write is then one command a bucket, not two. When the rate falls below what
+-- the table grew for and rounds grow long, or the TTL was raised, every write renews its
+-- bucket again. A bucket made by a write is known by its marker field W_MARK, which every
+-- write sets: HSET adds more fields than the write's own only when the marker was not there.
+-- Its value is 0, a time stale for any TTL, so that an older gateway's sweep, which compares
+-- every value as a time, drops it as stale rather than fail.
 
 -- W_LOAD is the table's load bound, fields per bucket: the fullest buckets (those not yet
 -- split in the current round hold about twice the others) stay under the 128 entries of
@@ -164,7 +164,7 @@ end
 -- w_sweep_bucket drops the fields of bucket key accepted before since and renews the bucket's
 -- expiry, or deletes it when none of its fields counts; it returns how many fields it dropped
 -- and how many stay.
-local function w_sweep_bucket(key, since, expireMs)
+local function w_sweep_bucket(key, since, expireAt)
   local all = redis.call('HGETALL', key)
   if #all == 0 then
     return 0, 0
@@ -187,13 +187,13 @@ local function w_sweep_bucket(key, since, expireMs)
   if #stale > 0 then
     redis.call('HDEL', key, unpack(stale))
   end
-  redis.call('PEXPIRE', key, expireMs)
+  redis.call('PEXPIREAT', key, expireAt)
   return #stale, kept
 end
 
 -- w_split moves the fields of bucket p that belong to bucket p + 2^L there, drops the stale
 -- ones, and advances the state. Both buckets are written anew, each a compact listpack.
-local function w_split(base, st, since, expireMs)
+local function w_split(base, st, since, expireAt)
   local m = 2 ^ st.L
   local from = base .. ':' .. string.format('%d', st.p)
   local to = base .. ':' .. string.format('%d', st.p + m)
@@ -217,7 +217,7 @@ local function w_split(base, st, since, expireMs)
   for _, kv in ipairs({{from, keep}, {to, move}}) do
     if #kv[2] > 0 then
       redis.call('HSET', kv[1], W_MARK, W_MARK_AT, unpack(kv[2]))
-      redis.call('PEXPIRE', kv[1], expireMs)
+      redis.call('PEXPIREAT', kv[1], expireAt)
     end
   end
   -- The new bucket lies at or beyond the sweep's cursor: this round sweeps it too.
@@ -229,7 +229,7 @@ local function w_split(base, st, since, expireMs)
 end
 
 -- w_add records fields[i] as accepted at nows[i] (unix s, Redis's clock; the TTL in ms gives
--- what is stale and the buckets' expiry): one HSET per bucket touched, and its PEXPIRE only
+-- what is stale and the buckets' expiry): one HSET per bucket touched, and its PEXPIREAT only
 -- when the bucket is new or the last round of the sweep is too old to vouch for it (see above);
 -- buckets split while the table is over its load, and the state written once.
 local function w_add(base, st, fields, nows, ttlMs)
@@ -242,8 +242,8 @@ local function w_add(base, st, fields, nows, ttlMs)
   end
   local ttlS = math.floor(tonumber(ttlMs) / 1000)
   local since = now - ttlS
-  local expireMs = 2 * tonumber(ttlMs) + 1000
-  local vouched = st.q > 0 and st.qt >= ttlS and now >= st.q and now - st.q <= math.floor(ttlS / 2)
+  local expireAt = now * 1000 + 2 * tonumber(ttlMs) + 1000
+  local vouched = st.q > 0 and st.qt >= ttlS and now - st.q <= math.floor(ttlS / 2)
   if st.rt > 0 and ttlS < st.rt then
     st.rt = ttlS
   end
@@ -257,9 +257,9 @@ local function w_add(base, st, fields, nows, ttlMs)
     local added = redis.call('HSET', k, unpack(args))
     if added > distinct[k] then
       added = added - 1 -- the marker: the bucket is new
-      redis.call('PEXPIRE', k, expireMs)
+      redis.call('PEXPIREAT', k, expireAt)
     elseif not vouched then
-      redis.call('PEXPIRE', k, expireMs)
+      redis.call('PEXPIREAT', k, expireAt)
     end
     st.n, st.a = st.n + added, st.a + added
   end
@@ -276,19 +276,19 @@ local function w_add(base, st, fields, nows, ttlMs)
         st.q, st.qt = 0, 0
       end
       st.c, st.n, st.s, st.a = 0, st.s + math.floor(st.a / 2), 0, 0
-      st.r, st.rt, st.v, st.k = tonumber(redis.call('TIME')[1]), ttlS, -1, 1
+      st.r, st.rt, st.v, st.k = now, ttlS, -1, 1
     end
     if st.c ~= st.v + 1 then
       st.k = 0 -- another sweep took the visits in between
     end
     st.v = st.c
     local k = base .. ':' .. string.format('%d', st.c)
-    local dropped, kept = w_sweep_bucket(k, since, expireMs)
+    local dropped, kept = w_sweep_bucket(k, since, expireAt)
     st.n, st.s = st.n - dropped, st.s + kept
     st.c = st.c + 1
   end
   while st.n > W_LOAD * (2 ^ st.L + st.p) do
-    w_split(base, st, since, expireMs)
+    w_split(base, st, since, expireAt)
   end
   redis.call('HSET', base, 'L', st.L, 'p', st.p, 'n', math.max(st.n, 0), 'c', st.c, 'd', st.d, 's', st.s, 'a', st.a,
     'r', st.r, 'rt', st.rt, 'q', st.q, 'qt', st.qt, 'v', st.v, 'k', st.k)

@@ -312,8 +312,8 @@ func TestWindowBucketsOutliveTheirFieldsOnRedisClock(t *testing.T) {
 		t.Fatalf("no complete round of the sweep after %d writes (q %d, %v)", b, q, err)
 	}
 	// Most writes renewed no bucket: fewer expiries set than buckets written.
-	if stats["pexpire"] >= stats["hset"]/2 {
-		t.Errorf("fast phase: %d PEXPIRE beside %d HSET, want writes to leave most buckets' expiry to the sweep", stats["pexpire"], stats["hset"])
+	if stats["pexpireat"] >= stats["hset"]/2 {
+		t.Errorf("fast phase: %d PEXPIREAT beside %d HSET, want writes to leave most buckets' expiry to the sweep", stats["pexpireat"], stats["hset"])
 	}
 	for end := time.Now().Add(2500 * time.Millisecond); time.Now().Before(end); b++ {
 		write(b, 8)

@@ -173,9 +173,10 @@ func TestWindowAgesByRedisClock(t *testing.T) {
 // TestWindowVouchesOnRedisClockAfterItSteppedBack: after Redis's clock steps back (an NTP step,
 // a restored VM, a failover to a replica whose clock is behind), the ledger's ids stay at the
 // last one until the clock catches up, so every acceptance of that time carries the same second,
-// ahead of Redis's clock. The sweep's rounds must still be timed by Redis's clock, which the
-// buckets' expiries run on: a job accepted after a quiet spell longer than the TTL lands in a
-// bucket the sweep last renewed before it, and that bucket must be renewed for the job's TTL.
+// ahead of Redis's clock, and the sweep's rounds, timed by those acceptances, take no time at
+// all. The buckets' expiries must hold on Redis's clock all the same: a job accepted after a
+// quiet spell longer than the TTL lands in a bucket the sweep last renewed before it, and that
+// bucket must outlive the job's TTL.
 func TestWindowVouchesOnRedisClockAfterItSteppedBack(t *testing.T) {
 	env := newEnv(t)
 	const ttl = 2 * time.Second
@@ -195,6 +196,57 @@ func TestWindowVouchesOnRedisClockAfterItSteppedBack(t *testing.T) {
 		t.Fatalf("Finish = %v, %v", ok, err)
 	}
 	bucket := bucketOf(t, env, k.Window, "probe")
+	if left := env.c.PTTL(env.ctx, bucket).Val(); left < ttl {
+		t.Errorf("bucket %s holds the job just accepted and expires in %v, before its TTL of %v ends", bucket, left, ttl)
+	}
+	time.Sleep(ttl - ttl/4)
+	if sent, err := s.WasSent(env.ctx, 0, "probe"); err != nil || !sent {
+		t.Errorf("%v after the job was accepted, within its TTL of %v: WasSent = %v, %v; want true", ttl-ttl/4, ttl, sent, err)
+	}
+}
+
+// TestWindowVouchesOnRedisClockWhenItStepsBackMidRound: the clock steps back while a round of
+// the sweep is under way, so the round began before the step and its visits renew the buckets
+// after it. The round vouches once it completes, and the acceptances after it, at the ledger's
+// frozen second, are all "just after" it: the expiries its visits set must not have been
+// brought nearer by the step.
+func TestWindowVouchesOnRedisClockWhenItStepsBackMidRound(t *testing.T) {
+	env := newEnv(t)
+	const ttl = 2 * time.Second
+	const ttlS = int64(ttl / time.Second)
+	s := env.store(t, "w1", Options{SentTTL: ttl}, "fcm")
+	k := s.Keys(0)
+	base := k.Window
+	aheadS := redisNow(t, env) + 3600 // the clock before the step, an hour ahead of it now
+	if err := env.c.XAdd(env.ctx, &redis.XAddArgs{Stream: k.Results, ID: fmt.Sprintf("%d-0", aheadS*1000), Values: []any{"id", "before-the-step"}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	fillWindow(t, env, base, aheadS, ttlS) // a table of 50 buckets or more
+	// A round that began before the step, none of whose visits came before it.
+	if err := env.c.HSet(env.ctx, base, "r", aheadS, "rt", ttlS, "c", 0, "v", -1, "k", 1, "s", 0, "a", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for b, lastC := 0, int64(0); ; b++ { // its visits, at the ledger's frozen second
+		windowAdd(t, env, base, aheadS, ttlS, windowIDs("round", b, 100)...)
+		c, err := env.c.HGet(env.ctx, base, "c").Int64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c < lastC {
+			break // the round completed and the next began
+		}
+		lastC = c
+		if b > 100 {
+			t.Fatal("the round never completed")
+		}
+	}
+	time.Sleep(2*ttl - ttl/4) // quiet
+
+	e := env.laneEntry(t, s, "fcm", "probe")
+	if ok, err := s.Finish(env.ctx, e, Result{ID: "probe", Provider: "fcm", Code: "ACCEPTED", Status: 201, Sent: true, At: t0}); err != nil || !ok {
+		t.Fatalf("Finish = %v, %v", ok, err)
+	}
+	bucket := bucketOf(t, env, base, "probe")
 	if left := env.c.PTTL(env.ctx, bucket).Val(); left < ttl {
 		t.Errorf("bucket %s holds the job just accepted and expires in %v, before its TTL of %v ends", bucket, left, ttl)
 	}
