@@ -42,9 +42,10 @@ type delivery struct {
 	invalid error
 	// reclaimed says the reclaimer handed the entry over rather than a read.
 	reclaimed bool
-	// readAt is when the lane took the entry, in real time like the idle time Redis keeps for
-	// it: admit looks again at who owns an entry that waited here long enough to be reclaimed
-	// by another replica (lane.recheckAfter).
+	// readAt is when the read or claim that brought the entry began, in real time like the
+	// idle time Redis keeps for it (never later than Redis started counting it): admit looks
+	// again at who owns an entry that waited here long enough to be reclaimed by another
+	// replica (lane.recheckAfter), the wait behind the entries of its read included.
 	readAt time.Time
 	// tok counts the delivery as queued for its provider's token from the slot until admit has
 	// the token or it leaves without needing one.
@@ -140,10 +141,11 @@ func dueAt(lj *laneJob, e stream.Entry) time.Time {
 // is full, e goes back to the delayed set with the same attempt for a moment. When no slot at
 // all is free (the lanes of other shards share them) it waits for one, and gives up (leaving e
 // pending, false) when the lane is told to stop. reclaimed says e came from the reclaimer
-// rather than a read. readCtx is the reader's context, sendCtx the sends' (see run).
-func (l *lane) startDelivery(readCtx, sendCtx context.Context, e stream.Entry, reclaimed bool) bool {
+// rather than a read, and readAt when that read or claim began. readCtx is the reader's
+// context, sendCtx the sends' (see run).
+func (l *lane) startDelivery(readCtx, sendCtx context.Context, e stream.Entry, reclaimed bool, readAt time.Time) bool {
 	cfg := l.cfg
-	d := &delivery{l: l, e: e, reclaimed: reclaimed, readAt: time.Now()}
+	d := &delivery{l: l, e: e, reclaimed: reclaimed, readAt: readAt}
 	d.laneJob, d.invalid = parseLaneEntry(e, cfg.Now())
 	if d.invalid == nil {
 		d.retry, d.recipient = d.attempt > 0, d.job.Recipient

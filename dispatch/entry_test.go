@@ -238,7 +238,7 @@ func (u *unitLane) entry(id string, attempt int, age time.Duration, host string,
 func (u *unitLane) deliver(t *testing.T, e stream.Entry, reclaimed bool) {
 	t.Helper()
 	u.hold(e, time.Now())
-	if !u.startDelivery(context.Background(), context.Background(), e, reclaimed) {
+	if !u.startDelivery(context.Background(), context.Background(), e, reclaimed, time.Now()) {
 		t.Fatal("startDelivery refused the entry")
 	}
 	u.inflight.Wait()
@@ -491,7 +491,7 @@ func TestEntryStepsOnAFakeStore(t *testing.T) {
 		}
 		e := u.entry("cut", 0, time.Second, "web.push.apple.com")
 		u.hold(e, time.Now())
-		if !u.startDelivery(context.Background(), ctx, e, false) {
+		if !u.startDelivery(context.Background(), ctx, e, false, time.Now()) {
 			t.Fatal("startDelivery refused the entry")
 		}
 		u.inflight.Wait()

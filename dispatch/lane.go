@@ -73,7 +73,7 @@ type lane struct {
 	// offered carries entries the reclaimer claimed for this lane to the reader, which starts
 	// them like the ones it reads. Buffered to the provider's largest in-flight cap; the
 	// reclaimer never offers more than there is room for (reclaimer.room).
-	offered chan stream.Entry
+	offered chan claimed
 	// inflight counts the sends started; the reader goroutine waits for it before it returns.
 	inflight sync.WaitGroup
 	// workers run the sends; they end once the lane is told to stop.
@@ -107,12 +107,18 @@ type lane struct {
 	bulkEmpty     bool
 }
 
+// claimed is an entry the reclaimer claimed for the lane, and when the claim call began.
+type claimed struct {
+	e  stream.Entry
+	at time.Time
+}
+
 // heldKey names an entry the lane holds: entry ids are unique within a stream only, and the
 // lane reads two (one per class).
 type heldKey struct{ stream, id string }
 
 func newLane(p laneParams) *lane {
-	l := &lane{laneParams: p, stopper: newStopper(), offered: make(chan stream.Entry, max(1, p.lim.provider().MaxInFlight)),
+	l := &lane{laneParams: p, stopper: newStopper(), offered: make(chan claimed, max(1, p.lim.provider().MaxInFlight)),
 		held: make(map[heldKey]time.Time), recheckAfter: p.cfg.VisibilityTimeout / 2}
 	l.workers = newWorkers(l.done)
 	return l
@@ -132,7 +138,7 @@ func (l *lane) offer(e stream.Entry, claimedAt time.Time) bool {
 		return true
 	}
 	select {
-	case l.offered <- e:
+	case l.offered <- claimed{e, claimedAt}:
 		return true
 	default:
 		l.release(e)
@@ -305,11 +311,17 @@ func (l *lane) readLoop() {
 		// (the provider's slots are shared by its lanes on every shard), and an entry read but
 		// not yet held meanwhile would look to the reclaimer like one this worker lost track
 		// of, to be claimed again, counted as a delivery, and started a second time.
+		mine := entries[:0]
 		for _, e := range entries {
-			l.hold(e, readAt) // a fresh read: no one else in this process has it
+			// An entry already held was claimed and offered before this read's answer came
+			// (it came later than the visibility timeout): the offer's delivery has it.
+			if l.hold(e, readAt) {
+				mine = append(mine, e)
+			}
 		}
+		entries = mine
 		for i, e := range entries {
-			if !l.startDelivery(ctx, sendCtx, e, false) {
+			if !l.startDelivery(ctx, sendCtx, e, false, readAt) {
 				// Stopping: the rest were never started and stay pending, for another replica
 				// once this one has left; none of them is refreshed meanwhile.
 				for _, rest := range entries[i:] {
@@ -346,8 +358,9 @@ func (l *lane) logBreakerChange(ctx context.Context, was, now limits.State) {
 func (l *lane) startOffered(ctx, sendCtx context.Context) bool {
 	for {
 		select {
-		case e := <-l.offered:
-			if !l.startDelivery(ctx, sendCtx, e, true) {
+		case c := <-l.offered:
+			if !l.startDelivery(ctx, sendCtx, c.e, true, c.at) {
+				l.release(c.e) // stopping: never started, it stays pending
 				return false
 			}
 		default:

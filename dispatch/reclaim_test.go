@@ -363,7 +363,7 @@ func TestLongHeldEntryIsSentOnlyWhileStillOurs(t *testing.T) {
 			}
 			l := ls.byShard[0]["fcm"]
 			l.recheckAfter = 0 // every entry counts as held long enough to re-check
-			if !l.startDelivery(context.Background(), context.Background(), read[0], false) {
+			if !l.startDelivery(context.Background(), context.Background(), read[0], false, time.Now()) {
 				t.Fatal("startDelivery refused the entry")
 			}
 			l.inflight.Wait()

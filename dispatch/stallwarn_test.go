@@ -100,7 +100,7 @@ func TestSecondSendAfterTakeoverIsWarned(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := e.newLaneSet(e.config(e.store)).byShard[0]["fcm"]
-	if !first.startDelivery(ctx, ctx, read[0], false) {
+	if !first.startDelivery(ctx, ctx, read[0], false, time.Now()) {
 		t.Fatal("the first consumer's lane refused the entry")
 	}
 	waitFor(t, "the first send in flight at pushsim", func() bool { return e.sim.Stats().InFlight == 1 })
@@ -113,7 +113,7 @@ func TestSecondSendAfterTakeoverIsWarned(t *testing.T) {
 		t.Fatalf("w2 Reclaim: %d entries, %v", len(got), err)
 	}
 	second := e.newLaneSet(e.config(otherStore)).byShard[0]["fcm"]
-	if !second.startDelivery(ctx, ctx, got[0], false) {
+	if !second.startDelivery(ctx, ctx, got[0], false, time.Now()) {
 		t.Fatal("the second consumer's lane refused the entry")
 	}
 	second.inflight.Wait()
