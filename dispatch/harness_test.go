@@ -374,18 +374,24 @@ func (e *env) enqueue(jobs ...[]byte) {
 	}
 }
 
-// config is the worker configuration tests start from: the env's parts, short loop periods so
-// outcomes show quickly, and a fixed jitter draw so due times are exact.
 // passReclaimGrace steps the clock past the time a worker waits, after Redis starts answering,
 // before it reclaims anything (reclaimer.allowed): every live replica has beaten by then. The
 // next heartbeat, at most one period later, lets the reclaimer run.
 // It waits for w to be running first, so the step counts for it.
 func (e *env) passReclaimGrace(w *worker) {
 	e.t.Helper()
+	e.waitRunning(w)
+	e.stepReclaimGrace()
+}
+
+// waitRunning waits until w has logged that its loops run: Run's start-up (Redis answering,
+// the replica registered) can take seconds on a loaded machine, and a test timing what the
+// worker does counts from there.
+func (e *env) waitRunning(w *worker) {
+	e.t.Helper()
 	waitFor(e.t, "the worker running", func() bool {
 		return strings.Contains(e.logs.String()[w.logFrom:], "dispatch: running")
 	})
-	e.stepReclaimGrace()
 }
 
 // stepReclaimGrace steps the clock past the reclaim grace.
@@ -394,6 +400,8 @@ func (e *env) stepReclaimGrace() {
 	e.clock.Step(hb.StaleAfter + hb.Every + time.Millisecond)
 }
 
+// config is the worker configuration tests start from: the env's parts, short loop periods so
+// outcomes show quickly, and a fixed jitter draw so due times are exact.
 func (e *env) config(store *stream.Store) Config {
 	return Config{
 		Store: store, Sender: e.sender, Registry: e.reg,

@@ -108,7 +108,7 @@ func TestScheduledJobIsSentPromptly(t *testing.T) {
 	sub := e.subscribe(pushsim.FCM, e.key)
 	cfg := e.config(e.store)
 	cfg.PromoteEvery = 0 // the shipped period
-	e.start(cfg)
+	e.waitRunning(e.start(cfg))
 	at := time.Now().Add(1500 * time.Millisecond).Truncate(time.Millisecond)
 	e.enqueue(job("soon", sub, "x", "send_at", at.UnixMilli()))
 	e.waitRecord("results", "soon")
