@@ -10,12 +10,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// windowOps runs window.lua's functions on their own: add fields accepted at a time, and say
-// which of some fields count as accepted since a time. Both take the time as ARGV[1] and the
-// fields after their other arguments.
-var (
-	windowOpsLua = windowLua + `
--- fields_from returns ARGV[first] onwards, and a list as long that gives each ARGV[1].
+// windowArgsLua's fields_from returns ARGV[first] onwards, and a list as long that gives each
+// ARGV[1].
+const windowArgsLua = `
 local function fields_from(first)
   local fields, times = {}, {}
   for i = first, #ARGV do
@@ -25,6 +22,12 @@ local function fields_from(first)
   return fields, times
 end
 `
+
+// windowOps runs window.lua's functions on their own: add fields accepted at a time, and say
+// which of some fields count as accepted since a time. Both take the time as ARGV[1] and the
+// fields after their other arguments.
+var (
+	windowOpsLua    = windowLua + windowArgsLua
 	windowAddScript = redis.NewScript(windowOpsLua + `
 local fields, nows = fields_from(3)
 w_add(KEYS[1], w_state(KEYS[1]), fields, nows, ARGV[2])

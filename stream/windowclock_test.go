@@ -1,6 +1,7 @@
 package stream
 
 import (
+	_ "embed"
 	"fmt"
 	"testing"
 	"time"
@@ -223,8 +224,11 @@ func TestWindowVouchesOnRedisClockWhenItStepsBackMidRound(t *testing.T) {
 	}
 	fillWindow(t, env, base, aheadS, ttlS) // a table of 50 buckets or more
 	// A round that began before the step, none of whose visits came before it.
-	if err := env.c.HSet(env.ctx, base, "r", aheadS, "rt", ttlS, "c", 0, "v", -1, "k", 1, "s", 0, "a", 0).Err(); err != nil {
+	if err := env.c.HSet(env.ctx, base, "r", aheadS, "rt", ttlS, "c", 0, "k", 1, "s", 0, "a", 0).Err(); err != nil {
 		t.Fatal(err)
+	}
+	if err := env.c.HSet(env.ctx, base, "g", windowPrint(t, env, base)).Err(); err != nil {
+		t.Fatal(err) // as this code would have written the state, so that the round may vouch
 	}
 	for b, lastC := 0, int64(0); ; b++ { // its visits, at the ledger's frozen second
 		windowAdd(t, env, base, aheadS, ttlS, windowIDs("round", b, 100)...)
@@ -240,6 +244,9 @@ func TestWindowVouchesOnRedisClockWhenItStepsBackMidRound(t *testing.T) {
 			t.Fatal("the round never completed")
 		}
 	}
+	if q, err := env.c.HGet(env.ctx, base, "q").Int64(); err != nil || q != aheadS {
+		t.Fatalf("the completed round's start q = %d (%v), want %d: it must vouch for this test to test", q, err, aheadS)
+	}
 	time.Sleep(2*ttl - ttl/4) // quiet
 
 	e := env.laneEntry(t, s, "fcm", "probe")
@@ -252,6 +259,73 @@ func TestWindowVouchesOnRedisClockWhenItStepsBackMidRound(t *testing.T) {
 	}
 	time.Sleep(ttl - ttl/4)
 	if sent, err := s.WasSent(env.ctx, 0, "probe"); err != nil || !sent {
+		t.Errorf("%v after the job was accepted, within its TTL of %v: WasSent = %v, %v; want true", ttl-ttl/4, ttl, sent, err)
+	}
+}
+
+// windowPrint is the state of the window at base as window.lua's w_print gives it.
+func windowPrint(t *testing.T, env *env, base string) string {
+	t.Helper()
+	v, err := env.c.HMGet(env.ctx, base, "L", "p", "n", "c", "d", "s", "a").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("%v %v %v %v %v %v %v", v...)
+}
+
+// window010Lua is window.lua as released in 0.1.0: each of its writes renews the buckets it
+// writes for a duration on Redis's clock, and its sweep renews none.
+//
+//go:embed testdata/window_0_1_0.lua
+var window010Lua string
+
+var window010AddScript = redis.NewScript(window010Lua + windowArgsLua + `
+local fields, nows = fields_from(3)
+w_add(KEYS[1], w_state(KEYS[1]), fields, nows, ARGV[2])
+return 1`)
+
+// TestWindowOlderReleaseWriteAfterAStepBackStopsTheVouching: during a rolling upgrade, after
+// Redis's clock stepped back an hour, a gateway of 0.1.0 writes to a bucket the last round
+// vouched for. Its expiry is now a duration on Redis's clock, which ends an hour before the
+// moment the round set, so the round must no longer vouch: the next write to that bucket renews
+// it, and the job it holds stays for its TTL.
+func TestWindowOlderReleaseWriteAfterAStepBackStopsTheVouching(t *testing.T) {
+	env := newEnv(t)
+	const ttl = 2 * time.Second
+	const ttlS = int64(ttl / time.Second)
+	s := env.store(t, "w1", Options{SentTTL: ttl}, "fcm")
+	k := s.Keys(0)
+	base := k.Window
+	aheadS := redisNow(t, env) + 3600 // the clock before the step, an hour ahead of it now
+	if err := env.c.XAdd(env.ctx, &redis.XAddArgs{Stream: k.Results, ID: fmt.Sprintf("%d-0", aheadS*1000), Values: []any{"id", "before-the-step"}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	fillWindow(t, env, base, aheadS, ttlS) // many rounds at that second
+	if q, err := env.c.HGet(env.ctx, base, "q").Int64(); err != nil || q == 0 {
+		t.Fatalf("q = %d (%v) after many rounds: the last must vouch for this test to test", q, err)
+	}
+	// The older gateway's write, at Redis's clock.
+	if err := window010AddScript.Run(env.ctx, env.c, []string{base}, redisNow(t, env), ttlS*1000, windowField("older")).Err(); err != nil {
+		t.Fatalf("0.1.0's write on this release's window: %v", err)
+	}
+	bucket := bucketOf(t, env, base, "older")
+	probe := ""
+	for i := 0; probe == ""; i++ {
+		if id := fmt.Sprintf("probe-%d", i); bucketOf(t, env, base, id) == bucket {
+			probe = id
+		}
+	}
+	time.Sleep(2*ttl - ttl/4) // quiet: the older write's expiry is near
+
+	e := env.laneEntry(t, s, "fcm", probe)
+	if ok, err := s.Finish(env.ctx, e, Result{ID: probe, Provider: "fcm", Code: "ACCEPTED", Status: 201, Sent: true, At: t0}); err != nil || !ok {
+		t.Fatalf("Finish = %v, %v", ok, err)
+	}
+	if left := env.c.PTTL(env.ctx, bucket).Val(); left < ttl {
+		t.Errorf("bucket %s holds the job just accepted and expires in %v, before its TTL of %v ends", bucket, left, ttl)
+	}
+	time.Sleep(ttl - ttl/4)
+	if sent, err := s.WasSent(env.ctx, 0, probe); err != nil || !sent {
 		t.Errorf("%v after the job was accepted, within its TTL of %v: WasSent = %v, %v; want true", ttl-ttl/4, ttl, sent, err)
 	}
 }
