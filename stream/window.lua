@@ -16,7 +16,7 @@
 -- linear hash table that grows one bucket at a time as jobs come, so a lookup is one HGET of one
 -- bucket however large the table. Its keys share the shard's hash tag:
 --   <base>            HASH: L (level), p (the next bucket to split), n (fields held, about),
---                     c, d, s, a (the sweep's cursor and counts), r, rt, q, qt, k, g (its
+--                     c, d, s, a (the sweep's cursor and counts), r, rt, q, qt, k (its
 --                     rounds), all below
 --   <base>:<i>        HASH: field -> accepted at (unix s), bucket i, and the marker W_MARK
 -- The bucket of a field whose first 4 bytes read h (big-endian) is h mod 2^L, or h mod 2^(L+1)
@@ -40,13 +40,11 @@
 -- same of the last complete round that vouches: one in which no other code wrote. An older
 -- gateway's writes, as during a rolling upgrade or after a rollback, break what a round
 -- promises: its sweep renews nothing it visits, and its writes renew a bucket for a duration
--- on Redis's clock, which after a step back ends before the moment the round set. g is the
--- state that every older write sets (L, p, n, c, d, s, a) as this code last wrote it. An older
--- write moves d and c by the jobs it writes, and a by the fields it adds, so when the state
--- is not g, such a write came in between: the last round no longer vouches, nor does the
--- current one (k is 1 while no such write came during it). Only a write that ends a round
--- right after this code ended one, with exactly a round's worth of jobs and not a field new,
--- leaves the state as it found it. Every bucket
+-- on Redis's clock, which after a step back ends before the moment the round set. So this code
+-- writes d with a decimal point ('3.0', a string, which tonumber reads as 3), and every older
+-- write sets d as Redis prints a Lua number, '3': a d without the point means such a write came
+-- since this code's last, and then the last round no longer vouches, nor does the current one
+-- (k is 1 while no such write came during it). Every bucket
 -- there during round q was renewed at q or later with a TTL of at least qt, so it outlives
 -- q + 2 qt, and a field written no later than q + TTL/2, with a TTL no longer than qt, is safe
 -- in it, with half the TTL to spare. As q is the start of the round before the current one, writes leave the
@@ -74,20 +72,14 @@ local function w_hash(f)
   return ((a * 256 + b) * 256 + c) * 256 + d
 end
 
--- w_print is the state's fields that every write of an older gateway sets, as one string
--- (g, above).
-local function w_print(st)
-  return string.format('%d %d %d %d %d %d %d', st.L, st.p, math.max(st.n, 0), st.c, st.d, st.s, st.a)
-end
-
 local function w_state(base)
-  local s = redis.call('HMGET', base, 'L', 'p', 'n', 'c', 'd', 's', 'a', 'r', 'rt', 'q', 'qt', 'k', 'g')
+  local s = redis.call('HMGET', base, 'L', 'p', 'n', 'c', 'd', 's', 'a', 'r', 'rt', 'q', 'qt', 'k')
   local st = {L = tonumber(s[1]) or 0, p = tonumber(s[2]) or 0, n = tonumber(s[3]) or 0,
     c = tonumber(s[4]) or 0, d = tonumber(s[5]) or 0, s = tonumber(s[6]) or 0, a = tonumber(s[7]) or 0,
     -- A state without the rounds' fields vouches for nothing until a round of this code ends.
     r = tonumber(s[8]) or 0, rt = tonumber(s[9]) or 0, q = tonumber(s[10]) or 0,
     qt = tonumber(s[11]) or 0, k = tonumber(s[12]) or 0}
-  if s[13] ~= w_print(st) then
+  if not (s[5] and string.find(s[5], '.', 1, true)) then
     -- Another code wrote since this code did (see above), or none did yet.
     st.q, st.qt, st.k = 0, 0, 0
   end
@@ -302,6 +294,6 @@ local function w_add(base, st, fields, nows, ttlMs)
   while st.n > W_LOAD * (2 ^ st.L + st.p) do
     w_split(base, st, since, expireAt)
   end
-  redis.call('HSET', base, 'L', st.L, 'p', st.p, 'n', math.max(st.n, 0), 'c', st.c, 'd', st.d, 's', st.s, 'a', st.a,
-    'r', st.r, 'rt', st.rt, 'q', st.q, 'qt', st.qt, 'k', st.k, 'g', w_print(st))
+  redis.call('HSET', base, 'L', st.L, 'p', st.p, 'n', math.max(st.n, 0), 'c', st.c,
+    'd', string.format('%d.0', st.d), 's', st.s, 'a', st.a, 'r', st.r, 'rt', st.rt, 'q', st.q, 'qt', st.qt, 'k', st.k)
 end

@@ -115,13 +115,19 @@ func TestWindowRemembersEveryAcceptedJob(t *testing.T) {
 // windowAdd puts ids in the window at base as accepted at now (unix s) with a TTL of ttlS.
 func windowAdd(t *testing.T, env *env, base string, now, ttlS int64, ids ...string) {
 	t.Helper()
-	args := []any{now, ttlS * 1000}
-	for _, id := range ids {
-		args = append(args, windowField(id))
-	}
+	args := append([]any{now, ttlS * 1000}, windowFields(ids)...)
 	if err := windowAddScript.Run(env.ctx, env.c, []string{base}, args...).Err(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// windowFields is the window's field of each of ids, as script arguments.
+func windowFields(ids []string) []any {
+	fields := make([]any, len(ids))
+	for i, id := range ids {
+		fields[i] = windowField(id)
+	}
+	return fields
 }
 
 // windowIDs names the n jobs of batch b: prefix-b-0 to prefix-b-(n-1).
@@ -377,8 +383,8 @@ func TestWindowRoundSharedWithAnOlderSweepDoesNotVouch(t *testing.T) {
 	const ttlS = 100
 	t0s := redisNow(t, env)
 	fillWindow(t, env, base, t0s, ttlS)
-	// An older gateway's visit: its cursor moves on, the bucket's expiry stays.
-	if err := env.c.HIncrBy(env.ctx, base, "c", 1).Err(); err != nil {
+	// An older gateway's write of W_SWEEP jobs, whose sweep visits a bucket and renews nothing.
+	if err := window010AddScript.Run(env.ctx, env.c, []string{base}, append([]any{t0s, ttlS * 1000}, windowFields(windowIDs("older", 0, 8))...)...).Err(); err != nil {
 		t.Fatal(err)
 	}
 	// Writes of one visit each until that round ends.

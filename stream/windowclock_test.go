@@ -227,9 +227,6 @@ func TestWindowVouchesOnRedisClockWhenItStepsBackMidRound(t *testing.T) {
 	if err := env.c.HSet(env.ctx, base, "r", aheadS, "rt", ttlS, "c", 0, "k", 1, "s", 0, "a", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := env.c.HSet(env.ctx, base, "g", windowPrint(t, env, base)).Err(); err != nil {
-		t.Fatal(err) // as this code would have written the state, so that the round may vouch
-	}
 	for b, lastC := 0, int64(0); ; b++ { // its visits, at the ledger's frozen second
 		windowAdd(t, env, base, aheadS, ttlS, windowIDs("round", b, 100)...)
 		c, err := env.c.HGet(env.ctx, base, "c").Int64()
@@ -261,16 +258,6 @@ func TestWindowVouchesOnRedisClockWhenItStepsBackMidRound(t *testing.T) {
 	if sent, err := s.WasSent(env.ctx, 0, "probe"); err != nil || !sent {
 		t.Errorf("%v after the job was accepted, within its TTL of %v: WasSent = %v, %v; want true", ttl-ttl/4, ttl, sent, err)
 	}
-}
-
-// windowPrint is the state of the window at base as window.lua's w_print gives it.
-func windowPrint(t *testing.T, env *env, base string) string {
-	t.Helper()
-	v, err := env.c.HMGet(env.ctx, base, "L", "p", "n", "c", "d", "s", "a").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fmt.Sprintf("%v %v %v %v %v %v %v", v...)
 }
 
 // window010Lua is window.lua as released in 0.1.0: each of its writes renews the buckets it
