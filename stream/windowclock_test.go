@@ -171,6 +171,42 @@ func TestWindowAgesByRedisClock(t *testing.T) {
 	}
 }
 
+// stepBackTTL is the sent TTL of the tests of a clock that stepped back: short, so that they
+// wait for expiries on Redis's clock in seconds.
+const stepBackTTL = 2 * time.Second
+
+// steppedBack is a store whose ledger's last id is an hour ahead of Redis's clock, as right
+// after the clock stepped back an hour: every XADD * until then takes an id in that
+// millisecond. It returns the store and that second.
+func steppedBack(t *testing.T, env *env) (*Store, int64) {
+	t.Helper()
+	s := env.store(t, "w1", Options{SentTTL: stepBackTTL}, "fcm")
+	aheadS := redisNow(t, env) + 3600
+	if err := env.c.XAdd(env.ctx, &redis.XAddArgs{Stream: s.Keys(0).Results, ID: fmt.Sprintf("%d-0", aheadS*1000), Values: []any{"id", "before-the-step"}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return s, aheadS
+}
+
+// checkAcceptedJobStays records id as accepted through s and fails unless its bucket expires
+// after its TTL and the window still has it three quarters of the TTL later, on Redis's clock.
+func checkAcceptedJobStays(t *testing.T, env *env, s *Store, id string) {
+	t.Helper()
+	const ttl = stepBackTTL
+	e := env.laneEntry(t, s, "fcm", id)
+	if ok, err := s.Finish(env.ctx, e, Result{ID: id, Provider: "fcm", Code: "ACCEPTED", Status: 201, Sent: true, At: t0}); err != nil || !ok {
+		t.Fatalf("Finish = %v, %v", ok, err)
+	}
+	bucket := bucketOf(t, env, s.Keys(0).Window, id)
+	if left := env.c.PTTL(env.ctx, bucket).Val(); left < ttl {
+		t.Errorf("bucket %s holds the job just accepted and expires in %v, before its TTL of %v ends", bucket, left, ttl)
+	}
+	time.Sleep(ttl - ttl/4)
+	if sent, err := s.WasSent(env.ctx, 0, id); err != nil || !sent {
+		t.Errorf("%v after the job was accepted, within its TTL of %v: WasSent = %v, %v; want true", ttl-ttl/4, ttl, sent, err)
+	}
+}
+
 // TestWindowVouchesOnRedisClockAfterItSteppedBack: after Redis's clock steps back (an NTP step,
 // a restored VM, a failover to a replica whose clock is behind), the ledger's ids stay at the
 // last one until the clock catches up, so every acceptance of that time carries the same second,
@@ -180,30 +216,11 @@ func TestWindowAgesByRedisClock(t *testing.T) {
 // bucket must outlive the job's TTL.
 func TestWindowVouchesOnRedisClockAfterItSteppedBack(t *testing.T) {
 	env := newEnv(t)
-	const ttl = 2 * time.Second
-	s := env.store(t, "w1", Options{SentTTL: ttl}, "fcm")
-	k := s.Keys(0)
-	// The ledger's last id an hour ahead of Redis's clock, as right after it stepped back an
-	// hour: every XADD * until then takes an id in that millisecond.
-	aheadMs := (redisNow(t, env) + 3600) * 1000
-	if err := env.c.XAdd(env.ctx, &redis.XAddArgs{Stream: k.Results, ID: fmt.Sprintf("%d-0", aheadMs), Values: []any{"id", "before-the-step"}}).Err(); err != nil {
-		t.Fatal(err)
-	}
-	fillWindow(t, env, k.Window, aheadMs/1000, int64(ttl/time.Second)) // many rounds at that second
-	time.Sleep(2*ttl - ttl/4)                                          // quiet: past the TTL and a second, so the buckets' expiry is near
-
-	e := env.laneEntry(t, s, "fcm", "probe")
-	if ok, err := s.Finish(env.ctx, e, Result{ID: "probe", Provider: "fcm", Code: "ACCEPTED", Status: 201, Sent: true, At: t0}); err != nil || !ok {
-		t.Fatalf("Finish = %v, %v", ok, err)
-	}
-	bucket := bucketOf(t, env, k.Window, "probe")
-	if left := env.c.PTTL(env.ctx, bucket).Val(); left < ttl {
-		t.Errorf("bucket %s holds the job just accepted and expires in %v, before its TTL of %v ends", bucket, left, ttl)
-	}
-	time.Sleep(ttl - ttl/4)
-	if sent, err := s.WasSent(env.ctx, 0, "probe"); err != nil || !sent {
-		t.Errorf("%v after the job was accepted, within its TTL of %v: WasSent = %v, %v; want true", ttl-ttl/4, ttl, sent, err)
-	}
+	const ttl = stepBackTTL
+	s, aheadS := steppedBack(t, env)
+	fillWindow(t, env, s.Keys(0).Window, aheadS, int64(ttl/time.Second)) // many rounds at that second
+	time.Sleep(2*ttl - ttl/4)                                            // quiet: past the TTL and a second, so the buckets' expiry is near
+	checkAcceptedJobStays(t, env, s, "probe")
 }
 
 // TestWindowVouchesOnRedisClockWhenItStepsBackMidRound: the clock steps back while a round of
@@ -213,15 +230,10 @@ func TestWindowVouchesOnRedisClockAfterItSteppedBack(t *testing.T) {
 // brought nearer by the step.
 func TestWindowVouchesOnRedisClockWhenItStepsBackMidRound(t *testing.T) {
 	env := newEnv(t)
-	const ttl = 2 * time.Second
+	const ttl = stepBackTTL
 	const ttlS = int64(ttl / time.Second)
-	s := env.store(t, "w1", Options{SentTTL: ttl}, "fcm")
-	k := s.Keys(0)
-	base := k.Window
-	aheadS := redisNow(t, env) + 3600 // the clock before the step, an hour ahead of it now
-	if err := env.c.XAdd(env.ctx, &redis.XAddArgs{Stream: k.Results, ID: fmt.Sprintf("%d-0", aheadS*1000), Values: []any{"id", "before-the-step"}}).Err(); err != nil {
-		t.Fatal(err)
-	}
+	s, aheadS := steppedBack(t, env) // aheadS: the clock before the step
+	base := s.Keys(0).Window
 	fillWindow(t, env, base, aheadS, ttlS) // a table of 50 buckets or more
 	// A round that began before the step, none of whose visits came before it.
 	if err := env.c.HSet(env.ctx, base, "r", aheadS, "rt", ttlS, "c", 0, "k", 1, "s", 0, "a", 0).Err(); err != nil {
@@ -245,19 +257,7 @@ func TestWindowVouchesOnRedisClockWhenItStepsBackMidRound(t *testing.T) {
 		t.Fatalf("the completed round's start q = %d (%v), want %d: it must vouch for this test to test", q, err, aheadS)
 	}
 	time.Sleep(2*ttl - ttl/4) // quiet
-
-	e := env.laneEntry(t, s, "fcm", "probe")
-	if ok, err := s.Finish(env.ctx, e, Result{ID: "probe", Provider: "fcm", Code: "ACCEPTED", Status: 201, Sent: true, At: t0}); err != nil || !ok {
-		t.Fatalf("Finish = %v, %v", ok, err)
-	}
-	bucket := bucketOf(t, env, base, "probe")
-	if left := env.c.PTTL(env.ctx, bucket).Val(); left < ttl {
-		t.Errorf("bucket %s holds the job just accepted and expires in %v, before its TTL of %v ends", bucket, left, ttl)
-	}
-	time.Sleep(ttl - ttl/4)
-	if sent, err := s.WasSent(env.ctx, 0, "probe"); err != nil || !sent {
-		t.Errorf("%v after the job was accepted, within its TTL of %v: WasSent = %v, %v; want true", ttl-ttl/4, ttl, sent, err)
-	}
+	checkAcceptedJobStays(t, env, s, "probe")
 }
 
 // window010Lua is window.lua as released in 0.1.0: each of its writes renews the buckets it
@@ -278,15 +278,10 @@ return 1`)
 // it, and the job it holds stays for its TTL.
 func TestWindowOlderReleaseWriteAfterAStepBackStopsTheVouching(t *testing.T) {
 	env := newEnv(t)
-	const ttl = 2 * time.Second
+	const ttl = stepBackTTL
 	const ttlS = int64(ttl / time.Second)
-	s := env.store(t, "w1", Options{SentTTL: ttl}, "fcm")
-	k := s.Keys(0)
-	base := k.Window
-	aheadS := redisNow(t, env) + 3600 // the clock before the step, an hour ahead of it now
-	if err := env.c.XAdd(env.ctx, &redis.XAddArgs{Stream: k.Results, ID: fmt.Sprintf("%d-0", aheadS*1000), Values: []any{"id", "before-the-step"}}).Err(); err != nil {
-		t.Fatal(err)
-	}
+	s, aheadS := steppedBack(t, env) // aheadS: the clock before the step
+	base := s.Keys(0).Window
 	fillWindow(t, env, base, aheadS, ttlS) // many rounds at that second
 	if q, err := env.c.HGet(env.ctx, base, "q").Int64(); err != nil || q == 0 {
 		t.Fatalf("q = %d (%v) after many rounds: the last must vouch for this test to test", q, err)
@@ -303,16 +298,5 @@ func TestWindowOlderReleaseWriteAfterAStepBackStopsTheVouching(t *testing.T) {
 		}
 	}
 	time.Sleep(2*ttl - ttl/4) // quiet: the older write's expiry is near
-
-	e := env.laneEntry(t, s, "fcm", probe)
-	if ok, err := s.Finish(env.ctx, e, Result{ID: probe, Provider: "fcm", Code: "ACCEPTED", Status: 201, Sent: true, At: t0}); err != nil || !ok {
-		t.Fatalf("Finish = %v, %v", ok, err)
-	}
-	if left := env.c.PTTL(env.ctx, bucket).Val(); left < ttl {
-		t.Errorf("bucket %s holds the job just accepted and expires in %v, before its TTL of %v ends", bucket, left, ttl)
-	}
-	time.Sleep(ttl - ttl/4)
-	if sent, err := s.WasSent(env.ctx, 0, probe); err != nil || !sent {
-		t.Errorf("%v after the job was accepted, within its TTL of %v: WasSent = %v, %v; want true", ttl-ttl/4, ttl, sent, err)
-	}
+	checkAcceptedJobStays(t, env, s, probe)
 }
