@@ -115,19 +115,19 @@ func TestWindowRemembersEveryAcceptedJob(t *testing.T) {
 // windowAdd puts ids in the window at base as accepted at now (unix s) with a TTL of ttlS.
 func windowAdd(t *testing.T, env *env, base string, now, ttlS int64, ids ...string) {
 	t.Helper()
-	args := append([]any{now, ttlS * 1000}, windowFields(ids)...)
-	if err := windowAddScript.Run(env.ctx, env.c, []string{base}, args...).Err(); err != nil {
-		t.Fatal(err)
-	}
+	windowAddWith(t, env, windowAddScript, base, now, ttlS, ids...)
 }
 
-// windowFields is the window's field of each of ids, as script arguments.
-func windowFields(ids []string) []any {
-	fields := make([]any, len(ids))
-	for i, id := range ids {
-		fields[i] = windowField(id)
+// windowAddWith is windowAdd through script, this release's window or an older one's.
+func windowAddWith(t *testing.T, env *env, script *redis.Script, base string, now, ttlS int64, ids ...string) {
+	t.Helper()
+	args := []any{now, ttlS * 1000}
+	for _, id := range ids {
+		args = append(args, windowField(id))
 	}
-	return fields
+	if err := script.Run(env.ctx, env.c, []string{base}, args...).Err(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // windowIDs names the n jobs of batch b: prefix-b-0 to prefix-b-(n-1).
@@ -384,9 +384,7 @@ func TestWindowRoundSharedWithAnOlderSweepDoesNotVouch(t *testing.T) {
 	t0s := redisNow(t, env)
 	fillWindow(t, env, base, t0s, ttlS)
 	// An older gateway's write of W_SWEEP jobs, whose sweep visits a bucket and renews nothing.
-	if err := window010AddScript.Run(env.ctx, env.c, []string{base}, append([]any{t0s, ttlS * 1000}, windowFields(windowIDs("older", 0, 8))...)...).Err(); err != nil {
-		t.Fatal(err)
-	}
+	windowAddWith(t, env, window010AddScript, base, t0s, ttlS, windowIDs("older", 0, 8)...)
 	// Writes of one visit each until that round ends.
 	for b := 0; ; b++ {
 		before, _ := env.c.HGet(env.ctx, base, "c").Int()

@@ -287,9 +287,7 @@ func TestWindowOlderReleaseWriteAfterAStepBackStopsTheVouching(t *testing.T) {
 		t.Fatalf("q = %d (%v) after many rounds: the last must vouch for this test to test", q, err)
 	}
 	// The older gateway's write, at Redis's clock.
-	if err := window010AddScript.Run(env.ctx, env.c, []string{base}, redisNow(t, env), ttlS*1000, windowField("older")).Err(); err != nil {
-		t.Fatalf("0.1.0's write on this release's window: %v", err)
-	}
+	windowAddWith(t, env, window010AddScript, base, redisNow(t, env), ttlS, "older")
 	bucket := bucketOf(t, env, base, "older")
 	probe := ""
 	for i := 0; probe == ""; i++ {
