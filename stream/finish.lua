@@ -30,8 +30,7 @@
 -- Returns one result per item: 1 when recorded (or already recorded by another attempt); 0 when
 -- nothing changed.
 --
--- An accepted job enters the window at the time of its ledger entry's id: Redis's clock, read
--- with no command of its own (window.lua).
+-- An accepted job enters the window at Redis's TIME, read once a call (window.lua).
 --
 -- Exactly one terminal record per job, even when a send overlaps a reclaim:
 -- * not the owner any more (the entry was reclaimed while this send was in flight) and the
@@ -60,8 +59,7 @@ for i = 1, n do
   a = a + 1 + tonumber(ARGV[a])
 end
 
--- ledger writes item it's ledger record and returns the record's entry id; gone writes its
--- gone record.
+-- ledger writes item it's ledger record; gone writes its gone record.
 local base = camp_base(KEYS[1])
 local function ledger(it)
   local v = it.v
@@ -106,17 +104,15 @@ for i, it in ipairs(items) do
 end
 local inWindow = {}
 if #look > 0 then
-  local since = w_since(math.floor(tonumber(ARGV[3]) / 1000))
-  for j, v in ipairs(w_seen_all(KEYS[4], w_state(KEYS[4]), lookFields, since)) do
+  for j, v in ipairs(w_seen_all(KEYS[4], lookFields, w_now(), tonumber(ARGV[3]))) do
     inWindow[look[j]] = v
   end
 end
-local markedNow, acks, unindex, accepted, fields, nows, out = {}, {}, {}, {}, {}, {}, {}
--- accept puts item it in the window as accepted when its ledger entry entryId was written.
-local function accept(it, entryId)
+local markedNow, acks, unindex, accepted, fields, out = {}, {}, {}, {}, {}, {}
+-- accept puts item it in the window as accepted.
+local function accept(it)
   markedNow[it.id] = true
   table.insert(fields, it.field)
-  table.insert(nows, math.floor(tonumber(string.match(entryId, '^%d+')) / 1000))
 end
 for i, it in ipairs(items) do
   local owner = mine[it.stream][it.entry]
@@ -125,7 +121,8 @@ for i, it in ipairs(items) do
   out[i] = 1
   if not owner then
     if it.sent and not isMarked and index[i] then
-      accept(it, ledger(it))
+      ledger(it)
+      accept(it)
       table.insert(accepted, it.id)
       table.insert(accepted, 'accepted')
     else
@@ -147,9 +144,9 @@ for i, it in ipairs(items) do
       if it.gone then
         gone(it)
       end
-      local entryId = ledger(it)
+      ledger(it)
       if it.sent then
-        accept(it, entryId)
+        accept(it)
       end
     end
   end
@@ -167,6 +164,6 @@ if #unindex > 0 then
   redis.call('HDEL', KEYS[3], unpack(unindex))
 end
 if #fields > 0 then
-  w_add(KEYS[4], w_state(KEYS[4]), fields, nows, ARGV[3])
+  w_add(KEYS[4], fields, w_now(), tonumber(ARGV[3]))
 end
 return out

@@ -46,9 +46,9 @@ type Keys struct {
 	Jobs string
 	// Probe is the key of the write probe (ProbeWrite); it is never created.
 	Probe string
-	// Window is the duplicate-suppression window: the jobs accepted within the sent TTL,
-	// a linear hash table of small HASHes (window.lua): Window holds its state, and bucket i
-	// is Window + ":" + i.
+	// Window is the start of the duplicate-suppression window's keys: the jobs accepted within
+	// the sent TTL, in slices of time that expire whole (window.lua): Window + ":" + s is slice
+	// s's fan-out and count, Window + ":" + s + ":" + i its bucket i.
 	Window string
 	// LanePrefix is the lane stream key without the provider id.
 	LanePrefix string
@@ -106,7 +106,7 @@ func ShardsKey(prefix string) string {
 func (k Keys) Lane(provider string) string { return k.LanePrefix + provider }
 
 // windowField is how the window names job id: the first 10 bytes of its SHA-256 (the first 4
-// pick the bucket). Two ids share a field with odds of about one in 2^80 per pair.
+// pick its bucket in a slice). Two ids share a field with odds of about one in 2^80 per pair.
 func windowField(id string) string {
 	sum := sha256.Sum256([]byte(id))
 	return string(sum[:10])

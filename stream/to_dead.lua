@@ -13,7 +13,7 @@
 -- ARGV[5] job id to remove from the jobs index ("" for an intake entry: only a lane entry's
 --         job is indexed, and an invalid copy must not unindex a valid job with its id)
 -- ARGV[6] the job's window field
--- ARGV[7] the window's TTL, whole seconds (an acceptance counts for that long by Redis's clock)
+-- ARGV[7] the window's TTL, ms
 -- ARGV[8..] the dead record as field, value pairs
 -- Returns 1 when moved (or when the job is marked accepted, or in the window: another attempt
 -- was accepted and recorded, and the entry is only acked, so the job keeps exactly one terminal
@@ -27,7 +27,7 @@ if ARGV[5] ~= '' then
   flagged = redis.call('HGET', KEYS[3], ARGV[5]) == 'accepted'
   redis.call('HDEL', KEYS[3], ARGV[5])
 end
-if flagged or w_seen(KEYS[4], w_state(KEYS[4]), ARGV[6], w_since(ARGV[7])) then
+if flagged or w_seen(KEYS[4], ARGV[6], w_now(), tonumber(ARGV[7])) then
   return 1
 end
 local record = {unpack(ARGV, 8)}

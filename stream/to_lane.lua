@@ -10,8 +10,7 @@
 -- KEYS[3 + i]  lane stream of item i's provider, for i = 1 .. n
 -- ARGV[1] consumer group
 -- ARGV[2] consumer that must own the entries
--- ARGV[3] the window's TTL, whole seconds (Options.SentTTL): an acceptance counts for that long
---         by Redis's clock (window.lua)
+-- ARGV[3] the window's TTL, ms (Options.SentTTL)
 -- ARGV[4] n, the number of items
 -- then for each item: 6 (the count of its arguments), source entry id, job (raw JSON as
 -- received), provider id, enqueued_at (unix ms), job id, and the job's window field
@@ -44,7 +43,7 @@ for i, it in ipairs(items) do
 end
 local accepted = {}
 if #look > 0 then
-  for j, v in ipairs(w_seen_all(KEYS[3], w_state(KEYS[3]), lookFields, w_since(ARGV[3]))) do
+  for j, v in ipairs(w_seen_all(KEYS[3], lookFields, w_now(), tonumber(ARGV[3]))) do
     accepted[look[j]] = v
   end
 end

@@ -15,7 +15,7 @@
 --         set are scheduled jobs, for status; promote.lua drops the members that came due
 -- ARGV[1]  consumer group
 -- ARGV[2]  consumer that must own the entry
--- ARGV[3]  the window's TTL, whole seconds
+-- ARGV[3]  the window's TTL, ms
 -- ARGV[4]  source entry id
 -- ARGV[5]  job (raw JSON)
 -- ARGV[6]  provider id
@@ -37,7 +37,7 @@ local id = ARGV[8]
 if redis.call('HEXISTS', KEYS[2], id) == 1 or redis.call('ZSCORE', KEYS[4], id) then
   return 2
 end
-if w_seen_all(KEYS[3], w_state(KEYS[3]), {ARGV[9]}, w_since(ARGV[3]))[1] then
+if w_seen(KEYS[3], ARGV[9], w_now(), tonumber(ARGV[3])) then
   return 2
 end
 redis.call('ZADD', KEYS[4], ARGV[10], id)

@@ -325,11 +325,11 @@ func (s *keyspace) wasSentCall(shard int, id string) ([]string, []any) {
 	return []string{k.Jobs, k.Window}, []any{id, windowField(id), s.windowTTL()}
 }
 
-// windowTTL is how long the window counts an acceptance, in the whole seconds it keeps. The
-// scripts count it by Redis's clock, not by o.Now: the replicas' clocks differ, and a window
-// that each of them read by its own would hold a different span for each (window.lua).
+// windowTTL is how long the window counts an acceptance, in ms. The scripts count it by
+// Redis's clock, not by o.Now: the replicas' clocks differ, and a window that each of them read
+// by its own would hold a different span for each (window.lua).
 func (s *keyspace) windowTTL() int64 {
-	return int64(s.o.SentTTL / time.Second)
+	return durMs(s.o.SentTTL)
 }
 
 // IsGone reports whether endpoint was reported gone within GoneTTL (its mark on shard exists).

@@ -6,9 +6,9 @@
 -- KEYS[2] the duplicate-suppression window of the shard (window.lua)
 -- ARGV[1] job id
 -- ARGV[2] the job's window field
--- ARGV[3] the window's TTL, whole seconds (an acceptance counts for that long by Redis's clock)
+-- ARGV[3] the window's TTL, ms
 -- Returns 1 when the job was accepted, 0 otherwise.
-if redis.call('HGET', KEYS[1], ARGV[1]) == 'accepted' or w_seen(KEYS[2], w_state(KEYS[2]), ARGV[2], w_since(ARGV[3])) then
+if redis.call('HGET', KEYS[1], ARGV[1]) == 'accepted' or w_seen(KEYS[2], ARGV[2], w_now(), tonumber(ARGV[3])) then
   return 1
 end
 return 0
