@@ -7,9 +7,8 @@ import (
 	"sync"
 )
 
-// Errors of Slots.TryAcquire besides ErrNoCapacity. Neither is an attempt nor a failure: a lane
-// puts the job back for a moment on ErrRetryShare, and keeps it waiting for its recipient on
-// ErrRecipientBusy.
+// Errors of Slots.Claim (and TryAcquire). Neither is an attempt nor a failure: a lane puts the
+// job back to wait in Redis for a moment.
 var (
 	// ErrRetryShare: retries already hold their share of the slots; a first delivery may still go.
 	ErrRetryShare = errors.New("limits: retries hold their share of the slots")
@@ -87,15 +86,25 @@ func (s *Slots) setCapLocked(n int) {
 	}
 }
 
-// TryAcquire takes a slot for a delivery to recipient ("" is a job without recipient, which
-// has no per-recipient cap). It returns ErrNoCapacity when every slot is taken, ErrRetryShare
-// when retry and retries hold their share, ErrRecipientBusy when the recipient has its cap.
-func (s *Slots) TryAcquire(retry bool, recipient string) error {
+// Take takes up to n free slots at once and returns how many it took (0 when none is free): a
+// lane takes the slots for what it is about to read before it reads, and then Claims one for
+// each entry it starts and Puts back the rest.
+func (s *Slots) Take(n int) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.inFlight >= s.cap {
-		return ErrNoCapacity
-	}
+	k := max(0, min(n, s.cap-s.inFlight))
+	s.inFlight += k
+	return k
+}
+
+// Claim makes one slot taken with Take a delivery's: a retry's (within the retries' share) and
+// recipient's ("" is a job without recipient, which has no per-recipient cap). It returns
+// ErrRetryShare when retry and retries hold their share, ErrRecipientBusy when the recipient
+// has its cap; then the slot stays taken, and the caller Puts it back. A claimed slot is freed
+// with Release(retry, recipient).
+func (s *Slots) Claim(retry bool, recipient string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if retry && s.retries >= s.retryCap {
 		return ErrRetryShare
 	}
@@ -106,14 +115,40 @@ func (s *Slots) TryAcquire(retry bool, recipient string) error {
 		}
 		s.byRecipient[recipient] = n + 1
 	}
-	s.inFlight++
 	if retry {
 		s.retries++
 	}
 	return nil
 }
 
-// Release frees a slot taken by TryAcquire with the same retry and recipient. Releasing what
+// Put frees n slots taken with Take and never claimed.
+func (s *Slots) Put(n int) {
+	if n <= 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inFlight < n {
+		panic("limits: Slots.Put of more than was taken")
+	}
+	s.inFlight -= n
+	s.wakeLocked()
+}
+
+// TryAcquire takes and claims one slot for a delivery (Take and Claim). It returns
+// ErrNoCapacity when every slot is taken, and Claim's errors, with the slot given back.
+func (s *Slots) TryAcquire(retry bool, recipient string) error {
+	if s.Take(1) == 0 {
+		return ErrNoCapacity
+	}
+	if err := s.Claim(retry, recipient); err != nil {
+		s.Put(1)
+		return err
+	}
+	return nil
+}
+
+// Release frees a slot taken and claimed with the same retry and recipient. Releasing what
 // was not taken is a bug in the caller and panics rather than silently raising the cap.
 func (s *Slots) Release(retry bool, recipient string) {
 	s.mu.Lock()
@@ -168,7 +203,7 @@ func (s *Slots) Reconfigure(c SlotsConfig) {
 }
 
 // Wait blocks until a slot is free or ctx is done, and returns ctx's error in the latter case.
-// A free slot is not reserved: the caller still takes it with TryAcquire, which may lose a race.
+// A free slot is not reserved: the caller still takes it with Take, which may lose a race.
 func (s *Slots) Wait(ctx context.Context) error {
 	for {
 		s.mu.Lock()

@@ -330,3 +330,43 @@ func TestSlotsReconfigureWhileInUse(t *testing.T) {
 		t.Errorf("after lowering the cap under what is in flight: free %d, retry cap %d", s.Free(), s.RetryCap())
 	}
 }
+
+// TestSlotsTakeClaimPut: a lane takes the slots of a read before it reads, claims one for each
+// entry it starts (where the retries' share and the recipient's cap apply) and puts back the
+// rest; a refused claim leaves its slot taken for the caller to put back.
+func TestSlotsTakeClaimPut(t *testing.T) {
+	s := limits.NewSlots(limits.SlotsConfig{Cap: 4, RetryShare: 0.25, PerRecipient: 1})
+	if got := s.Take(10); got != 4 {
+		t.Fatalf("Take(10) of 4 free slots = %d, want 4", got)
+	}
+	if got := s.Take(1); got != 0 {
+		t.Fatalf("Take(1) with none free = %d, want 0", got)
+	}
+	if err := s.Claim(true, "a"); err != nil {
+		t.Fatalf("Claim(retry, a): %v", err)
+	}
+	if err := s.Claim(true, ""); !errors.Is(err, limits.ErrRetryShare) {
+		t.Fatalf("a second retry's Claim = %v, want ErrRetryShare (the share is 1 slot)", err)
+	}
+	if err := s.Claim(false, "a"); !errors.Is(err, limits.ErrRecipientBusy) {
+		t.Fatalf("a's second Claim = %v, want ErrRecipientBusy", err)
+	}
+	if err := s.Claim(false, "b"); err != nil {
+		t.Fatalf("Claim(b): %v", err)
+	}
+	s.Put(2) // the two refused claims' slots
+	if got := [2]int{s.Free(), s.InFlight()}; got != [2]int{2, 2} {
+		t.Fatalf("after Put(2): Free, InFlight = %v, want [2 2]", got)
+	}
+	s.Release(true, "a")
+	s.Release(false, "b")
+	if got := s.Free(); got != 4 {
+		t.Fatalf("after the releases: Free = %d, want 4", got)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("Put of more than was taken did not panic")
+		}
+	}()
+	s.Put(1)
+}
