@@ -189,6 +189,16 @@ func (c *Campaign) jobJSON(id, sub, rcpt string) string {
 	return b.String()
 }
 
+// WithMessage is a campaign recipient's job: its reference (the lane entry's job: id, campaign,
+// subscription and recipient, as the expansion writes it) with the campaign's message joined
+// in, as jobJSON makes it whole.
+func WithMessage(ref, message string) string {
+	if message == "" {
+		return ref
+	}
+	return ref[:len(ref)-1] + "," + message + "}"
+}
+
 // Recipient is one subscription a batch adds to a campaign.
 type Recipient struct {
 	// Key is the upstream's own key for it ("recipient"), "" when none.

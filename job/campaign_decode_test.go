@@ -161,3 +161,21 @@ func FuzzDecodeCampaignEntries(f *testing.F) {
 		}
 	})
 }
+
+// TestWithMessageMakesTheRecipientsJob: a recipient's reference, as the expansion writes it
+// (the job of a campaign without a message), joined with the campaign's message is the job
+// CampaignJob makes; a campaign without message members leaves the reference as it is.
+func TestWithMessageMakesTheRecipientsJob(t *testing.T) {
+	c, err := DecodeCampaign(`{"create_campaign":{"id":"c","payload":"hi","ttl":60}}`, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub := `{"endpoint":"https://push.example/x","keys":{"p256dh":"k","auth":"a"}}`
+	ref := CampaignJob(&Campaign{ID: "c"}, 7, "r", sub)
+	if got, want := WithMessage(ref, c.Message), CampaignJob(c, 7, "r", sub); got != want {
+		t.Errorf("WithMessage = %s, want %s", got, want)
+	}
+	if got := WithMessage(ref, ""); got != ref {
+		t.Errorf("WithMessage of no message = %s, want the reference", got)
+	}
+}

@@ -28,28 +28,49 @@ var (
 // "id" is a non-empty string; otherwise it wraps ErrNotObject (with what is wrong), ErrNoID or
 // ErrIDNotString.
 func PeekID(raw []byte) (id string, err error) {
+	id, _, err = peek(raw)
+	return id, err
+}
+
+// PeekIntake reads what a producer needs to place a job entry without decoding the rest: its
+// id (which picks the shard, as PeekID reads it) and the intake of its class, ClassBulk when
+// its top-level "class" is "bulk" and ClassTransactional otherwise (a class Decode refuses is
+// refused there, from whichever intake).
+func PeekIntake(raw []byte) (id string, intake Class, err error) {
+	id, class, err := peek(raw)
+	if class == string(ClassBulk) {
+		return id, ClassBulk, err
+	}
+	return id, ClassTransactional, err
+}
+
+// peek is PeekID, with the first top-level "class" string ("" when none).
+func peek(raw []byte) (id, class string, err error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	tok, err := dec.Token()
 	switch {
 	case err != nil:
-		return "", notObject(err)
+		return "", "", notObject(err)
 	case tok == nil: // null: an object without members, as encoding/json decodes it
 		if err := atEnd(dec); err != nil {
-			return "", err
+			return "", "", err
 		}
-		return "", ErrNoID
+		return "", "", ErrNoID
 	case tok != json.Delim('{'):
-		return "", fmt.Errorf("%w: a JSON %s", ErrNotObject, kind(tok))
+		return "", "", fmt.Errorf("%w: a JSON %s", ErrNotObject, kind(tok))
 	}
 	idErr, found := ErrNoID, false
 	for dec.More() {
 		name, err := dec.Token()
 		if err != nil {
-			return id, notObject(err)
+			return id, class, notObject(err)
 		}
 		var v json.RawMessage
 		if err := dec.Decode(&v); err != nil {
-			return id, notObject(err)
+			return id, class, notObject(err)
+		}
+		if name == "class" && class == "" && v[0] == '"' {
+			_ = json.Unmarshal(v, &class)
 		}
 		if name != "id" || found {
 			continue
@@ -58,7 +79,7 @@ func PeekID(raw []byte) (id string, err error) {
 		switch v[0] {
 		case '"':
 			if err := json.Unmarshal(v, &id); err != nil {
-				return "", notObject(err)
+				return "", "", notObject(err)
 			}
 			if id != "" {
 				idErr = nil
@@ -69,12 +90,12 @@ func PeekID(raw []byte) (id string, err error) {
 		}
 	}
 	if _, err := dec.Token(); err != nil { // the closing brace
-		return id, notObject(err)
+		return id, class, notObject(err)
 	}
 	if err := atEnd(dec); err != nil {
-		return id, err
+		return id, class, err
 	}
-	return id, idErr
+	return id, class, idErr
 }
 
 // atEnd refuses anything but white space after the top-level value.

@@ -171,6 +171,13 @@ func Decode(raw []byte, now time.Time) (*Job, error) {
 // DecodeString is Decode of an entry held as a string, as Redis gives it. The job's strings
 // that hold no escapes share raw's memory rather than copy it.
 func DecodeString(raw string, now time.Time) (*Job, error) {
+	return DecodeFromIntake(raw, now, ClassTransactional)
+}
+
+// DecodeFromIntake is DecodeString of an entry read from the intake of class intake: a job
+// that names no class is of its intake's (a producer marks a job's class by the intake it
+// writes it to, or by its class member, which wins).
+func DecodeFromIntake(raw string, now time.Time, intake Class) (*Job, error) {
 	if len(raw) > MaxEntryBytes {
 		return nil, invalid("entry is %d bytes; at most %d", len(raw), MaxEntryBytes)
 	}
@@ -178,7 +185,7 @@ func DecodeString(raw string, now time.Time) (*Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	j := &Job{TTL: DefaultTTL, VAPIDKey: DefaultVAPIDKey, Class: ClassTransactional, EnqueuedAt: now}
+	j := &Job{TTL: DefaultTTL, VAPIDKey: DefaultVAPIDKey, Class: intake, EnqueuedAt: now}
 
 	if j.ID, err = requiredString(&fields, "id"); err != nil {
 		return nil, err
