@@ -187,12 +187,13 @@ var queueGauges = map[string]bool{
 }
 
 // fixedStreams are the values of the queue gauges' stream label besides "lane:<provider id>".
-var fixedStreams = []string{"intake", "delayed", "dead", "results", "gone"}
+var fixedStreams = []string{"intake", "intake:bulk", "delayed", "dead", "results", "gone"}
 
-// scaledStreams are the streams whose lag more replicas can work off: the intake and the lanes.
-// The others (the delayed set, the ledger, the gone and dead streams) must not drive scaling.
+// scaledStreams are the streams whose lag more replicas can work off: both intakes and the
+// lanes. The others (the delayed set, the ledger, the gone and dead streams) must not drive
+// scaling.
 func scaledStreams(providerIDs []string) []string {
-	s := []string{"intake"}
+	s := []string{"intake", "intake:bulk"}
 	for _, id := range providerIDs {
 		s = append(s, "lane:"+id)
 	}

@@ -641,7 +641,7 @@ func redisStreamTriggers(t *testing.T, b *built, so *scaledObject, shards int, p
 	want := map[string]bool{}
 	for s := range shards {
 		k := stream.KeysFor(prefix, s)
-		want[k.Intake] = true
+		want[k.Intake], want[k.BulkIntake] = true, true
 		for _, id := range ids {
 			want[k.Lane(id)] = true
 		}

@@ -142,7 +142,7 @@ func checkQuery(where, expr string, qc queryContext) []error {
 	for _, c := range taxonomy.Codes() {
 		codes = append(codes, string(c))
 	}
-	streams := append(slices.Clone(fixedStreams), scaledStreams(qc.providerIDs)[1:]...)
+	streams := append(slices.Clone(fixedStreams), scaledStreams(qc.providerIDs)[2:]...)
 	for _, u := range uses {
 		if u.name == "" {
 			bad("a selector without a metric name")
@@ -258,7 +258,7 @@ func ruleExprs(r *monitoringRule) (map[string]string, map[string]bool) {
 }
 
 // checkPrometheusTrigger: the KEDA query reads the scaling rule of this fleet's namespace, and
-// that rule scales on exactly the intake and every lane of the registry.
+// that rule scales on exactly the intakes and every lane of the registry.
 func checkPrometheusTrigger(b *built, so *scaledObject, tr scaleTrigger, ids []string) []error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
@@ -297,7 +297,7 @@ func checkPrometheusTrigger(b *built, so *scaledObject, tr scaleTrigger, ids []s
 	if err != nil {
 		return append(errs, err)
 	}
-	candidates := append(slices.Clone(fixedStreams), scaledStreams(ids)[1:]...)
+	candidates := append(slices.Clone(fixedStreams), scaledStreams(ids)[2:]...)
 	selected := map[string]bool{}
 	for _, u := range ruleUses {
 		if u.name != "webpush_queue_lag_entries" {
@@ -317,7 +317,7 @@ func checkPrometheusTrigger(b *built, so *scaledObject, tr scaleTrigger, ids []s
 	want := scaledStreams(ids)
 	sort.Strings(want)
 	if !slices.Equal(got, want) {
-		bad("%s scales on the lag of %v, want exactly %v (the intake and every lane of the registry)", scalingRule, got, want)
+		bad("%s scales on the lag of %v, want exactly %v (the intakes and every lane of the registry)", scalingRule, got, want)
 	}
 	return errs
 }

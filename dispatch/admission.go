@@ -181,31 +181,3 @@ func (l *lane) hostKey(j *jobfmt.Job) string {
 	}
 	return route.Authority
 }
-
-// tokenWait counts a delivery as queued for its provider's token (see providerLimits.readable)
-// from join, when it takes its slot, until it has the token or leaves without needing one.
-// Owned by the delivery's goroutine.
-type tokenWait struct {
-	pl   *providerLimits
-	bulk bool
-	left bool
-}
-
-func (t *tokenWait) join(pl *providerLimits, bulk bool) {
-	t.pl, t.bulk = pl, bulk
-	pl.queued.Add(1)
-	if bulk {
-		pl.bulkQueued.Add(1)
-	}
-}
-
-// leave ends the count; once only, however often it is called, and nothing before join.
-func (t *tokenWait) leave() {
-	if t.pl != nil && !t.left {
-		t.left = true
-		t.pl.queued.Add(-1)
-		if t.bulk {
-			t.pl.bulkQueued.Add(-1)
-		}
-	}
-}

@@ -173,10 +173,10 @@ func TestHeartbeatSharesRatesByLiveReplicas(t *testing.T) {
 		if err := s.do(); err != nil {
 			t.Fatalf("%s: %v", s.name, err)
 		}
-		if got := lim1.get("apple").bucket.Configured(); s.wantRate1 != 0 && got != s.wantRate1 {
+		if got := lim1.get("apple").tokens.Rate(); s.wantRate1 != 0 && got != s.wantRate1 {
 			t.Errorf("%s: replica 1's apple rate %v, want %v", s.name, got, s.wantRate1)
 		}
-		if got := lim2.get("apple").bucket.Configured(); s.wantRate2 != 0 && got != s.wantRate2 {
+		if got := lim2.get("apple").tokens.Rate(); s.wantRate2 != 0 && got != s.wantRate2 {
 			t.Errorf("%s: replica 2's apple rate %v, want %v", s.name, got, s.wantRate2)
 		}
 	}

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
+
 	jobfmt "github.com/webpush-gateway/webpush-gateway/job" // "job" names one job in this package
 	"github.com/webpush-gateway/webpush-gateway/stream"
 	"github.com/webpush-gateway/webpush-gateway/taxonomy"
@@ -37,17 +39,23 @@ const (
 	campaignStateStale = 2 * time.Second
 )
 
-// campaignFeeder is the expansion loop, and the campaigns' states the lanes read.
+// campaignFeeder is the expansion loop, and the campaigns' states and messages the lanes read.
 type campaignFeeder struct {
 	cfg    *Config
-	ops    *stream.Campaigns
+	ops    CampaignStore
 	limits *fleetLimits
 
 	mu sync.Mutex
 	// states are the states last read of the campaigns active on each shard, by shard and id,
 	// with when; guarded by mu.
 	states map[campaignRef]campaignSeen
+	// messages are the campaigns' messages as the lanes read them, each once: a campaign's
+	// message never changes. Bounded, the least recently used forgotten first.
+	messages *lru.Cache[campaignRef, string]
 }
+
+// maxCampaignMessages bounds the messages a worker keeps.
+const maxCampaignMessages = 1024
 
 type campaignRef struct {
 	shard int
@@ -59,14 +67,13 @@ type campaignSeen struct {
 	at    time.Time
 }
 
-// newCampaignFeeder is the feeder of cfg's store; nil when the store is not a *stream.Store
-// (campaigns need its scripts).
+// newCampaignFeeder is the feeder of cfg's campaigns; nil when it has none.
 func newCampaignFeeder(cfg *Config, limits *fleetLimits) *campaignFeeder {
-	st, ok := cfg.Store.(*stream.Store)
-	if !ok {
+	if cfg.Campaigns == nil {
 		return nil
 	}
-	return &campaignFeeder{cfg: cfg, ops: stream.CampaignsOf(st), limits: limits, states: map[campaignRef]campaignSeen{}}
+	messages, _ := lru.New[campaignRef, string](maxCampaignMessages) // errors only for a size < 1
+	return &campaignFeeder{cfg: cfg, ops: cfg.Campaigns, limits: limits, states: map[campaignRef]campaignSeen{}, messages: messages}
 }
 
 // state is campaign id's state on shard: as the expansion loop last read it, or, for a
@@ -84,15 +91,41 @@ func (f *campaignFeeder) state(ctx context.Context, shard int, id string) string
 	if ok && time.Since(s.at) <= campaignStateStale {
 		return s.state
 	}
-	state, err := f.ops.State(ctx, shard, id)
+	look, err := f.ops.Look(ctx, shard, id)
 	if err != nil {
 		f.cfg.Logger.Warn("dispatch: campaign state not read; its job goes on", "shard", shard, "campaign", id, "err", err)
 		return ""
 	}
+	f.seen(ref, look)
+	return look.State
+}
+
+// seen keeps what a look at a campaign found.
+func (f *campaignFeeder) seen(ref campaignRef, look stream.CampaignLook) {
 	f.mu.Lock()
-	f.states[ref] = campaignSeen{state: state, at: time.Now()}
+	f.states[ref] = campaignSeen{state: look.State, at: time.Now()}
 	f.mu.Unlock()
-	return state
+	if look.HasMessage {
+		f.messages.Add(ref, look.Message)
+	}
+}
+
+// message is campaign id's message on shard, read from Redis once; ok is false when the
+// campaign has none (never created, or gone), or when f is nil.
+func (f *campaignFeeder) message(ctx context.Context, shard int, id string) (msg string, ok bool, err error) {
+	if f == nil {
+		return "", false, nil
+	}
+	ref := campaignRef{shard, id}
+	if msg, ok := f.messages.Get(ref); ok {
+		return msg, true, nil
+	}
+	look, err := f.ops.Look(ctx, shard, id)
+	if err != nil {
+		return "", false, err
+	}
+	f.seen(ref, look)
+	return look.Message, look.HasMessage, nil
 }
 
 // round expands, drains and settles every active campaign of every shard once.
@@ -277,29 +310,29 @@ func (in *intake) addRecipients(ctx context.Context, e stream.Entry, raw string)
 // campaignCheck is what a campaign's state makes of its recipient's lane entry before the
 // send: held back while the campaign is paused, ended CANCELED unsent once it is cancelled;
 // nil to go on.
-func (d *delivery) campaignCheck(ctx context.Context, now time.Time) *nextState {
-	j := d.job
+func (t *turn) campaignCheck(ctx context.Context, now time.Time) *nextState {
+	j := t.job
 	if j == nil || j.Campaign == "" {
 		return nil
 	}
-	switch d.l.campaigns.state(ctx, d.e.Shard, j.Campaign) {
+	switch t.l.campaigns.state(ctx, t.e.Shard, j.Campaign) {
 	case stream.CampaignPaused:
-		if _, ok := d.holdElement(); !ok {
+		if _, ok := t.holdElement(); !ok {
 			// A job of its own that names the campaign: not one of its recipients, it is
 			// sent as any other.
 			return nil
 		}
 		return &nextState{kind: holdBack}
 	case stream.CampaignCanceled:
-		return &nextState{kind: toLedger, result: stream.Result{ID: j.ID, Provider: d.l.provider, Attempt: d.attempt,
+		return &nextState{kind: toLedger, result: stream.Result{ID: j.ID, Provider: t.l.provider, Attempt: t.attempt,
 			Code: string(taxonomy.Canceled), Detail: "campaign canceled before it was sent", At: now}}
 	}
 	return nil
 }
 
 // holdElement is the recipient of a campaign's job as the campaign's lists keep it.
-func (d *delivery) holdElement() (string, bool) {
-	j := d.job
+func (t *turn) holdElement() (string, bool) {
+	j := t.job
 	num, ok := strings.CutPrefix(j.ID, j.Campaign+"/")
 	n, err := strconv.ParseInt(num, 10, 64)
 	if !ok || err != nil || n < 1 {

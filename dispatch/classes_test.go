@@ -1,7 +1,6 @@
 package dispatch
 
 import (
-	"context"
 	"fmt"
 	"sort"
 	"strings"
@@ -10,6 +9,7 @@ import (
 
 	jobfmt "github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
+	"github.com/webpush-gateway/webpush-gateway/stream"
 )
 
 // TestBulkBacklogNeverDelaysTransactional: FCM held to 20 requests a second behind more than a
@@ -137,45 +137,44 @@ func TestBulkKeepsItsShareUnderTransactionalLoad(t *testing.T) {
 	}
 }
 
-// TestEmptyBulkLaneIsNotReadAtEveryRead: a provider that carries no bulk jobs is always owed its
-// bulk share (no bulk job took a token), and its reader asked Redis for the empty bulk lane at
-// every read. Once a read finds the bulk lane empty, it is looked at again only after
-// bulkIdleRecheck, owed or not; a read that finds bulk jobs lets the next look come at once.
-func TestEmptyBulkLaneIsNotReadAtEveryRead(t *testing.T) {
-	u := newUnitLane(t, "apple")
-	ctx := context.Background()
-	reads := func() int {
-		u.store.mu.Lock()
-		defer u.store.mu.Unlock()
-		return u.store.laneReads[jobfmt.ClassBulk]
+// TestGrantLeavesTransactionalItsReserves: a read may take as many transactional entries as
+// it has tokens; bulk ones leave a token for the next transactional job and a tenth of the
+// slots free, until bulk is owed its share: then the read takes that share of bulk first.
+func TestGrantLeavesTransactionalItsReserves(t *testing.T) {
+	u := newUnitLane(t, "apple") // 16 slots, a large bucket
+	pl := u.lim
+	now := time.Now()
+	pl.slots.Take(16) // the read's own
+	if got, want := pl.grant(now, 16), (stream.LaneRead{Total: 16, BulkMax: 14}); got != want {
+		t.Errorf("grant of all 16 slots = %+v, want %+v (a token kept, 2 of 16 slots reserved)", got, want)
 	}
-	for _, owed := range []bool{true, false} {
-		u.bulkIdleUntil, u.bulkEmpty = time.Time{}, false
-		before := reads()
-		for range 50 {
-			if _, err := u.readClasses(ctx, 4, 4, 8, 0, owed); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if got := reads() - before; got != 1 {
-			t.Errorf("owed %v: 50 reads within %v looked at the empty bulk lane %d times; want 1", owed, bulkIdleRecheck, got)
-		}
-		// The recheck is due: the next read looks again.
-		u.bulkIdleUntil = time.Now().Add(-time.Millisecond)
-		if _, err := u.readClasses(ctx, 4, 4, 8, 0, owed); err != nil {
-			t.Fatal(err)
-		}
-		if got := reads() - before; got != 2 {
-			t.Errorf("owed %v: after the recheck came, %d looks at the bulk lane in all; want 2", owed, got)
-		}
+	pl.tokens.Configure(now, 100, 3)
+	pl.tokens.Take(now, 100, 0)
+	pl.tokens.Return(now, 3)
+	if got, want := pl.grant(now, 16), (stream.LaneRead{Total: 3, BulkMax: 2}); got != want {
+		t.Errorf("grant with 3 tokens = %+v, want %+v", got, want)
 	}
-	// Owed, a short read that found bulk jobs is not an empty lane: the next read looks again.
-	u.bulkIdleUntil, u.bulkEmpty = time.Now().Add(bulkIdleRecheck), false
-	before := reads()
-	if _, err := u.readClasses(ctx, 4, 4, 8, 0, true); err != nil {
-		t.Fatal(err)
+	if got := pl.grant(now, 16); got.Total != 0 {
+		t.Errorf("grant of an empty bucket = %+v, want nothing", got)
 	}
-	if got := reads() - before; got != 1 {
-		t.Errorf("owed, after a short read with bulk jobs: %d looks at the bulk lane; want 1", got)
+	// Transactional entries took everything of late: bulk is owed its tenth, first.
+	for range 50 {
+		pl.mix.took(now, jobfmt.ClassTransactional)
+	}
+	pl.tokens.Return(now, 3)
+	if got, want := pl.grant(now, 16), (stream.LaneRead{Total: 3, BulkFirst: 1, BulkMax: 3}); got != want {
+		t.Errorf("grant while bulk is owed = %+v, want %+v", got, want)
+	}
+}
+
+// TestGrantLetsBulkUseALaneOfOneSlot: a lane of a single slot (a reserve of none) with tokens to
+// spare reads bulk entries: the token kept for transactional jobs stays in the bucket, not out
+// of the read.
+func TestGrantLetsBulkUseALaneOfOneSlot(t *testing.T) {
+	pl := newTestLimits(1, 1000)
+	now := time.Now()
+	pl.slots.Take(1)
+	if got, want := pl.grant(now, 1), (stream.LaneRead{Total: 1, BulkMax: 1}); got != want {
+		t.Errorf("grant of a lane of one slot = %+v, want %+v", got, want)
 	}
 }

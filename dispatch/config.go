@@ -68,6 +68,10 @@ type Config struct {
 	Store    Store               // required (a *stream.Store); its Options name this process's consumer
 	Sender   Sender              // required
 	Registry *providers.Registry // required: lanes are its providers, routing is its Resolve
+	// Campaigns takes campaigns' intake entries and expands their recipients into the lanes
+	// (stream.CampaignsOf the Store); nil: campaign entries are dead-lettered as this worker
+	// cannot hold them.
+	Campaigns CampaignStore
 	// Keys are the VAPID keys by the name jobs give in vapid_key ("default" when a job gives
 	// none). Required, at least one.
 	Keys map[string]*vapid.Key

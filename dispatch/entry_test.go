@@ -58,25 +58,26 @@ type fakeStore struct {
 	retries    []stream.RetryRecord
 	dead       []stream.DeadRecord
 	checks     []string // "sent", "gone", "owns"
-	laneReads  map[jobfmt.Class]int
+	laneReads  []stream.LaneRead
 }
 
 func newFakeStore() *fakeStore {
 	return &fakeStore{sent: map[string]bool{}, gone: map[string]bool{}, notOwned: map[string]bool{}}
 }
 
-func (f *fakeStore) ReadLane(_ context.Context, _ int, _ string, class jobfmt.Class, _ int, _ time.Duration) ([]stream.Entry, error) {
+func (f *fakeStore) ReadLanes(_ context.Context, _ int, _ string, r stream.LaneRead) ([]stream.Entry, *stream.LaneMark, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.laneReads == nil {
-		f.laneReads = map[jobfmt.Class]int{}
-	}
-	f.laneReads[class]++
-	return nil, nil
+	f.laneReads = append(f.laneReads, r)
+	return nil, &stream.LaneMark{}, nil
 }
 
-func (f *fakeStore) WaitLanes(context.Context, int, string, time.Duration) ([]stream.Entry, error) {
-	return nil, nil
+func (f *fakeStore) WaitLanes(context.Context, int, string, stream.LaneMark, bool, time.Duration) (bool, error) {
+	return false, nil
+}
+
+func (f *fakeStore) Recorded(context.Context, int, stream.Result, time.Time, int) (bool, bool, error) {
+	return false, false, nil
 }
 
 func (f *fakeStore) WasSent(_ context.Context, _ int, id string) (bool, error) {
@@ -215,7 +216,7 @@ func newUnitLane(t *testing.T, provider string) *unitLane {
 	}
 	lim := newFleetLimits(&cfg)
 	u.lane = newLane(laneParams{cfg: &cfg, store: u.store, shard: 0, provider: provider, lim: lim.get(provider),
-		hosts: lim.hosts, health: newRedisHealth(1, cfg.Logger, cfg.Now(), nil), abort: make(chan struct{})})
+		hosts: lim.hosts, health: newRedisHealth(1, cfg.Logger, cfg.Now(), nil), abort: make(chan struct{}), inHand: newInHand()})
 	t.Cleanup(func() {
 		u.shutdown()
 		u.workers.wait()
@@ -233,14 +234,23 @@ func (u *unitLane) entry(id string, attempt int, age time.Duration, host string,
 	}}
 }
 
-// deliver runs e through the lane as its reader would (a slot, then the four steps) and waits
-// for it to finish.
-func (u *unitLane) deliver(t *testing.T, e stream.Entry, reclaimed bool) {
+// deliver runs e through the lane as its reader would (a slot and a token taken, then the
+// turn's steps) and waits for it to finish; redelivered marks it read before.
+func (u *unitLane) deliver(t *testing.T, e stream.Entry, redelivered bool) {
 	t.Helper()
-	u.hold(e, time.Now())
-	if !u.startDelivery(context.Background(), context.Background(), e, reclaimed, time.Now()) {
-		t.Fatal("startDelivery refused the entry")
+	u.deliverWith(t, context.Background(), e, redelivered)
+}
+
+// deliverWith is deliver with the sends' context sendCtx.
+func (u *unitLane) deliverWith(t *testing.T, sendCtx context.Context, e stream.Entry, redelivered bool) {
+	t.Helper()
+	if redelivered {
+		e.Fields["deliveries"] = "1"
 	}
+	if u.lim.slots.Take(1) != 1 || u.lim.tokens.Take(time.Now(), 1, 0) != 1 {
+		t.Fatal("no free slot or token for the entry")
+	}
+	u.begin(context.Background(), sendCtx, e)
 	u.inflight.Wait()
 }
 
@@ -368,8 +378,9 @@ func TestEntryStepsOnAFakeStore(t *testing.T) {
 			t.Errorf("writes (-want +got):\n%s\nchecks %v; want none", d, checks)
 		}
 	})
-	t.Run("a reclaimed entry no longer ours is not sent", func(t *testing.T) {
+	t.Run("an entry that waited long and is no longer ours is not sent", func(t *testing.T) {
 		u := newUnitLane(t, "apple")
+		u.cfg.VisibilityTimeout = time.Nanosecond // every wait is past half of it
 		e := u.entry("taken", 0, time.Second, "web.push.apple.com")
 		u.store.notOwned[e.ID] = true
 		u.deliver(t, e, true)
@@ -400,12 +411,12 @@ func TestEntryStepsOnAFakeStore(t *testing.T) {
 	})
 	t.Run("429 pauses its key on the provider, not the provider's rate", func(t *testing.T) {
 		u := newUnitLane(t, "apple")
-		before := u.lim.bucket.Rate()
+		before := u.lim.tokens.Rate()
 		u.sender.answer = func(context.Context, *adapter.Message) taxonomy.Outcome {
 			return taxonomy.Outcome{Code: taxonomy.RateLimited, Status: 429, Provider: "apple", RetryAfter: 5 * time.Second}
 		}
 		u.deliver(t, u.entry("slow-down", 0, time.Second, "web.push.apple.com"), false)
-		if got := u.lim.bucket.Rate(); got != before {
+		if got := u.lim.tokens.Rate(); got != before {
 			t.Errorf("rate %g after a 429, want %g: a 429 is its key's", got, before)
 		}
 		if w := u.lim.keys.Wait("default", u.clock.Now()); w != 5*time.Second {
@@ -489,12 +500,7 @@ func TestEntryStepsOnAFakeStore(t *testing.T) {
 			cancel()
 			return taxonomy.Outcome{Code: taxonomy.TransportError, Provider: "apple", Detail: "context canceled"}
 		}
-		e := u.entry("cut", 0, time.Second, "web.push.apple.com")
-		u.hold(e, time.Now())
-		if !u.startDelivery(context.Background(), ctx, e, false, time.Now()) {
-			t.Fatal("startDelivery refused the entry")
-		}
-		u.inflight.Wait()
+		u.deliverWith(t, ctx, u.entry("cut", 0, time.Second, "web.push.apple.com"), false)
 		if writes, _ := u.store.state(); len(writes) != 0 {
 			t.Errorf("writes %v; an attempt the grace period cut short leaves the entry pending", writes)
 		}

@@ -404,7 +404,7 @@ func (e *env) stepReclaimGrace() {
 // outcomes show quickly, and a fixed jitter draw so due times are exact.
 func (e *env) config(store *stream.Store) Config {
 	return Config{
-		Store: store, Sender: e.sender, Registry: e.reg,
+		Store: store, Sender: e.sender, Registry: e.reg, Campaigns: stream.CampaignsOf(store),
 		Keys: map[string]*vapid.Key{"default": e.key},
 		Now:  e.clock.Now, Rand: func() float64 { return 0.5 },
 		Block: 50 * time.Millisecond, PromoteEvery: 10 * time.Millisecond,
@@ -461,6 +461,20 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 	}
 }
 
+// waitStepping is waitFor on the env's stepped clock, stepping it by step at each look: for the
+// entries that wait in the delayed set for a moment (put back because their recipient, or the
+// unproven hosts' pool, had no room) to come due.
+func (e *env) waitStepping(what string, step time.Duration, cond func() bool) {
+	e.t.Helper()
+	waitFor(e.t, what, func() bool {
+		if cond() {
+			return true
+		}
+		e.clock.Step(step)
+		return false
+	})
+}
+
 // all returns the records of one kind of stream ("results", "gone", "dead") on every shard.
 func (e *env) all(kind string) []record {
 	var out []record
@@ -505,6 +519,25 @@ func (e *env) delayedDue(id string) (time.Time, bool) {
 	return time.UnixMilli(int64(s)), ok
 }
 
+// retryWaits reports whether id waits in the delayed set for a retry after an attempt (its
+// attempt is past 0), not only put back for a moment before its first.
+func (e *env) retryWaits(id string) bool {
+	if _, ok := e.delayedDue(id); !ok {
+		return false
+	}
+	k := e.store.Keys(stream.ShardOf(id, e.shards))
+	raw, err := e.redis.Client(e.t).HGet(context.Background(), k.DelayedData, id).Result()
+	if err != nil {
+		return false
+	}
+	var d struct{ Attempt json.Number }
+	if err := json.Unmarshal([]byte(raw), &d); err != nil {
+		return false
+	}
+	n, _ := d.Attempt.Int64()
+	return n > 0
+}
+
 // deliveriesOf are pushsim's answers to requests carrying job id.
 func (e *env) deliveriesOf(id string) []pushsim.Delivery {
 	var out []pushsim.Delivery
@@ -519,11 +552,8 @@ func (e *env) deliveriesOf(id string) []pushsim.Delivery {
 // queuesEmpty reports whether no intake or lane stream of any shard holds an entry.
 func (e *env) queuesEmpty() bool {
 	for s := 0; s < e.shards; s++ {
-		if e.xlen(e.store.Keys(s).Intake) != 0 {
-			return false
-		}
-		for _, p := range e.reg.Providers() {
-			if e.xlen(e.store.Keys(s).Lane(p.ID)) != 0 {
+		for _, st := range groupStreams(e.store.Keys(s), e.reg.IDs()) {
+			if e.xlen(st) != 0 {
 				return false
 			}
 		}

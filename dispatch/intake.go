@@ -13,20 +13,26 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/telemetry"
 )
 
-// intakeParams configure the intake loop of one shard.
+// intakeParams configure the intake loop of one shard's intake of one class.
 type intakeParams struct {
 	cfg   *Config // shared, read-only after Run applied the defaults
 	shard int
+	// class is the intake's: transactional jobs and bulk ones have an intake each, read by a
+	// loop each, so that no transactional job waits behind bulk ones from the producer's
+	// write on. A job that names no class is of its intake's.
+	class jobfmt.Class
 	// limits count the arrivals per provider, which the budget loop shares slots by.
 	limits *fleetLimits
 	health *redisHealth
-	// campaigns takes campaign entries; nil when the store cannot (campaigns.go).
-	campaigns *stream.Campaigns
+	// campaigns takes campaign entries; nil when the store holds none (campaigns.go).
+	campaigns CampaignStore
+	// inHand are the entries this process works on, which the reclaimer spares.
+	inHand *inHand
 }
 
-// intake reads a shard's intake stream in batches, validates each job, and moves it to its
-// provider's lane, or to dead with the exact reason. It never sends: a batch moves at Redis
-// speed whatever the push services are doing.
+// intake reads one of a shard's intakes in batches, validates each job, and moves it to its
+// provider's lane of its class, or to dead with the exact reason. It never sends: a batch moves
+// at Redis speed whatever the push services are doing.
 type intake struct {
 	intakeParams
 	stopper
@@ -55,7 +61,7 @@ func (in *intake) run() {
 		}
 		// The read waits for at most Block, which is what bounds how long shutdown waits for it.
 		// Entries that break the entry rules are dead-lettered by the read itself, in Redis.
-		entries, refused, err := cfg.Store.ReadIntake(ctx, in.shard, cfg.IntakeBatch, cfg.Block)
+		entries, refused, err := cfg.Store.ReadIntake(ctx, in.shard, in.class, cfg.IntakeBatch, cfg.Block)
 		if ctx.Err() == nil {
 			in.health.observe(in.shard, telemetry.OpRead, err, cfg.Now())
 		}
@@ -63,7 +69,7 @@ func (in *intake) run() {
 			if ctx.Err() != nil {
 				return
 			}
-			log.Warn("dispatch: intake read failed; retrying", "shard", in.shard, "err", err)
+			log.Warn("dispatch: intake read failed; retrying", "shard", in.shard, "class", string(in.class), "err", err)
 			backoff.wait(ctx, nil)
 			continue
 		}
@@ -81,9 +87,11 @@ func (in *intake) run() {
 		mctx := context.WithoutCancel(ctx)
 		var wg sync.WaitGroup
 		for _, e := range entries {
+			in.inHand.add(e)
 			wg.Add(1)
 			pool.run(func() {
 				defer wg.Done()
+				defer in.inHand.done(e)
 				_ = in.handle(mctx, e)
 			})
 		}
@@ -91,9 +99,8 @@ func (in *intake) run() {
 	}
 }
 
-// handle validates one intake entry and moves it to its lane or to dead. It is also how the
-// reclaimer finishes intake entries a dead consumer left pending; it keeps no state, so both
-// may call it at once.
+// handle validates one intake entry and moves it to its lane or to dead. The job's enqueued_at,
+// when it gives none, is the entry's own time: when the producer wrote it, by Redis's clock.
 func (in *intake) handle(ctx context.Context, e stream.Entry) error {
 	cfg := in.cfg
 	raw, ok := e.Fields["job"]
@@ -107,7 +114,11 @@ func (in *intake) handle(ctx context.Context, e stream.Entry) error {
 		return in.addRecipients(ctx, e, raw)
 	}
 	now := cfg.Now()
-	job, err := jobfmt.DecodeString(raw, now)
+	written := e.WrittenAt()
+	if written.IsZero() || written.After(now) {
+		written = now
+	}
+	job, err := jobfmt.DecodeFromIntake(raw, written, in.class)
 	if err != nil {
 		return in.dead(ctx, e, bestEffortID(raw), invalidReason(err), raw, true)
 	}

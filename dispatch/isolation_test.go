@@ -163,7 +163,7 @@ breaker: {min_samples: 1000}`})})
 	e.waitAccepted(goodIDs)
 	waitFor(t, "every stalled job waiting to retry", func() bool {
 		for _, id := range stalledIDs {
-			if _, ok := e.delayedDue(id); !ok {
+			if !e.retryWaits(id) {
 				return false
 			}
 		}
@@ -261,11 +261,10 @@ func TestTwoReplicasShareAProviderRate(t *testing.T) {
 	e.start(e.config(e.store))
 	e.start(e.config(e.newStore("w2")))
 
-	// Both replicas count two live ones: each takes half the rate. The first replica's sends
-	// that reserved their tokens at the whole rate before the second one came (up to readAhead
-	// of them) are paid back first; the window starts once they are.
+	// Both replicas count two live ones: each takes half the rate. The window starts two
+	// seconds on, once the tokens each bucket held at the whole rate are spent.
 	waitFor(t, "both replicas sharing the rate", func() bool { return strings.Count(e.logs.String(), "live=2") >= 2 })
-	from := time.Now().Add(readAhead + time.Second)
+	from := time.Now().Add(2 * time.Second)
 	const window = 5 * time.Second
 	waitFor(t, "the measuring window to pass", func() bool { return time.Now().After(from.Add(window + 200*time.Millisecond)) })
 	n := countIn(e.sentAt(pushsim.Apple), from, from.Add(window))

@@ -19,11 +19,7 @@ type janitor struct {
 func (j *janitor) clean(ctx context.Context) error {
 	cfg := j.cfg
 	for s := 0; s < cfg.Store.Shards(); s++ {
-		streams := []string{cfg.Store.Keys(s).Intake}
-		for _, p := range j.lanes.providers() {
-			streams = append(streams, cfg.Store.Keys(s).Lane(p))
-		}
-		for _, st := range streams {
+		for _, st := range groupStreams(cfg.Store.Keys(s), j.lanes.providers()) {
 			removed, err := cfg.Store.CleanConsumers(ctx, s, st, cfg.JanitorIdle)
 			if err != nil {
 				if ctx.Err() == nil {

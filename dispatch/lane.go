@@ -4,45 +4,35 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/limits"
-	"github.com/webpush-gateway/webpush-gateway/stream"
 	"github.com/webpush-gateway/webpush-gateway/telemetry"
 )
-
-// gatherWait is how long a lane whose slots are nearly all taken waits for a few more to come
-// back before it reads. Under a backlog the slots are the limit and free one send at a time:
-// reading each as it frees costs a round trip (and a wake-up) per job, and a few gathered
-// share one (BENCHMARKS.md has the figures). A lane with room reads at once, so this never
-// delays a job when the provider keeps up.
-const gatherWait = time.Millisecond
-
-// gatherMin is how many free slots a busy lane waits (gatherWait at most) to gather.
-func gatherMin(capacity int) int { return min(8, capacity/4) }
-
-// tokenGather is how long the lane may wait before it reads, because the provider's token
-// bucket is the limit: half of the time the entries already started take to get their tokens
-// (an entry read now would wait behind them), at most Config.LaneGather, and nothing when that
-// is under gatherWait (the wait would save little) or the gather is off.
-func (l *lane) tokenGather() time.Duration {
-	if l.cfg.LaneGather <= 0 {
-		return 0
-	}
-	wait := min(l.lim.tokenQueue()/2, l.cfg.LaneGather)
-	if wait < gatherWait {
-		return 0
-	}
-	return wait
-}
 
 // halfOpenPace is the longest a half-open lane waits between reads of one entry: the breaker
 // lets only a few probes through, and reading more would only put entries back.
 const halfOpenPace = 100 * time.Millisecond
 
-// laneParams configure the consumer of one (shard, provider) lane.
+// maxRead bounds the entries of one read: one script's reply, and its work in Redis.
+const maxRead = 256
+
+// slotGather is how long a lane whose slots are nearly all taken waits, once, for a few more to
+// come back before it reads: under a backlog the slots free one send at a time, and reading
+// each as it frees costs a round trip per job where a few gathered share one.
+const slotGather = time.Millisecond
+
+// heldBackRecheck is the shortest wait of a lane whose bulk entries its reserves held back
+// (the slots transactional jobs keep are all that is free): a send ending frees one, and no
+// signal of that reaches the wait.
+const heldBackRecheck = 5 * time.Millisecond
+
+// gatherMin is how many free slots a busy lane waits (slotGather at most) to gather.
+func gatherMin(capacity int) int { return min(8, capacity/4) }
+
+// laneParams configure the reader of one (shard, provider) lane.
 type laneParams struct {
 	cfg      *Config // shared, read-only after Run applied the defaults
 	store    laneStore
@@ -57,247 +47,125 @@ type laneParams struct {
 	health *redisHealth
 	// abort is closed when the grace period ends; it cancels the sends still in flight.
 	abort <-chan struct{}
-	// campaigns are the campaigns' states its campaign jobs are checked against; nil when
-	// the store holds none.
+	// campaigns are the campaigns its campaign recipients are checked against and whose
+	// messages they carry; nil when the store holds none.
 	campaigns *campaignFeeder
+	// inHand are the entries this process works on, which the reclaimer spares.
+	inHand *inHand
 }
 
-// lane reads a provider's lane stream on one shard, never more entries than the provider has
-// free in-flight slots (nor more than its token bucket lets go within readAhead), and sends
-// each entry in its own goroutine holding one slot. A stalled provider fills its slots and its
-// lanes stop reading; a failing one opens its breaker and its lanes stop reading: either way
-// its jobs wait in Redis, and the other providers' lanes are untouched.
+// lane reads a provider's two lanes (transactional and bulk) on one shard. It takes the slots
+// and the tokens first and then reads only what it can start with them, so what waits for the
+// provider waits in Redis, never in the worker: a stalled provider fills its slots and its lanes
+// stop reading; a failing one opens its breaker and its lanes stop reading; a slow rate leaves
+// its jobs in Redis until their tokens come. The other providers' lanes are untouched. Each
+// entry read starts its turn at once (turn.go), on a goroutine that holds its slot.
 type lane struct {
 	laneParams
 	stopper
-	// offered carries entries the reclaimer claimed for this lane to the reader, which starts
-	// them like the ones it reads. Buffered to the provider's largest in-flight cap; the
-	// reclaimer never offers more than there is room for (reclaimer.room).
-	offered chan claimed
-	// inflight counts the sends started; the reader goroutine waits for it before it returns.
+	// inflight counts the turns started; the reader goroutine waits for them before it returns.
 	inflight sync.WaitGroup
-	// workers run the sends; they end once the lane is told to stop.
+	// workers run the turns; they end once the lane is told to stop.
 	workers *workers
 
-	mu sync.Mutex
-	// held are the entries this lane has read or been offered and not finished, by id, each
-	// with a moment no later than Redis last reset its idle time (the start of its read or
-	// claim, or of the reclaimer's refresh: refreshed). The reclaimer resets the idle time of those held long before it claims
-	// (Store.Reclaim's held), so an entry of ours waiting here (for a slot, a token, or a slow
-	// send) is never claimed again and counted as a delivery. An entry of ours claimed all the
-	// same (read just as a claim began) is taken as handed over; one claimed just as the
-	// goroutine that held it finished it is offered once that goroutine lets go: its delivery
-	// checks that a reclaimed entry is still ours before it sends it (delivery.stillOurs).
-	// Guarded by mu.
-	held map[heldKey]time.Time
-	// recheckAfter is how long an entry may wait in this process (for a slot, for a token)
-	// before its delivery asks Redis whether it is still ours: half the visibility timeout, after
-	// which another replica may reclaim it. Immutable after newLane.
-	recheckAfter time.Duration
-	// park holds the entries that wait for their recipient's place or the unproven pool's
-	// (parking.go); meanHold is the mean time a delivery holds its slot, in ns.
-	park     parking
-	meanHold atomic.Int64
-	// putBackWriters counts the workers writing an overflowing entry's put-back (parkOrSendBack).
-	putBackWriters atomic.Int64
-	// bulkIdleUntil is when the reader next looks at the bulk lane after it found nothing new
-	// there (bulkIdleRecheck), and bulkEmpty whether that read found nothing at all. Owned by
-	// the reader goroutine.
-	bulkIdleUntil time.Time
-	bulkEmpty     bool
+	// Owned by the reader goroutine:
+	// backlog says the last read took all it asked for: more waits, and the next read may
+	// gather a few tokens or slots first so that it takes several entries in one call.
+	backlog bool
 }
-
-// claimed is an entry the reclaimer claimed for the lane, and when the claim call began.
-type claimed struct {
-	e  stream.Entry
-	at time.Time
-}
-
-// heldKey names an entry the lane holds: entry ids are unique within a stream only, and the
-// lane reads two (one per class).
-type heldKey struct{ stream, id string }
 
 func newLane(p laneParams) *lane {
-	l := &lane{laneParams: p, stopper: newStopper(), offered: make(chan claimed, max(1, p.lim.provider().MaxInFlight)),
-		held: make(map[heldKey]time.Time), recheckAfter: p.cfg.VisibilityTimeout / 2}
+	l := &lane{laneParams: p, stopper: newStopper()}
 	l.workers = newWorkers(l.done)
 	return l
 }
 
 // start runs the reader in a goroutine counted in wg. That goroutine returns only after every
-// send it started has returned, so wg also covers the sends.
+// turn it started has returned, so wg also covers the sends.
 func (l *lane) start(wg *sync.WaitGroup) {
 	goCounted(wg, l.readLoop)
 }
 
-// offer hands a reclaimed entry to the reader; false when there is no room, in which case
-// the entry stays pending and a later reclaim round takes it. An entry this lane already holds
-// is taken as handed over: the goroutine that has it finishes it.
-func (l *lane) offer(e stream.Entry, claimedAt time.Time) bool {
-	if !l.hold(e, claimedAt) {
-		return true
-	}
-	select {
-	case l.offered <- claimed{e, claimedAt}:
-		return true
-	default:
-		l.release(e)
-		return false
-	}
-}
-
-// hold marks an entry as in this lane's hands since at, a moment no later than the one Redis
-// last reset its idle time (the start of the read or claim that brought it); false when it
-// already was held. An earlier at only makes the reclaimer refresh the entry sooner.
-func (l *lane) hold(e stream.Entry, at time.Time) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	k := heldKey{e.Stream, e.ID}
-	if _, ok := l.held[k]; ok {
-		return false
-	}
-	l.held[k] = at
-	return true
-}
-
-// heldSince are the entries of stream (one of the lane's two) this lane has held since before
-// cutoff without a refresh of their idle time (real time, as Redis keeps it): the reclaimer
-// passes them to Store.Reclaim, which resets their idle time, and marks them refreshed once
-// it has.
-func (l *lane) heldSince(stream string, cutoff time.Time) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var ids []string
-	for k, at := range l.held {
-		if k.stream == stream && at.Before(cutoff) {
-			ids = append(ids, k.id)
-		}
-	}
-	return ids
-}
-
-// refreshed marks the entries ids of stream that the lane still holds as having had their idle
-// time reset at at: a moment no later than the Reclaim call that reset it began. Only a call
-// that succeeded marks them: after a failed one Redis's idle time still runs from the last
-// reset, and the next round must pass them again before it is old enough to be claimed.
-func (l *lane) refreshed(stream string, ids []string, at time.Time) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, id := range ids {
-		k := heldKey{stream, id}
-		if _, ok := l.held[k]; ok {
-			l.held[k] = at
-		}
-	}
-}
-
-func (l *lane) release(e stream.Entry) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	delete(l.held, heldKey{e.Stream, e.ID})
-}
-
-// readLoop is the reader. Each round it decides how much to read from the provider's limits:
+// readLoop is the reader. Each round it asks the provider's limits how much it may read:
 //
-//   - breaker open: nothing. It sleeps until the cooldown ends (at most Block, so a stop is
-//     seen), and the jobs wait in Redis with no attempt spent;
+//   - paused by an operator, or breaker open: nothing; the jobs wait in Redis, no attempt spent;
 //   - breaker half-open: one entry per halfOpenPace, since only the probes may go;
-//   - otherwise: the free slots, but no more than readAhead's worth of tokens.
+//   - otherwise: as many entries as it takes free slots and tokens for (the classes' shares
+//     decide how many of each, classes.go).
+//
+// It reads those (one script for both lanes), gives back the slots and tokens the read did not
+// use, and starts every entry it read. When the lanes are drained it waits for the next entry
+// holding nothing (WaitLanes), for at most Block so that a stop is seen.
 func (l *lane) readLoop() {
 	ctx, cancel := untilClosed(l.done)
 	defer cancel()
 	sendCtx, cancelSends := untilClosed(l.abort)
 	defer func() {
 		l.inflight.Wait()
-		l.dropParked()
 		cancelSends()
 		l.workers.wait() // done is closed: readLoop returns only once the lane is told to stop
 	}()
 	cfg, log := l.cfg, l.cfg.Logger
 	var backoff redisBackoff
 	last := limits.Closed
-	gathered := false // this round already waited gatherWait
+	gathered := false // this round already waited for more slots or tokens
 	for ctx.Err() == nil {
-		// No new work while the shard cannot record what happens to it (see redisHealth). The
-		// reclaimer offers nothing then either.
+		// No new work while the shard cannot record what happens to it (see redisHealth).
 		if !l.health.waitOpen(ctx, l.shard, cfg.Block) {
 			return
 		}
-		// Reclaimed entries first: they have waited a visibility timeout already.
-		if !l.startOffered(ctx, sendCtx) {
-			return
-		}
-		l.sweepParked(ctx, sendCtx)
-		provState := l.lim.breaker().State()
-		if provState != last {
+		if s := l.lim.breaker().State(); s != last {
 			// Every lane of the provider sees the change; the first shard's lane logs it.
 			if l.shard == 0 {
-				l.logBreakerChange(ctx, last, provState)
+				l.logBreakerChange(ctx, last, s)
 			}
-			last = provState
+			last = s
 		}
-		// The proxy's breaker gates the lane as the provider's does; its changes are the
-		// proxy's, logged by the metrics rather than by every lane behind it.
-		state, openFor := l.lim.gate()
-		// n transactional entries, nb bulk ones, most in all (readClasses).
-		n, nb, most, past := 0, 0, 0, 0
-		owed := l.lim.mix.bulkOwed(time.Now(), l.lim.provider().BulkMinShare)
-		if l.lim.paused.Load() {
-			// An operator paused the provider: its jobs wait in Redis, spending nothing.
-			sleep(ctx, cfg.Block)
+		want, wait := l.gate()
+		if want == 0 {
+			sleep(ctx, wait)
 			continue
 		}
-		switch state {
-		case limits.Open:
-			sleep(ctx, min(openFor, cfg.Block))
-			continue
-		case limits.HalfOpen:
-			// One probe, of either class: a provider with only bulk jobs must close too.
-			n = min(1, l.lim.slots.Free())
-			nb, most = n, n
-		default:
-			n, nb = l.lim.readable(), l.lim.bulkReadable(owed)
-			if n > 0 {
-				past = l.readPastParked()
-				n += past
+		if l.lim.slots.Free() == 0 {
+			if l.lim.slots.Wait(ctx) != nil {
+				return
 			}
-			most = n + nb
-			if n > 0 && !gathered {
-				if wait := l.tokenGather(); wait > 0 {
-					gathered = true
-					sleep(ctx, wait)
-					continue
-				}
-				if n < gatherMin(l.lim.slots.Cap()) && l.lim.slots.InFlight() > 0 {
-					gathered = true
-					sleep(ctx, gatherWait)
-					continue
-				}
+			continue
+		}
+		if !gathered && l.backlog {
+			if wait := l.gatherWait(want); wait > 0 {
+				gathered = true
+				sleep(ctx, wait)
+				continue
 			}
 		}
 		gathered = false
-		if n == 0 && nb == 0 {
-			if l.lim.slots.Free() == 0 {
-				// Wait for a slot without keeping it, then read as many as are free then.
-				if l.lim.slots.Wait(ctx) != nil {
-					return
-				}
-			} else {
-				// Slots are free but enough entries already wait for tokens.
-				sleep(ctx, l.lim.paceWait(cfg.Block))
+		k := l.lim.slots.Take(want)
+		if k == 0 {
+			continue // another shard's lane took the free slots first
+		}
+		now := time.Now()
+		read := l.lim.grant(now, k)
+		if read.Total == 0 {
+			// Slots are free, tokens are not: reserve the next token and wait for it holding
+			// no slot, then read one entry with it.
+			l.lim.slots.Put(k)
+			if !l.lim.reserveToken(ctx, now) {
+				continue
 			}
-			continue
+			if k = l.lim.slots.Take(1); k == 0 {
+				l.lim.tokens.Return(time.Now(), 1)
+				continue
+			}
+			now = time.Now()
+			read = l.lim.grantReserved(now)
 		}
-		// Taken before the read: Redis starts an entry's idle time when it hands it over, so
-		// no later than this (see hold).
-		readAt := time.Now()
-		entries, err := l.readClasses(ctx, n, nb, most, past, owed)
-		if err == nil && len(entries) == 0 && most > 0 {
-			entries, err = l.waitNew(ctx, n, nb)
-		}
+		entries, drained, err := l.store.ReadLanes(ctx, l.shard, l.provider, read)
 		if ctx.Err() == nil {
 			l.health.observe(l.shard, telemetry.OpRead, err, cfg.Now())
 		}
+		l.lim.slots.Put(k - len(entries))
+		l.lim.tokens.Return(time.Now(), read.Total-len(entries))
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -307,33 +175,73 @@ func (l *lane) readLoop() {
 			continue
 		}
 		backoff.reset()
-		// The whole read is held before any of it starts: starting one may wait for a slot
-		// (the provider's slots are shared by its lanes on every shard), and an entry read but
-		// not yet held meanwhile would look to the reclaimer like one this worker lost track
-		// of, to be claimed again, counted as a delivery, and started a second time.
-		mine := entries[:0]
+		l.backlog = len(entries) == read.Total
+		l.lim.mix.read(now, entries)
+		// Every entry read starts now, holding the slot and the token it was read with: none
+		// waits in this process for either.
 		for _, e := range entries {
-			// An entry already held was claimed and offered before this read's answer came
-			// (it came later than the visibility timeout): the offer's delivery has it.
-			if l.hold(e, readAt) {
-				mine = append(mine, e)
-			}
+			l.begin(ctx, sendCtx, e)
 		}
-		entries = mine
-		for i, e := range entries {
-			if !l.startDelivery(ctx, sendCtx, e, false, readAt) {
-				// Stopping: the rest were never started and stay pending, for another replica
-				// once this one has left; none of them is refreshed meanwhile.
-				for _, rest := range entries[i:] {
-					l.release(rest)
-				}
-				return
+		switch {
+		case drained != nil:
+			// Nothing was read. When bulk entries were not asked for (their reserves held them
+			// back), the bulk lane may hold some: wait only for a transactional entry, and no
+			// longer than until bulk may go.
+			block, bulk := cfg.Block, read.BulkMax > 0
+			if !bulk {
+				block = min(block, max(l.lim.tokens.Until(time.Now(), bulkKeep(l.lim)+1), heldBackRecheck))
 			}
-		}
-		if state == limits.HalfOpen && len(entries) > 0 {
+			if _, err := l.store.WaitLanes(ctx, l.shard, l.provider, *drained, bulk, block); err != nil && ctx.Err() == nil {
+				log.Warn("dispatch: lane wait failed; retrying", "shard", l.shard, "provider", l.provider, "err", err)
+				backoff.wait(ctx, nil)
+			}
+		case want == 1 && l.lim.breaker().State() == limits.HalfOpen:
 			sleep(ctx, min(halfOpenPace, cfg.Block))
 		}
 	}
+}
+
+// gate is how many entries the lane may read now (0 with how long to wait before it looks
+// again): none while an operator has paused the provider or its breaker (or its proxy's) is
+// open, one while it is half-open, else its free slots, at most maxRead.
+func (l *lane) gate() (want int, wait time.Duration) {
+	if l.lim.paused.Load() {
+		return 0, l.cfg.Block
+	}
+	switch state, openFor := l.lim.gate(); state {
+	case limits.Open:
+		return 0, min(openFor, l.cfg.Block)
+	case limits.HalfOpen:
+		return 1, 0
+	}
+	return min(max(l.lim.slots.Free(), 1), maxRead), 0
+}
+
+// gatherWait is how long a lane that found a backlog at its last read waits before it reads
+// again, so that the read takes several entries in one call: while its provider's tokens are
+// the limit, until they reach what LaneGather's time earns (at most LaneGather, and short of
+// the burst); while its slots are, slotGather once for a few more to free. Nothing when the wait
+// would save little.
+func (l *lane) gatherWait(want int) time.Duration {
+	cfg := l.cfg
+	if cfg.LaneGather <= 0 {
+		return 0
+	}
+	if r := l.lim.tokens.Rate(); !math.IsInf(r, 1) {
+		// Short of a full bucket, whose cap would lose what the rate earns while the lane
+		// wakes late; one token is no gather (the lane reserves it instead).
+		g := min(want, l.lim.tokens.Burst()-1, int(r*cfg.LaneGather.Seconds()))
+		if g <= 1 {
+			return 0
+		}
+		if wait := min(l.lim.tokens.Until(time.Now(), g), cfg.LaneGather); wait > 0 {
+			return wait
+		}
+	}
+	if free := l.lim.slots.Free(); free < gatherMin(l.lim.slots.Cap()) && l.lim.slots.InFlight() > 0 {
+		return slotGather
+	}
+	return 0
 }
 
 // logBreakerChange logs the provider's breaker going from was to now, with why when it opened.
@@ -351,22 +259,6 @@ func (l *lane) logBreakerChange(ctx context.Context, was, now limits.State) {
 			"failures", failures, "outcomes", outcomes, "cooldown", b.Cooldown.String())
 	}
 	l.cfg.Logger.Log(ctx, level, "dispatch: provider breaker "+now.String(), attrs...)
-}
-
-// startOffered starts the delivery of every entry the reclaimer offered so far; false when the
-// lane is told to stop meanwhile.
-func (l *lane) startOffered(ctx, sendCtx context.Context) bool {
-	for {
-		select {
-		case c := <-l.offered:
-			if !l.startDelivery(ctx, sendCtx, c.e, true, c.at) {
-				l.release(c.e) // stopping: never started, it stays pending
-				return false
-			}
-		default:
-			return true
-		}
-	}
 }
 
 // sleep waits d or until ctx ends. It paces a reader; it never waits for an outcome.

@@ -1,9 +1,7 @@
 package dispatch
 
 import (
-	"context"
 	"log/slog"
-	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -16,46 +14,34 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/telemetry"
 )
 
-// readAhead bounds how far ahead of the token bucket a provider's lanes read: at most about
-// this long's worth of tokens (Rate × readAhead) is reserved by sends waiting for their turn.
-// Without it, a throttled provider (its rate cut to 1/64) would let every free slot read an
-// entry and wait minutes for its token, past the visibility timeout, and another replica's
-// reclaimer would take the entry and send it a second time.
-const readAhead = time.Second
-
-// recoverEvery is how often a provider's bucket climbs back toward its configured rate after
-// throttling. Recover's climb does not depend on the call rate; this only bounds its cost.
-const recoverEvery = time.Second
-
 // providerLimits are one provider's admission controls in this process, shared by its lanes on
 // every shard. A registry reload reconfigures them in place (reconfigure): the slots and the
-// bucket keep what is in flight and in the bucket, a changed breaker section gets a new breaker.
+// tokens keep what is in flight and in the bucket, a changed breaker section gets a new breaker.
 // The limits are safe for concurrent use.
 type providerLimits struct {
 	id string // immutable
 	// cfg is the provider's registry entry now.
 	cfg atomic.Pointer[providers.Provider]
 	// slots is the in-flight budget of this replica: the cap (max_in_flight, or the share the
-	// budget loop gives), the retries' share and the per-recipient cap.
+	// budget loop gives), the retries' share and the per-recipient cap. A lane takes the slots
+	// of a read before it reads.
 	slots *limits.Slots
-	// bucket is this replica's share of the fleet-wide rate; the heartbeat loop reconfigures it
-	// when the number of live replicas changes. (A RATE_LIMITED answer pauses its sender,
-	// keys, not the provider's rate.)
-	bucket *limits.Bucket
+	// tokens is this replica's share of the fleet-wide rate; the heartbeat loop reconfigures it
+	// when the number of live replicas changes. A lane takes the tokens of a read before it
+	// reads. (A RATE_LIMITED answer pauses its sender, keys, not the provider's rate.)
+	tokens *limits.Tokens
 	// brk is the provider's ratio breaker: while it is open the lanes do not read.
 	brk atomic.Pointer[limits.Breaker]
 	// perHost, in the fallback lane only, gives each client-supplied host a ratio breaker and
-	// a 429 throttle of its own instead of the breaker and the bucket's throttling (see
-	// lane.gate); nil elsewhere.
+	// a 429 throttle of its own instead of the provider's breaker and the senders' throttles;
+	// nil elsewhere.
 	perHost atomic.Pointer[limits.HostLimits]
 	// proven, in the fallback lane only, are the hosts seen answering. The others (unproven)
-	// share a small pool of the lane's slots (unprovenIn of unprovenCap) and of its rate
-	// (unprovenBucket, taken before the lane's own bucket), so hosts that never answer, however
-	// many and however new, cannot hold the slots or spend the tokens the answering hosts need.
+	// share a small pool of the lane's slots (unprovenIn of unprovenCap), so hosts that never
+	// answer, however many and however new, cannot hold the slots the answering hosts need.
 	// nil elsewhere.
-	proven         *limits.ProvenHosts
-	unprovenIn     atomic.Int64
-	unprovenBucket *limits.Bucket
+	proven     *limits.ProvenHosts
+	unprovenIn atomic.Int64
 	// keys, in a lane of a listed provider, pauses the senders (VAPID key names) the provider
 	// answered RATE_LIMITED, each on its own (push services limit every key on its own); nil in
 	// the fallback lane, whose hosts have their own throttles instead.
@@ -73,19 +59,10 @@ type providerLimits struct {
 	// arrivals counts the jobs intake moved to this provider's lanes since the budget loop last
 	// took the count.
 	arrivals atomic.Int64
-	// queued counts entries a lane has started (slot taken) that have not yet got their token
-	// or left without needing one; the lanes read no further ahead than readAhead's worth of
-	// tokens.
-	queued atomic.Int64
-	// bulkQueued counts those of queued that are bulk jobs: readable leaves them out, because
-	// a transactional job never waits behind them for a token (waitClassToken).
-	bulkQueued atomic.Int64
-	// mix is the recent split of the provider's tokens between the classes.
+	// mix is the recent split of the provider's reads between the classes.
 	mix classMix
-	// bulkTurn holds the one bulk delivery that may look for a spare token (waitClassToken).
-	bulkTurn chan struct{}
-	// recovered is cfg.Now (unix ns) at the last bucket.Recover.
-	recovered atomic.Int64
+	// turns spreads the put-backs of entries whose recipient or pool was full.
+	turns *turns
 }
 
 func (pl *providerLimits) provider() *providers.Provider { return pl.cfg.Load() }
@@ -166,11 +143,11 @@ func newFleetLimits(cfg *Config) *fleetLimits {
 func (f *fleetLimits) add(p *providers.Provider, fallback bool) *providerLimits {
 	cfg := f.cfg
 	pl := &providerLimits{
-		id:       p.ID,
-		slots:    limits.NewSlots(slotsConfig(p)),
-		bucket:   limits.NewBucket(p.Rate, max(1, p.Burst)),
-		fleet:    f,
-		bulkTurn: make(chan struct{}, 1),
+		id:     p.ID,
+		slots:  limits.NewSlots(slotsConfig(p)),
+		tokens: limits.NewTokens(p.Rate, max(1, p.Burst)),
+		fleet:  f,
+		turns:  newTurns(),
 		onChange: func(name string, from, to limits.State) {
 			// Runs under gobreaker's lock: hand the change on and return.
 			cfg.Metrics.BreakerTransition(name, breakerState(to).String())
@@ -184,7 +161,6 @@ func (f *fleetLimits) add(p *providers.Provider, fallback bool) *providerLimits 
 	if fallback {
 		hb := cfg.registry().HostBreaker()
 		pl.proven = limits.NewProvenHosts(hb.MaxHosts)
-		pl.unprovenBucket = limits.NewBucket(unprovenRate(p.Rate), unprovenBurst(p.Burst))
 		pl.perHost.Store(pl.newHostLimits(p, hb))
 	} else {
 		pl.keys = limits.NewKeyThrottle(limits.KeyThrottleConfig{})
@@ -206,7 +182,7 @@ func (f *fleetLimits) gauges() []telemetry.ProviderGauge {
 	for _, pl := range all {
 		out = append(out, telemetry.ProviderGauge{
 			Provider: pl.id, InFlight: pl.slots.InFlight(), InFlightLimit: pl.slots.Cap(),
-			RatePerSecond: pl.bucket.Rate(), Breaker: breakerState(pl.breaker().State()), Paused: pl.paused.Load(),
+			RatePerSecond: pl.tokens.Rate(), Breaker: breakerState(pl.breaker().State()), Paused: pl.paused.Load(),
 			Hosts: pl.hostGauge(f.cfg.Now()),
 		})
 	}
@@ -309,20 +285,10 @@ func (pl *providerLimits) newHostLimits(p *providers.Provider, hb limits.HostBre
 	})
 }
 
-// unprovenShare is the part of the fallback lane's slots and rate that hosts not seen
-// answering share: small, so that the answering hosts keep nearly all of the lane, and at
-// least one slot, so that a new host can prove itself.
+// unprovenShare is the part of the fallback lane's slots that hosts not seen answering share:
+// small, so that the answering hosts keep nearly all of the lane, and at least one slot, so
+// that a new host can prove itself.
 const unprovenShare = 8
-
-// unprovenRate is the unproven hosts' share of a lane rate (<= 0: no limit, as the lane's).
-func unprovenRate(r float64) float64 {
-	if r <= 0 || math.IsInf(r, 1) {
-		return r
-	}
-	return r / unprovenShare
-}
-
-func unprovenBurst(b int) int { return max(1, b/unprovenShare) }
 
 // unprovenCap is how many deliveries to unproven hosts may hold slots at once.
 func (pl *providerLimits) unprovenCap() int64 {
@@ -344,27 +310,6 @@ func (pl *providerLimits) tryUnproven() bool {
 }
 
 func (pl *providerLimits) releaseUnproven() { pl.unprovenIn.Add(-1) }
-
-// unprovenFull reports whether the unproven hosts' pool has no place free.
-func (pl *providerLimits) unprovenFull() bool { return pl.unprovenIn.Load() >= pl.unprovenCap() }
-
-// waitUnprovenToken takes a token of the unproven hosts' share of the rate, sleeping until its
-// reservation is due; it gives up, handing the token back, when stop ends first.
-func (pl *providerLimits) waitUnprovenToken(stop context.Context, now func() time.Time) error {
-	d, r := pl.unprovenBucket.Delay(now())
-	if d <= 0 {
-		return nil
-	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return nil
-	case <-stop.Done():
-		r.CancelAt(now())
-		return stop.Err()
-	}
-}
 
 // pause marks the providers ids as paused and every other one as not, logging each change.
 func (f *fleetLimits) pause(ids []string, log *slog.Logger) {
@@ -403,96 +348,11 @@ func (f *fleetLimits) share(now time.Time, live int) {
 	for _, pl := range f.all() {
 		p := pl.provider()
 		rate, burst := p.Rate/float64(live), max(1, p.Burst/live)
-		pl.bucket.Configure(now, rate, burst)
+		pl.tokens.Configure(now, rate, burst)
 		if hl := pl.hostLimits(); hl != nil {
 			hl.Configure(now, rate, burst)
 		}
-		if pl.unprovenBucket != nil {
-			pl.unprovenBucket.Configure(now, unprovenRate(rate), unprovenBurst(burst))
-		}
 	}
-}
-
-// paceWait is how long a lane whose provider has free slots but enough entries queued for
-// tokens waits before it looks again: about one token's time, within [5ms, block].
-func (pl *providerLimits) paceWait(block time.Duration) time.Duration {
-	r := pl.bucket.Rate()
-	d := block
-	if r > 0 && !math.IsInf(r, 1) {
-		d = min(d, time.Duration(float64(time.Second)/r))
-	}
-	return max(d, 5*time.Millisecond)
-}
-
-// tokenQueue is how long the entries queued for this provider's tokens (started, without
-// their token yet) take to get them at the bucket's rate: 0 when none wait or the rate is
-// unbounded.
-func (pl *providerLimits) tokenQueue() time.Duration {
-	r, q := pl.bucket.Rate(), pl.txQueued()
-	if q <= 0 || r <= 0 || math.IsInf(r, 1) {
-		return 0
-	}
-	return time.Duration(float64(q) / r * float64(time.Second))
-}
-
-// readable is how many entries a lane of this provider may read now: no more than the free
-// slots, and no more than the tokens the bucket gives within readAhead, less the entries
-// already started that have not got theirs. At least 1 whenever a slot is free and nothing is
-// queued, so a very slow bucket still moves.
-func (pl *providerLimits) readable() int {
-	free := pl.slots.Free()
-	if free <= 0 {
-		return 0
-	}
-	r := pl.bucket.Rate()
-	if math.IsInf(r, 1) || r*readAhead.Seconds() >= float64(free) {
-		return free // no limit, or more tokens than slots: the slots decide
-	}
-	ahead := max(1, int(math.Ceil(r*readAhead.Seconds())))
-	return max(0, min(free, ahead-int(pl.txQueued())))
-}
-
-// waitToken takes a token from the provider's bucket, sleeping until its reservation is due.
-// The bucket reads now(), the worker's clock; the sleep is a real timer of the delay the
-// bucket computed, which is the same thing with the real clock (a test that steps a frozen
-// clock stays within the burst). A reconfigure that raises the rate (a reload, or fewer
-// replicas sharing it) wakes the wait: it hands the token back and reserves again at the new
-// rate, so the jobs already waiting go at the rate now in force. It gives up, handing the
-// token back, when stop ends first.
-func (pl *providerLimits) waitToken(stop context.Context, now func() time.Time) error {
-	t := now()
-	pl.recoverAt(t)
-	for {
-		raised := pl.bucket.Raised() // before the reservation, so no raise is missed
-		d, r := pl.bucket.Delay(t)
-		if d <= 0 {
-			return nil
-		}
-		timer := time.NewTimer(d)
-		select {
-		case <-timer.C:
-			return nil
-		case <-raised:
-			timer.Stop()
-			t = now()
-			r.CancelAt(t)
-		case <-stop.Done():
-			timer.Stop()
-			r.CancelAt(now())
-			return stop.Err()
-		}
-	}
-}
-
-// recoverAt lets the bucket climb back toward its configured rate, at most once per
-// recoverEvery: the lanes call it on their way to every send, so a provider with traffic
-// recovers on time and one without has nothing to recover for.
-func (pl *providerLimits) recoverAt(now time.Time) {
-	last := pl.recovered.Load()
-	if now.UnixNano()-last < int64(recoverEvery) || !pl.recovered.CompareAndSwap(last, now.UnixNano()) {
-		return
-	}
-	pl.bucket.Recover(now)
 }
 
 // parkKey parks the sender key on this provider until until for the whole fleet: the next

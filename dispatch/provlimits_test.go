@@ -1,7 +1,6 @@
 package dispatch
 
 import (
-	"context"
 	"io"
 	"log/slog"
 	"testing"
@@ -50,121 +49,43 @@ func newTestLimits(capacity int, rate float64) *providerLimits {
 	pl := &providerLimits{
 		id:     "fcm",
 		slots:  limits.NewSlots(limits.SlotsConfig{Cap: capacity}),
-		bucket: limits.NewBucket(rate, 1),
+		tokens: limits.NewTokens(rate, max(1, int(rate))),
 	}
-	pl.cfg.Store(&providers.Provider{ID: "fcm", Rate: rate, Burst: 1, MaxInFlight: capacity})
+	pl.cfg.Store(&providers.Provider{ID: "fcm", Rate: rate, Burst: max(1, int(rate)), MaxInFlight: capacity})
 	return pl
 }
 
-func TestReadableBoundsReadsBySlotsAndTokens(t *testing.T) {
+// TestGatherWaitsOnlyWhileTheLimitIsNear: a lane that found a backlog waits before its next read
+// until the tokens LaneGather earns are there (at most LaneGather), or, with no rate, a moment
+// for a few slots while most are taken; never when the bucket already holds them, when slots
+// are plenty, or when the gather is off.
+func TestGatherWaitsOnlyWhileTheLimitIsNear(t *testing.T) {
 	tests := []struct {
-		name           string
-		rate           float64 // tokens a second; 0: no limit
-		held, queued   int
-		want           int
-		wantPaceAtMost time.Duration
+		name     string
+		rate     float64 // tokens a second; 0: no limit
+		spend    int     // tokens taken from the full bucket first
+		inFlight int     // of 64 slots
+		gather   time.Duration
+		want     time.Duration
 	}{
-		{name: "no limit: the free slots", rate: 0, want: 16, wantPaceAtMost: time.Second},
-		{name: "fast bucket: the free slots", rate: 1000, held: 6, want: 10, wantPaceAtMost: time.Millisecond * 5},
-		{name: "slow bucket: a second of tokens", rate: 5, want: 5, wantPaceAtMost: 200 * time.Millisecond},
-		{name: "less what already waits for tokens", rate: 5, queued: 3, want: 2, wantPaceAtMost: 200 * time.Millisecond},
-		{name: "a second of tokens already waits", rate: 5, queued: 7, want: 0, wantPaceAtMost: 200 * time.Millisecond},
-		{name: "very slow bucket: still one", rate: 0.3, want: 1, wantPaceAtMost: time.Second},
-		{name: "no free slot", rate: 1000, held: 16, want: 0, wantPaceAtMost: 5 * time.Millisecond},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			pl := newTestLimits(16, tc.rate)
-			for range tc.held {
-				if err := pl.slots.TryAcquire(false, ""); err != nil {
-					t.Fatal(err)
-				}
-			}
-			pl.queued.Store(int64(tc.queued))
-			if got := pl.readable(); got != tc.want {
-				t.Errorf("readable = %d, want %d", got, tc.want)
-			}
-			if got := pl.paceWait(time.Second); got > tc.wantPaceAtMost || got < 5*time.Millisecond {
-				t.Errorf("paceWait = %v, want within [5ms, %v]", got, tc.wantPaceAtMost)
-			}
-		})
-	}
-}
-
-func TestWaitTokenGivesTheTokenBackWhenStopped(t *testing.T) {
-	c := &clock{now: time.Unix(1_800_000_000, 0)}
-	pl := newTestLimits(4, 10) // a token every 100 ms, burst 1
-	if err := pl.waitToken(context.Background(), c.Now); err != nil {
-		t.Fatalf("first token: %v", err)
-	}
-	stopped, cancel := context.WithCancel(context.Background())
-	cancel()
-	if err := pl.waitToken(stopped, c.Now); err == nil {
-		t.Fatal("waitToken returned nil on a stopped lane with no token due")
-	}
-	c.Step(100 * time.Millisecond)
-	if !pl.bucket.Allow(c.Now()) {
-		t.Error("the token reserved by the stopped wait was not handed back")
-	}
-}
-
-func TestThrottledBucketRecoversOncePerSecond(t *testing.T) {
-	c := &clock{now: time.Unix(1_800_000_000, 0)}
-	pl := newTestLimits(4, 100)
-	pl.bucket.Throttle(c.Now())
-	pl.bucket.Throttle(c.Now())
-	if got := pl.bucket.Rate(); got != 25 {
-		t.Fatalf("rate after two throttles %v, want 25", got)
-	}
-	var last float64
-	steps := []struct {
-		after time.Duration
-		want  string // "same", "higher" or "configured"
-	}{
-		{1200 * time.Millisecond, "higher"}, // the first call, more than a second after the throttle
-		{500 * time.Millisecond, "same"},    // within a second of the last call: Recover is not asked
-		{600 * time.Millisecond, "higher"},  // 1.1 s after the last call
-		{20 * time.Second, "configured"},    // the climb stops at the configured rate
-	}
-	last = pl.bucket.Rate()
-	for i, s := range steps {
-		c.Step(s.after)
-		pl.recoverAt(c.Now())
-		got := pl.bucket.Rate()
-		ok := map[string]bool{"same": got == last, "higher": got > last && got < 100, "configured": got == 100}[s.want]
-		if !ok {
-			t.Errorf("step %d (+%v): rate %v after %v, want %s", i, s.after, got, last, s.want)
-		}
-		last = got
-	}
-}
-
-// TestTokenGatherWaitsOnlyWhileTheTokensAreTheLimit: a lane waits before it reads only while
-// the entries already started wait for tokens, half of that queue's time and at most
-// LaneGather; never when the bucket is unbounded, nothing waits, the wait would be under
-// gatherWait, or the gather is off.
-func TestTokenGatherWaitsOnlyWhileTheTokensAreTheLimit(t *testing.T) {
-	tests := []struct {
-		name   string
-		rate   float64 // tokens a second; 0: no limit
-		queued int
-		gather time.Duration
-		want   time.Duration
-	}{
-		{name: "40 queued at 2,000/s: half of 20 ms", rate: 2000, queued: 40, gather: 20 * time.Millisecond, want: 10 * time.Millisecond},
-		{name: "bounded by LaneGather", rate: 100, queued: 40, gather: 20 * time.Millisecond, want: 20 * time.Millisecond},
-		{name: "nothing queued", rate: 2000, queued: 0, gather: 20 * time.Millisecond, want: 0},
-		{name: "under gatherWait", rate: 2000, queued: 3, gather: 20 * time.Millisecond, want: 0},
-		{name: "no limit on the rate", rate: 0, queued: 40, gather: 20 * time.Millisecond, want: 0},
-		{name: "gather off", rate: 100, queued: 40, gather: NoLinger, want: 0},
+		{name: "2,000/s, bucket empty: 20 ms earns 40", rate: 2000, spend: 2000, gather: 20 * time.Millisecond, want: 20 * time.Millisecond},
+		{name: "50/s: 20 ms earns one token, no gather", rate: 50, spend: 50, gather: 20 * time.Millisecond, want: 0},
+		{name: "2,000/s, bucket full", rate: 2000, gather: 20 * time.Millisecond, want: 0},
+		{name: "no rate, slots plenty", rate: 0, inFlight: 10, gather: 20 * time.Millisecond, want: 0},
+		{name: "no rate, nearly every slot taken", rate: 0, inFlight: 60, gather: 20 * time.Millisecond, want: slotGather},
+		{name: "gather off", rate: 100, spend: 100, gather: NoLinger, want: 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			pl := newTestLimits(64, tc.rate)
-			pl.queued.Store(int64(tc.queued))
+			now := time.Now()
+			pl.tokens.Take(now, tc.spend, 0)
+			pl.slots.Take(tc.inFlight)
 			l := &lane{laneParams: laneParams{cfg: &Config{LaneGather: tc.gather}, lim: pl}}
-			if got := l.tokenGather(); got != tc.want {
-				t.Errorf("tokenGather = %v, want %v", got, tc.want)
+			got := l.gatherWait(64 - tc.inFlight)
+			// The bucket refills while the test runs: a wait within a millisecond of want.
+			if got > tc.want || got < tc.want-time.Millisecond {
+				t.Errorf("gatherWait = %v, want %v", got, tc.want)
 			}
 		})
 	}

@@ -47,7 +47,7 @@ func TestReloadChangesLimitsAndAddsProviders(t *testing.T) {
 		t.Fatalf("Reload: %v", err)
 	}
 	pl := w.limits.get("apple")
-	if got := pl.bucket.Configured(); got != 7 {
+	if got := pl.tokens.Rate(); got != 7 {
 		t.Errorf("apple's rate after the reload = %g, want 7", got)
 	}
 	if got := pl.slots.Cap(); got != 3 {

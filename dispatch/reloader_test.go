@@ -59,7 +59,7 @@ func TestReloaderAppliesTheFileOnSIGHUP(t *testing.T) {
 	write(testRegistry(map[string]string{"apple": "rate: 7"}))
 	hup <- syscall.SIGHUP
 	waitFor(t, "the reload", func() bool { return strings.Contains(e.logs.String(), "msg=\"registry reloaded\"") })
-	if got := w.limits.get("apple").bucket.Configured(); got != 7 {
+	if got := w.limits.get("apple").tokens.Rate(); got != 7 {
 		t.Errorf("apple's rate after the reload = %g, want 7", got)
 	}
 
@@ -68,7 +68,7 @@ func TestReloaderAppliesTheFileOnSIGHUP(t *testing.T) {
 	waitFor(t, "the refusal", func() bool {
 		return strings.Contains(e.logs.String(), "registry reload refused; the running table stays in force")
 	})
-	if got := w.limits.get("apple").bucket.Configured(); got != 7 {
+	if got := w.limits.get("apple").tokens.Rate(); got != 7 {
 		t.Errorf("apple's rate after a refused reload = %g, want 7 still", got)
 	}
 

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/webpush-gateway/webpush-gateway/stream"
+	jobfmt "github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/telemetry"
 )
 
@@ -22,11 +22,13 @@ func Run(ctx context.Context, cfg Config) error {
 // Run creates the consumer groups, starts every loop, applies the registry reloads it is given
 // (Reload) while it runs, and on ctx's cancellation shuts the loops down in this order:
 //
-//  1. The readers stop: intake loops, lane readers and the reclaimer (a claim is a read too,
-//     and what it claims would have to be sent). A blocking read returns within Block.
-//     An intake batch already read is still moved to its lanes (quick writes, no sends; after
-//     the stop a failed move is not retried). Lane entries read but not yet started (waiting
-//     for an in-flight slot) stay pending for another replica to reclaim.
+//  1. The readers stop: intake loops, lane readers and the reclaimer. A blocking read returns
+//     within Block. An intake batch already read is still moved to its lanes (quick writes, no
+//     sends; after the stop a failed move is not retried). A lane reads only what it can start
+//     at once, so nothing it read waits for a slot or a token; a turn that has not sent yet
+//     (it waits for a host's or a sender's pause, or for Redis to answer a check) hands its
+//     entry back to the delayed set, due at once, for any replica's promoter to write to its
+//     lane again.
 //  2. Sends already in flight run on for up to Grace and record their outcomes. Their context
 //     is cancelled only when Grace ends; an entry whose send is cut short before any answer
 //     stays pending for another replica. A send that has returned (accepted, or answered)
@@ -88,6 +90,16 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 		return err
 	}
+	// What an earlier process of this name left pending goes back to its streams now, not a
+	// visibility timeout after its heartbeat went stale.
+	if err := startup(start, cfg.StartupTimeout, log, "hand back", func(ctx context.Context) error {
+		return handBackOwn(ctx, cfg, nil, ids)
+	}); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
 	warnOrphanLanes(start, cfg)
 	warnRedisSettings(start, cfg)
 	cancelStart()
@@ -105,19 +117,19 @@ func (w *Worker) Run(ctx context.Context) error {
 	)
 	shards := cfg.Store.Shards()
 	w.campaigns = newCampaignFeeder(cfg, w.limits)
-	var campaignOps *stream.Campaigns
-	if w.campaigns != nil {
-		campaignOps = w.campaigns.ops
-	}
+	w.inHand = newInHand()
 	var intakes []*intake
 	for s := 0; s < shards; s++ {
-		intakes = append(intakes, newIntake(intakeParams{cfg: cfg, shard: s, limits: w.limits, health: w.health, campaigns: campaignOps}))
+		for _, class := range jobfmt.Classes {
+			intakes = append(intakes, newIntake(intakeParams{cfg: cfg, shard: s, class: class, limits: w.limits,
+				health: w.health, campaigns: cfg.Campaigns, inHand: w.inHand}))
+		}
 	}
 	w.lanes = newLaneTable(shards)
 	for _, id := range ids {
 		w.startLanes(w.limits.get(id))
 	}
-	rec := newReclaimer(reclaimerParams{cfg: cfg, intakes: intakes, lanes: w.lanes,
+	rec := newReclaimer(reclaimerParams{cfg: cfg, lanes: w.lanes, inHand: w.inHand,
 		health: w.health, heartbeat: hb, hb: cfg.registry().Heartbeat()})
 	fleetLoops := []*tickingLoop{
 		newTickingLoop(cfg, "promoter", cfg.PromoteEvery, true, (&promoter{cfg: cfg}).promote),

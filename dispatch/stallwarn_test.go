@@ -99,23 +99,25 @@ func TestSecondSendAfterTakeoverIsWarned(t *testing.T) {
 	if err := e.sim.SetFault(pushsim.FCM, pushsim.Fault{Kind: pushsim.Slow, Delay: time.Second}); err != nil {
 		t.Fatal(err)
 	}
-	first := e.newLaneSet(e.config(e.store)).byShard[0]["fcm"]
-	if !first.startDelivery(ctx, ctx, read[0], false, time.Now()) {
-		t.Fatal("the first consumer's lane refused the entry")
-	}
+	set := e.newLaneSet(e.config(e.store))
+	first := set.byShard[0]["fcm"]
+	set.begin(t, first, read[0])
 	waitFor(t, "the first send in flight at pushsim", func() bool { return e.sim.Stats().InFlight == 1 })
 	if err := e.sim.SetFault(pushsim.FCM, pushsim.Fault{}); err != nil {
 		t.Fatal(err)
 	}
+	// w2's reclaimer took the first consumer for gone and handed the entry back; w2 reads it.
 	otherStore := e.newStore("w2")
-	got, _, err := otherStore.Reclaim(ctx, 0, read[0].Stream, 0, 10, 0, nil)
+	if n, err := otherStore.Requeue(ctx, 0, read[0].Stream, stream.Requeue{Count: 10}); err != nil || n.Entries != 1 {
+		t.Fatalf("w2 Requeue: %+v, %v", n, err)
+	}
+	got, err := otherStore.ReadLane(ctx, 0, "fcm", jobfmt.ClassTransactional, 1, 0)
 	if err != nil || len(got) != 1 {
-		t.Fatalf("w2 Reclaim: %d entries, %v", len(got), err)
+		t.Fatalf("w2 ReadLane: %d entries, %v", len(got), err)
 	}
-	second := e.newLaneSet(e.config(otherStore)).byShard[0]["fcm"]
-	if !second.startDelivery(ctx, ctx, got[0], false, time.Now()) {
-		t.Fatal("the second consumer's lane refused the entry")
-	}
+	otherSet := e.newLaneSet(e.config(otherStore))
+	second := otherSet.byShard[0]["fcm"]
+	otherSet.begin(t, second, got[0])
 	second.inflight.Wait()
 	first.inflight.Wait()
 

@@ -10,14 +10,14 @@ import (
 
 // Store is what a worker needs of Redis: the reads and state changes of its loops, each of
 // which names the few methods it calls below. *stream.Store is one; the operators' queries are
-// stream.Inspector's, which a worker never needs.
+// the inspector's, which a worker never needs.
 type Store interface {
 	storeLayout
 	startupStore
 	intakeStore
 	laneStore
 	retryStore
-	reclaimStore
+	requeueStore
 	upkeepStore
 	heartbeatStore
 }
@@ -36,12 +36,28 @@ type startupStore interface {
 	Lanes(ctx context.Context, shard int, skip ...string) ([]stream.LaneSize, error)
 }
 
-// intakeStore is the intake reader's: new entries, and their move to a lane or the dead stream.
+// intakeStore is the intake reader's: new entries of one intake, and their move to a lane, to
+// the delayed set (scheduled) or to the dead stream.
 type intakeStore interface {
-	ReadIntake(ctx context.Context, shard, count int, block time.Duration) ([]stream.Entry, []stream.Refusal, error)
+	ReadIntake(ctx context.Context, shard int, class jobfmt.Class, count int, block time.Duration) ([]stream.Entry, []stream.Refusal, error)
 	ToLane(ctx context.Context, e stream.Entry, provider string, class jobfmt.Class, jobID, rawJob string, enqueuedAtMs int64) (stream.LaneVerdict, error)
 	ToScheduled(ctx context.Context, e stream.Entry, r stream.ScheduledRecord) (stream.LaneVerdict, error)
 	ToDead(ctx context.Context, e stream.Entry, d stream.DeadRecord) (bool, error)
+}
+
+// laneStore is a lane's: its reads (as many entries as it has slots and tokens for, and the
+// wait for more while it holds none) and the state changes that end an entry's turn.
+type laneStore interface {
+	ReadLanes(ctx context.Context, shard int, provider string, r stream.LaneRead) ([]stream.Entry, *stream.LaneMark, error)
+	WaitLanes(ctx context.Context, shard int, provider string, mark stream.LaneMark, bulk bool, block time.Duration) (bool, error)
+	WasSent(ctx context.Context, shard int, id string) (bool, error)
+	Owns(ctx context.Context, e stream.Entry) (bool, error)
+	IsGone(ctx context.Context, shard int, endpoint string) (bool, error)
+	Finish(ctx context.Context, e stream.Entry, r stream.Result) (bool, error)
+	ToDead(ctx context.Context, e stream.Entry, d stream.DeadRecord) (bool, error)
+	ToDelayed(ctx context.Context, e stream.Entry, r stream.RetryRecord) (stream.RetryVerdict, error)
+	AckSent(ctx context.Context, e stream.Entry, jobID string) (bool, error)
+	Recorded(ctx context.Context, shard int, r stream.Result, since time.Time, limit int) (found, cut bool, err error)
 }
 
 // retryStore is the promoter's: retries that are due go back to their lanes.
@@ -49,9 +65,10 @@ type retryStore interface {
 	PromoteDue(ctx context.Context, shard int, now time.Time, limit int) (int, error)
 }
 
-// reclaimStore is the reclaimer's: entries a dead consumer left pending.
-type reclaimStore interface {
-	Reclaim(ctx context.Context, shard int, stream string, minIdle time.Duration, count int, maxDeliveries int64, held []string, alive ...string) ([]stream.Entry, stream.Dead, error)
+// requeueStore is the reclaimer's, and the start's: entries a consumer that is gone left
+// pending go back to their streams.
+type requeueStore interface {
+	Requeue(ctx context.Context, shard int, stream string, r stream.Requeue) (stream.Requeued, error)
 }
 
 // upkeepStore is the janitor's, the stats loop's and the write prober's.
@@ -69,4 +86,22 @@ type heartbeatStore interface {
 	Leave(ctx context.Context) error
 }
 
-var _ Store = (*stream.Store)(nil)
+// CampaignStore is what the worker does with campaigns: take their intake entries, expand
+// recipients into the lanes, read a campaign's message and state for its recipients' turns,
+// hold back a paused campaign's recipient, drain a cancelled one. *stream.Campaigns is one
+// (stream.CampaignsOf the worker's Store).
+type CampaignStore interface {
+	Create(ctx context.Context, e stream.Entry, c *jobfmt.Campaign, raw string, now time.Time) (stream.CreateVerdict, error)
+	Add(ctx context.Context, e stream.Entry, id, batch string, rs []stream.RoutedRecipient, now time.Time) (int64, error)
+	Active(ctx context.Context, shard int) ([]stream.ActiveCampaign, error)
+	Expand(ctx context.Context, shard int, id, provider string, class jobfmt.Class, most, depth int) (stream.Expansion, error)
+	Drain(ctx context.Context, shard int, id string, providers []string, most int, now time.Time) (drained, left int64, ok bool, err error)
+	Settle(ctx context.Context, shard int, id string, providers []string) (bool, error)
+	Look(ctx context.Context, shard int, id string) (stream.CampaignLook, error)
+	Hold(ctx context.Context, e stream.Entry, h stream.HeldJob) (bool, error)
+}
+
+var (
+	_ Store         = (*stream.Store)(nil)
+	_ CampaignStore = (*stream.Campaigns)(nil)
+)

@@ -29,9 +29,9 @@ func runWorker(t *testing.T, e *env, cfg Config) *Worker {
 	return w
 }
 
-// TestReloadRaisingTheRateRetimesATokenWait: a job waiting for its token at 0.1/s (ten
-// seconds) goes out within a second of a reload that raises the rate to 100/s: a raised rate
-// applies to the jobs already waiting, not only to the ones read after it.
+// TestReloadRaisingTheRateRetimesATokenWait: a job waiting in its lane for the provider's next
+// token at 0.1/s (ten seconds) goes out within a second of a reload that raises the rate to
+// 100/s: a raised rate applies to the jobs already waiting, not only to the ones read after it.
 func TestReloadRaisingTheRateRetimesATokenWait(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{wallClock: true, registry: testRegistry(map[string]string{"fcm": "rate: 0.1\nburst: 1"})})
@@ -43,7 +43,8 @@ func TestReloadRaisingTheRateRetimesATokenWait(t *testing.T) {
 	}
 	e.enqueue(job("second", sub, "x"))
 	pl := w.limits.get("fcm")
-	waitFor(t, "the second job waiting for its token", func() bool { return pl.queued.Load() == 1 })
+	lane := e.store.Keys(0).Lane("fcm")
+	waitFor(t, "the second job waiting in its lane, unread", func() bool { return e.xlen(lane) == 1 && e.pending(lane) == 0 })
 
 	reg, err := providers.Parse("registry.yaml", []byte(testRegistry(map[string]string{"fcm": "rate: 100\nburst: 1"})))
 	if err != nil {
@@ -56,7 +57,7 @@ func TestReloadRaisingTheRateRetimesATokenWait(t *testing.T) {
 	deadline := reloaded.Add(time.Second)
 	for len(e.byID("results")["second"]) == 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("the job waiting for its token was not sent within 1s of the reload to 100/s (rate in force %g)", pl.bucket.Rate())
+			t.Fatalf("the job waiting for its token was not sent within 1s of the reload to 100/s (rate in force %g)", pl.tokens.Rate())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -27,6 +27,7 @@ type Worker struct {
 	laneGroup sync.WaitGroup // lane readers, each of which waits for its own sends
 	abort     chan struct{}  // closed when the grace period ends
 	campaigns *campaignFeeder
+	inHand    *inHand
 }
 
 type reload struct {
@@ -156,7 +157,7 @@ func (w *Worker) startLanes(pl *providerLimits) {
 		// The provider's limits are per process, shared by its lanes on every shard: the slots
 		// are what this replica's memory and sockets carry, the bucket its share of the rate.
 		l := newLane(laneParams{cfg: cfg, store: cfg.Store, shard: s, provider: pl.id, lim: pl,
-			hosts: w.limits.hosts, health: w.health, abort: w.abort, campaigns: w.campaigns})
+			hosts: w.limits.hosts, health: w.health, abort: w.abort, campaigns: w.campaigns, inHand: w.inHand})
 		l.start(&w.laneGroup)
 		ls = append(ls, l)
 	}

@@ -125,7 +125,7 @@ func (s *Inspector) locate(ctx context.Context, shards []int, ids []string) (map
 		if err != nil {
 			return nil, err
 		}
-		streams := map[string]string{k.Intake: "intake"}
+		streams := map[string]string{k.Intake: "intake", k.BulkIntake: "intake"}
 		for _, p := range lanes {
 			for _, c := range job.Classes {
 				streams[k.LaneOf(p, c)] = LaneName(p, c)

@@ -66,7 +66,7 @@ func TestAuditWhere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantCounts := map[string]int64{"intake": 2, "lane:fcm": 1, "lane:fcm:bulk": 0, "lane:apple": 1, "lane:apple:bulk": 0, "pending": 2, "delayed": 1, "results": 2, "gone": 0, "dead": 2}
+	wantCounts := map[string]int64{"intake": 2, "intake:bulk": 0, "lane:fcm": 1, "lane:fcm:bulk": 0, "lane:apple": 1, "lane:apple:bulk": 0, "pending": 2, "delayed": 1, "results": 2, "gone": 0, "dead": 2}
 	if d := cmp.Diff(wantCounts, counts); d != "" {
 		t.Errorf("Counts (-want +got):\n%s", d)
 	}

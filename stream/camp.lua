@@ -44,3 +44,19 @@ end
 local function record_campaign(fields)
   return record_field(fields, 'campaign')
 end
+
+-- camp_whole is a lane entry's job made whole: a campaign recipient's entry holds a reference
+-- (its id, campaign, subscription and recipient) and names its campaign in the field ref; its
+-- job is the reference with the campaign's message joined in (job.WithMessage in Go does the
+-- same), for a record that must keep the job whole (a dead record, which can be replayed).
+-- A whole job, or a campaign that has no message, gives job as it is.
+local function camp_whole(base, job, ref)
+  if not ref or ref == '' or type(job) ~= 'string' or string.sub(job, -1) ~= '}' then
+    return job
+  end
+  local msg = redis.call('HGET', base .. 'campaign:' .. ref, 'message')
+  if not msg or msg == '' then
+    return job
+  end
+  return string.sub(job, 1, -2) .. ',' .. msg .. '}'
+end

@@ -246,17 +246,27 @@ func providersOf(field string) []string {
 	return strings.Split(field, ",")
 }
 
-// State is campaign id's state on shard ("" when it has none: not created, and neither paused
-// nor cancelled before its create came).
-func (c *Campaigns) State(ctx context.Context, shard int, id string) (string, error) {
-	st, err := c.s.c.HGet(ctx, c.Keys(shard, id).Hash, "state").Result()
-	if errors.Is(err, redis.Nil) {
-		return "", nil
-	}
+// CampaignLook is what a lane reads of a campaign for its recipients' turns.
+type CampaignLook struct {
+	// State is the campaign's state ("" when it has none: not created, and neither paused nor
+	// cancelled before its create came).
+	State string
+	// Message is the JSON members every recipient's job carries besides its own (the payload,
+	// stored once); HasMessage says the campaign was created with one (it may be empty).
+	Message    string
+	HasMessage bool
+}
+
+// Look reads campaign id's state and message on shard.
+func (c *Campaigns) Look(ctx context.Context, shard int, id string) (CampaignLook, error) {
+	v, err := c.s.c.HMGet(ctx, c.Keys(shard, id).Hash, "state", "message").Result()
 	if err != nil {
-		return "", fmt.Errorf("stream: campaign %s: %w", id, err)
+		return CampaignLook{}, fmt.Errorf("stream: campaign %s: %w", id, err)
 	}
-	return st, nil
+	var l CampaignLook
+	l.State, _ = v[0].(string)
+	l.Message, l.HasMessage = v[1].(string)
+	return l, nil
 }
 
 // Expansion is what one Expand call did.

@@ -1,8 +1,11 @@
 -- campaign_expand.lua: move recipients of a campaign from its list for one provider into that
--- provider's lane, each as a job of its own (attempt 0) made of the campaign's message: only as
--- many as the lane has room for under the lane depth, as the campaign's pace allows, and none
--- while the campaign is paused, cancelled or scheduled for later. The lists of other providers
--- are expanded by calls of their own, so a stalled provider holds back only its own recipients.
+-- provider's lane, each as a job of its own (attempt 0) that names the campaign instead of
+-- copying its message (the lane entry's "job" is the recipient's id, campaign, subscription and
+-- recipient key; its "campaign" field says a lane joins the campaign's message to it, which a
+-- worker reads once): only as many as the lane has room for under the lane depth, as the
+-- campaign's pace allows, and none while the campaign is paused, cancelled or scheduled for
+-- later. The lists of other providers are expanded by calls of their own, so a stalled provider
+-- holds back only its own recipients.
 --
 -- KEYS[1] the campaign's hash
 -- KEYS[2] its list for the provider
@@ -17,16 +20,16 @@
 -- Returns {moved, wait_ms, why, left}: how many moved; how long to wait before the next call
 -- is worth making (0: at once); why nothing moved ("", "not_created", "paused", "canceled",
 -- "scheduled", "full", "paced", "empty"); the list's length after.
-local h = redis.call('HMGET', KEYS[1], 'message', 'state', 'send_at', 'rate', 'tokens', 'tokens_at')
-if not h[1] then
+local h = redis.call('HMGET', KEYS[1], 'state', 'send_at', 'rate', 'tokens', 'tokens_at')
+if redis.call('HEXISTS', KEYS[1], 'message') == 0 then
   return {0, 1000, 'not_created', redis.call('LLEN', KEYS[2])}
 end
-if h[2] ~= 'running' then
-  return {0, 0, h[2], redis.call('LLEN', KEYS[2])}
+if h[1] ~= 'running' then
+  return {0, 0, h[1], redis.call('LLEN', KEYS[2])}
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local sendAt = tonumber(h[3] or '0') or 0
+local sendAt = tonumber(h[2] or '0') or 0
 if sendAt > now then
   return {0, sendAt - now, 'scheduled', redis.call('LLEN', KEYS[2])}
 end
@@ -34,13 +37,13 @@ local k = math.min(tonumber(ARGV[3]), tonumber(ARGV[4]) - redis.call('XLEN', KEY
 if k <= 0 then
   return {0, 0, 'full', redis.call('LLEN', KEYS[2])}
 end
-local rate, tokens = tonumber(h[4] or '0') or 0, 0
+local rate, tokens = tonumber(h[3] or '0') or 0, 0
 if rate > 0 then
   -- A bucket of a second's worth, filled at the pace by Redis's clock: every replica that
   -- expands the campaign draws from it.
   local burst = math.max(1, rate)
-  tokens = tonumber(h[5] or '') or burst
-  local at = tonumber(h[6] or '') or now
+  tokens = tonumber(h[4] or '') or burst
+  local at = tonumber(h[5] or '') or now
   tokens = math.min(burst, tokens + math.max(0, now - at) * rate / 1000)
   if tokens < 1 then
     redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'tokens_at', now)
@@ -52,7 +55,7 @@ local els = redis.call('LRANGE', KEYS[2], 0, k - 1)
 if #els == 0 then
   return {0, 0, 'empty', 0}
 end
-local cid, msg, index, moved = ARGV[1], h[1], {}, 0
+local cid, index, moved = ARGV[1], {}, 0
 for _, el in ipairs(els) do
   local n, rc, sub = string.match(el, '^(%d+)\t([^\t]*)\t(.+)$')
   if not n then
@@ -67,12 +70,9 @@ for _, el in ipairs(els) do
     table.insert(parts, ',"recipient":')
     table.insert(parts, rc)
   end
-  if msg ~= '' then
-    table.insert(parts, ',')
-    table.insert(parts, msg)
-  end
   table.insert(parts, '}')
-  redis.call('XADD', KEYS[3], '*', 'job', table.concat(parts), 'provider', ARGV[2], 'attempt', '0', 'enqueued_at', now)
+  redis.call('XADD', KEYS[3], '*', 'job', table.concat(parts), 'campaign', cid, 'provider', ARGV[2], 'attempt', '0',
+    'enqueued_at', now)
   table.insert(index, id)
   table.insert(index, ARGV[2])
   end

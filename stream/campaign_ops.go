@@ -22,7 +22,7 @@ import (
 var ErrNoCampaign = errors.New("stream: no such campaign")
 
 // CreateCampaign writes the create entry of campaign raw (a JSON object: docs/job-format.md,
-// "Campaigns") to the intake of the campaign's shard. It checks the campaign first, as a
+// "Campaigns") to the bulk intake of the campaign's shard. It checks the campaign first, as a
 // worker will, and writes nothing when it is invalid. A worker creates the campaign when it
 // reads the entry; a batch of recipients written before that waits for it.
 func (p *Producer) CreateCampaign(ctx context.Context, raw []byte) (id string, err error) {
@@ -34,7 +34,7 @@ func (p *Producer) CreateCampaign(ctx context.Context, raw []byte) (id string, e
 		return "", err
 	}
 	entry := `{"create_campaign":` + compactJSON(raw) + `}`
-	if err := p.c.XAdd(ctx, &redis.XAddArgs{Stream: KeysFor(p.prefix, ShardOf(c.ID, p.shards)).Intake, Values: []any{"job", entry}}).Err(); err != nil {
+	if err := p.c.XAdd(ctx, &redis.XAddArgs{Stream: KeysFor(p.prefix, ShardOf(c.ID, p.shards)).BulkIntake, Values: []any{"job", entry}}).Err(); err != nil {
 		return "", fmt.Errorf("stream: create campaign: %w", err)
 	}
 	return c.ID, nil
@@ -101,7 +101,7 @@ func (p *Producer) AddRecipients(ctx context.Context, id string, recipients ...[
 		n++
 	}
 	flush(len(recipients))
-	intake := KeysFor(p.prefix, ShardOf(id, p.shards)).Intake
+	intake := KeysFor(p.prefix, ShardOf(id, p.shards)).BulkIntake
 	done := 0
 	// A pipeline of pipelineBatches entries at most (a few MB), so that a large campaign's
 	// write never outlasts the client's write timeout.

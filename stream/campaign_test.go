@@ -117,10 +117,15 @@ func TestCampaignExpandMakesTheJobs(t *testing.T) {
 		if i >= 3 {
 			key = ""
 		}
-		if want := job.CampaignJob(c, int64(i+1), key, testSubJSON()); f["job"] != want {
-			t.Errorf("entry %d: job %s, want %s", i, f["job"], want)
+		// The entry names its campaign rather than copying its message: joined with it, its job
+		// is the recipient's whole job.
+		if want := job.CampaignJob(c, int64(i+1), key, testSubJSON()); job.WithMessage(f["job"], c.Message) != want || f["campaign"] != "c2" {
+			t.Errorf("entry %d: job %s for campaign %q, want %s joined with the message of c2", i, f["job"], f["campaign"], want)
 		}
-		j, err := job.DecodeString(f["job"], time.Now())
+		if strings.Contains(f["job"], "hello") {
+			t.Errorf("entry %d carries the campaign's message: %s", i, f["job"])
+		}
+		j, err := job.DecodeString(job.WithMessage(f["job"], c.Message), time.Now())
 		if err != nil || j.Campaign != "c2" || string(j.Payload) != "hello" || j.TTL != 30 || j.Recipient != key {
 			t.Errorf("entry %d decodes to %+v, %v", i, j, err)
 		}

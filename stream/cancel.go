@@ -100,7 +100,7 @@ func (s *Inspector) cancelOne(ctx context.Context, id string, tries int) (Cancel
 	k := s.Keys(shard)
 	var scratch JobReport
 	// An intake copy a worker has read may be routed at any moment: the job is in its hands.
-	intake, err := s.findEntries(ctx, &scratch, k.Intake, id, 0, true)
+	intake, err := s.findIntakeEntries(ctx, &scratch, k, id, 0)
 	if err != nil {
 		return res, err
 	}
@@ -163,7 +163,7 @@ func (s *Inspector) cancelOne(ctx context.Context, id string, tries int) (Cancel
 	// recorded, and the job keeps its course.
 	for i, e := range intake {
 		record := !delayed && lane == nil && i == len(intake)-1
-		n, err := s.cancelEntry(ctx, k.Intake, k, e.EntryID, id, false, record, now)
+		n, err := s.cancelEntry(ctx, e.Key, k, e.EntryID, id, false, record, now)
 		if err != nil {
 			return res, err
 		}

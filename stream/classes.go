@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"strings"
@@ -72,58 +73,112 @@ func laneKeys(k Keys, providers []string) []string {
 	return out
 }
 
-// WaitLanes blocks up to block (it must be positive) for a new entry in either lane of
-// provider on shard and reads it: at most one entry of each class, transactional first. A
-// lane whose classes both ran dry waits here, so that a job of either class is read as it
-// arrives; one XREADGROUP over the two keys, which share the shard's hash slot.
-func (s *Store) WaitLanes(ctx context.Context, shard int, provider string, block time.Duration) ([]Entry, error) {
-	if block <= 0 {
-		return nil, errors.New("stream: WaitLanes needs a positive block")
-	}
-	k := s.Keys(shard)
-	return s.readStreams(ctx, shard, []string{k.Lane(provider), k.BulkLane(provider)}, 1, block)
+// LaneRead is how much one read of a provider's two lanes may take: what the lane has slots
+// and tokens for.
+type LaneRead struct {
+	// Total bounds the entries of both lanes together.
+	Total int
+	// BulkFirst is how many bulk entries to read before the transactional lane (bulk's owed
+	// share: dispatch's classes); BulkMax bounds the bulk entries in all. The transactional
+	// lane gets what BulkFirst leaves of Total, and the bulk lane what is left after it.
+	BulkFirst, BulkMax int
 }
 
-// readStreams is read of several streams of one shard in one XREADGROUP: up to count entries
-// of each, in the order of streams.
-func (s *Store) readStreams(ctx context.Context, shard int, streams []string, count int, block time.Duration) ([]Entry, error) {
+// LaneMark is where a provider's lanes stood for the group when a read left them drained: the
+// last delivered id of each, which WaitLanes waits past.
+type LaneMark struct{ tx, bulk string }
+
+var (
+	//go:embed read_lane.lua
+	readLaneLua    string
+	readLaneScript = redis.NewScript(readLaneLua)
+)
+
+// ReadLanes reads new entries of provider's two lanes on shard for this consumer, in one
+// script, as r allows: transactional entries first in the result. When the read took nothing,
+// drained is where the lanes stand, for WaitLanes; it is nil otherwise. A lane whose group is
+// gone (a flushed or replaced Redis) gets it back. Lane entries are written only by this
+// package's scripts, from checked intake entries, so their size is bounded.
+func (s *Store) ReadLanes(ctx context.Context, shard int, provider string, r LaneRead) (entries []Entry, drained *LaneMark, err error) {
+	if r.Total <= 0 {
+		return nil, nil, nil
+	}
 	if s.o.Consumer == "" {
-		return nil, errors.New("stream: Options.Consumer is empty; a reading Store needs a consumer name")
+		return nil, nil, errors.New("stream: Options.Consumer is empty; a reading Store needs a consumer name")
 	}
-	args := &redis.XReadGroupArgs{Group: Group, Consumer: s.o.Consumer, Count: int64(count), Block: block}
-	args.Streams = append(args.Streams, streams...)
-	for range streams {
-		args.Streams = append(args.Streams, ">")
+	k := s.Keys(shard)
+	lanes := []string{k.Lane(provider), k.BulkLane(provider)}
+	run := func() ([]any, error) {
+		return readLaneScript.Run(ctx, s.c, lanes, Group, s.o.Consumer, r.Total, max(r.BulkFirst, 0), max(r.BulkMax, 0)).Slice()
 	}
-	res, err := s.blocking.XReadGroup(ctx, args).Result()
-	if err != nil && strings.HasPrefix(err.Error(), "NOGROUP") {
-		// A stream or its group is gone (a flushed or replaced Redis): recreate them rather
-		// than fail forever, as read does.
-		for _, st := range streams {
+	v, err := run()
+	if err != nil && strings.Contains(err.Error(), "NOGROUP") {
+		for _, st := range lanes {
 			if err := s.createGroup(ctx, st); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
-		res, err = s.blocking.XReadGroup(ctx, args).Result()
-	}
-	if errors.Is(err, redis.Nil) {
-		return nil, nil
+		v, err = run()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("stream: read %s: %w", strings.Join(streams, ", "), err)
+		return nil, nil, fmt.Errorf("stream: read the lanes of %s: %w", provider, err)
 	}
-	var out []Entry
-	for _, want := range streams {
-		for _, st := range res {
-			if st.Stream != want {
-				continue
-			}
-			for _, m := range st.Messages {
-				out = append(out, Entry{Stream: st.Stream, ID: m.ID, Fields: stringFields(m.Values), Shard: shard})
-			}
+	if len(v) < 4 {
+		return nil, nil, fmt.Errorf("stream: read the lanes of %s: short reply", provider)
+	}
+	nTx, _ := v[0].(int64)
+	nBulk, _ := v[1].(int64)
+	if int64(len(v)) != 4+2*(nTx+nBulk) {
+		return nil, nil, fmt.Errorf("stream: read the lanes of %s: reply of %d items for %d entries", provider, len(v), nTx+nBulk)
+	}
+	entries = make([]Entry, 0, nTx+nBulk)
+	for i := range nTx + nBulk {
+		lane := lanes[0]
+		if i >= nTx {
+			lane = lanes[1]
 		}
+		id, _ := v[4+2*i].(string)
+		flat, _ := v[5+2*i].([]any)
+		f := make(map[string]string, len(flat)/2)
+		for j := 0; j+1 < len(flat); j += 2 {
+			name, _ := flat[j].(string)
+			val, _ := flat[j+1].(string)
+			f[name] = val
+		}
+		entries = append(entries, Entry{Stream: lane, ID: id, Fields: f, Shard: shard})
 	}
-	return out, nil
+	if len(entries) == 0 {
+		tx, _ := v[2].(string)
+		bulk, _ := v[3].(string)
+		drained = &LaneMark{tx: tx, bulk: bulk}
+	}
+	return entries, drained, nil
+}
+
+// WaitLanes blocks up to block for an entry of provider's lanes on shard after mark (of its
+// transactional lane alone unless bulk), and reports whether one arrived. It reads nothing for
+// the group (a plain XREAD of one entry of each lane, on the doorbell's connections, whose
+// replies are capped as waitIntake's are): a lane waits here holding no slot and no token, and
+// reads with ReadLanes once something came.
+func (s *Store) WaitLanes(ctx context.Context, shard int, provider string, mark LaneMark, bulk bool, block time.Duration) (bool, error) {
+	if block <= 0 {
+		return false, nil
+	}
+	k := s.Keys(shard)
+	streams := []string{k.Lane(provider), mark.tx}
+	if bulk {
+		streams = []string{k.Lane(provider), k.BulkLane(provider), mark.tx, mark.bulk}
+	}
+	err := s.bell.XRead(ctx, &redis.XReadArgs{Streams: streams, Count: 1, Block: block}).Err()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return false, nil
+	case errors.Is(err, errReplyTooLarge):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("stream: wait on the lanes of %s: %w", provider, err)
+	}
+	return true, nil
 }
 
 // bulkArg is the class argument of to_delayed.lua: "bulk", or "" for transactional.

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/webpush-gateway/webpush-gateway/job"
 )
 
@@ -47,25 +48,40 @@ func TestBulkLaneRoundTrip(t *testing.T) {
 		t.Fatalf("after promotion: bulk lane %v, lane %d entries; want the retry back in the bulk lane", back, len(env.entries(t, k.Lane("fcm"))))
 	}
 
-	// Both lanes have a new entry: WaitLanes returns one of each, transactional first.
-	w, err := s.WaitLanes(env.ctx, 0, "fcm", time.Second)
-	if err != nil || len(w) != 2 || w[0].Stream != k.Lane("fcm") || w[1].Stream != k.BulkLane("fcm") {
-		t.Fatalf("WaitLanes = %v, %v; want the transactional entry, then the bulk one", w, err)
+	// Both lanes have a new entry: one read takes both, transactional first; the next finds the
+	// lanes drained and says where they stand, and WaitLanes wakes for the next entry.
+	w, drained, err := s.ReadLanes(env.ctx, 0, "fcm", LaneRead{Total: 2, BulkMax: 2})
+	if err != nil || drained != nil || len(w) != 2 || w[0].Stream != k.Lane("fcm") || w[1].Stream != k.BulkLane("fcm") {
+		t.Fatalf("ReadLanes = %v, %v, %v; want the transactional entry, then the bulk one", w, drained, err)
+	}
+	none, drained, err := s.ReadLanes(env.ctx, 0, "fcm", LaneRead{Total: 2, BulkMax: 2})
+	if err != nil || len(none) != 0 || drained == nil {
+		t.Fatalf("a read of drained lanes = %v, %v, %v; want nothing and where they stand", none, drained, err)
+	}
+	if arrived, err := s.WaitLanes(env.ctx, 0, "fcm", *drained, true, 20*time.Millisecond); arrived || err != nil {
+		t.Fatalf("WaitLanes of quiet lanes = %v, %v; want false", arrived, err)
+	}
+	env.c.XAdd(env.ctx, &redis.XAddArgs{Stream: k.BulkLane("fcm"), Values: []any{"job", validJob("late"), "provider", "fcm", "attempt", "0", "enqueued_at", "1"}})
+	if arrived, err := s.WaitLanes(env.ctx, 0, "fcm", *drained, false, 20*time.Millisecond); arrived || err != nil {
+		t.Fatalf("WaitLanes of the transactional lane alone, after a bulk entry arrived = %v, %v; want false", arrived, err)
+	}
+	if arrived, err := s.WaitLanes(env.ctx, 0, "fcm", *drained, true, time.Second); !arrived || err != nil {
+		t.Fatalf("WaitLanes after an entry arrived = %v, %v; want true", arrived, err)
 	}
 
 	lanes, err := s.Lanes(env.ctx, 0)
 	if err != nil || len(lanes) != 1 || lanes[0].Provider != "fcm" {
 		t.Errorf("Lanes = %v, %v; want fcm once", lanes, err)
-	} else if l := lanes[0]; l.Length != 2 || l.Pending != 2 || l.Err != nil {
-		t.Errorf("Lanes measured fcm at %d, %d, %v; want both lanes' 2 entries, both pending", l.Length, l.Pending, l.Err)
+	} else if l := lanes[0]; l.Length != 3 || l.Pending != 2 || l.Err != nil {
+		t.Errorf("Lanes measured fcm at %d, %d, %v; want both lanes' 3 entries, 2 pending", l.Length, l.Pending, l.Err)
 	}
 	all, err := inspectorOf(s).AllLanes(env.ctx)
 	if err != nil || !slices.Equal(all[0], []string{"fcm"}) {
 		t.Errorf("AllLanes = %v, %v; want fcm once", all, err)
 	}
 	counts, err := inspectorOf(s).Counts(env.ctx)
-	if err != nil || counts["lane:fcm"] != 1 || counts["lane:fcm:bulk"] != 1 {
-		t.Errorf("Counts = %v, %v; want one entry in each lane", counts, err)
+	if err != nil || counts["lane:fcm"] != 1 || counts["lane:fcm:bulk"] != 2 {
+		t.Errorf("Counts = %v, %v; want one entry in the lane, two in the bulk lane", counts, err)
 	}
 }
 

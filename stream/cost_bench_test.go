@@ -39,7 +39,7 @@ func BenchmarkRedisCPUPerJob(b *testing.B) {
 							b.Fatal(err)
 						}
 					},
-					func() { in, _, _ = s.ReadIntake(ctx, 0, batch, 0) },
+					func() { in, _, _ = s.ReadIntake(ctx, 0, job.ClassTransactional, batch, 0) },
 					func() {
 						all(b, in, func(e Entry) error {
 							_, err := s.ToLane(ctx, e, "fcm", job.ClassTransactional, jobID(e.Fields["job"]), e.Fields["job"], ms(t0))

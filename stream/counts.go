@@ -9,7 +9,8 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/job"
 )
 
-// Counts sums over the shards the length of every stream and set: "intake", "lane:<provider>",
+// Counts sums over the shards the length of every stream and set: "intake", "intake:bulk",
+// "lane:<provider>",
 // "lane:<provider>:bulk",
 // "pending" (read, not finished, all streams), "delayed", "results", "gone", "dead".
 func (s *Inspector) Counts(ctx context.Context) (map[string]int64, error) {
@@ -22,10 +23,10 @@ func (s *Inspector) Counts(ctx context.Context) (map[string]int64, error) {
 		}
 		pipe := s.c.Pipeline()
 		lens := map[string]*redis.IntCmd{
-			"intake": pipe.XLen(ctx, k.Intake), "delayed": pipe.ZCard(ctx, k.Delayed),
+			"intake": pipe.XLen(ctx, k.Intake), "intake:bulk": pipe.XLen(ctx, k.BulkIntake), "delayed": pipe.ZCard(ctx, k.Delayed),
 			"results": pipe.XLen(ctx, k.Results), "gone": pipe.XLen(ctx, k.Gone), "dead": pipe.XLen(ctx, k.Dead),
 		}
-		pend := []*redis.XPendingCmd{pipe.XPending(ctx, k.Intake, Group)}
+		pend := []*redis.XPendingCmd{pipe.XPending(ctx, k.Intake, Group), pipe.XPending(ctx, k.BulkIntake, Group)}
 		for _, p := range lanes {
 			for _, c := range job.Classes {
 				lens[LaneName(p, c)] = pipe.XLen(ctx, k.LaneOf(p, c))

@@ -205,13 +205,13 @@ func (v ReplayVerdict) String() string {
 	return fmt.Sprintf("ReplayVerdict(%d)", int(v))
 }
 
-// ReplayDead puts the job of dead record entryID of shard back on that shard's intake as a new
-// job (attempt 0: the intake validates and routes it again) and deletes the record, in one
+// ReplayDead puts the job of dead record entryID of shard back on that shard's intake of its
+// class (the bulk intake for a record from the bulk intake or a bulk lane) as a new job (attempt 0: the intake validates and routes it again) and deletes the record, in one
 // script: a record is replayed once however often it is asked. intakeID is the new intake
 // entry's id. The job's TTL counts from its own enqueued_at when it has one.
 func (s *Inspector) ReplayDead(ctx context.Context, shard int, entryID string) (v ReplayVerdict, intakeID string, err error) {
 	k := s.Keys(shard)
-	res, err := replayDeadScript.Run(ctx, s.c, []string{k.Dead, k.Intake}, entryID).Slice()
+	res, err := replayDeadScript.Run(ctx, s.c, []string{k.Dead, k.Intake, k.BulkIntake}, entryID).Slice()
 	if err != nil {
 		return ReplayGone, "", fmt.Errorf("stream: replay %s %s: %w", k.Dead, entryID, err)
 	}

@@ -35,7 +35,7 @@ func TestDeadStreamOfInvalidJobsIsBoundedInBytes(t *testing.T) {
 			}
 		}},
 		{"refused by the read", job.MaxEntryBytes + 1, func(t *testing.T, env *env, s *Store, n int) {
-			got, refused, err := s.ReadIntake(env.ctx, 0, n, 0)
+			got, refused, err := s.ReadIntake(env.ctx, 0, job.ClassTransactional, n, 0)
 			if err != nil || len(got) != 0 || len(refused) != n {
 				t.Fatalf("ReadIntake = %d entries, %d refused, %v; want %d refused", len(got), len(refused), err, n)
 			}

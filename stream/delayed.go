@@ -1,9 +1,9 @@
 package stream
 
 import (
-	_ "embed"
-
+	"cmp"
 	"context"
+	_ "embed"
 	"fmt"
 	"time"
 
@@ -32,8 +32,14 @@ type RetryRecord struct {
 	// Due is when the retry may be sent.
 	Due time.Time
 	// Attempt is the number of the next attempt (the first send was attempt 0).
-	Attempt      int
-	Job          string
+	Attempt int
+	// Job is the lane entry's job: the whole job, or, for a campaign's recipient, its
+	// reference (Campaign names the campaign whose message completes it); the promoter writes
+	// both back. DeadJob is the whole job, for the dead record a cap makes (Job when empty).
+	Job, Campaign, DeadJob string
+	// Redelivered says the entry was read before (Entry.Redelivered): the entry the promoter
+	// writes back says so too, and its lane looks whether its job was sent.
+	Redelivered  bool
 	EnqueuedAtMs int64
 	// MaxDelayed caps the retries of the provider in the delayed set of the shard (those after
 	// an attempt: a put-back, with no Code, neither counts nor is refused), so that one
@@ -111,7 +117,7 @@ func (s *Store) ToDelayed(ctx context.Context, e Entry, r RetryRecord) (RetryVer
 		[]string{e.Stream, k.Delayed, k.DelayedData, k.Rcpt, k.Dead, k.Jobs, k.DelayedCount},
 		Group, e.ID, s.o.Consumer, r.ID, r.Provider, r.Recipient, ms(r.Due), r.Attempt, r.Job,
 		r.EnqueuedAtMs, r.MaxDelayed, r.MaxPerRecipient, ms(at), code, s.o.DeadMaxLen,
-		r.Code, detail, bulkArg(r.Class),
+		r.Code, detail, bulkArg(r.Class), r.Campaign, boolArg(r.Redelivered), cmp.Or(r.DeadJob, r.Job),
 	)
 	if err != nil {
 		return NotOwner, fmt.Errorf("stream: to delayed: %w", err)

@@ -1,6 +1,7 @@
 -- entry_check.lua: the shape and size rules of an intake entry, shared by read_intake.lua and
--- reclaim.lua (Go puts this file in front of each when it builds them). An intake entry must
--- have exactly one field, "job", of at most max_bytes bytes; anything else is dead-lettered
+-- requeue.lua (Go puts this file in front of each when it builds them). An intake entry must
+-- have exactly one field, "job", of at most max_bytes bytes, and may have "deliveries" (the
+-- count requeue.lua carries over when it hands an entry back); anything else is dead-lettered
 -- where it lies, so an oversized entry never travels to a worker.
 
 -- best_id is the job id of a refused entry, read from its first bytes as far as a leading
@@ -25,7 +26,7 @@ local function check_entry(fields, max_bytes)
     if fields[i] == 'job' then
       jobs = jobs + 1
       job = fields[i + 1]
-    else
+    elseif fields[i] ~= 'deliveries' then
       table.insert(others, fields[i])
     end
   end

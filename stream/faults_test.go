@@ -37,7 +37,7 @@ func TestReadIntakeRefusesBadEntriesInRedis(t *testing.T) {
 	add("job", validJob("extra-1"), "source", "billing")
 	good2 := add("job", validJob("good-2"))
 
-	entries, refused, err := s.ReadIntake(env.ctx, 0, 10, 0)
+	entries, refused, err := s.ReadIntake(env.ctx, 0, job.ClassTransactional, 10, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestReadIntakeWaitsForNewEntries(t *testing.T) {
 	env, s := newStore(t, "fcm")
 	done := make(chan []Entry, 1)
 	go func() {
-		got, _, err := s.ReadIntake(env.ctx, 0, 10, 5*time.Second)
+		got, _, err := s.ReadIntake(env.ctx, 0, job.ClassTransactional, 10, 5*time.Second)
 		if err != nil {
 			t.Error(err)
 		}
@@ -102,7 +102,7 @@ func TestReadIntakeWaitsForNewEntries(t *testing.T) {
 		t.Fatal("ReadIntake did not return the entry that arrived while it waited")
 	}
 	start := time.Now()
-	if got, _, err := s.ReadIntake(env.ctx, 0, 10, 200*time.Millisecond); err != nil || len(got) != 0 {
+	if got, _, err := s.ReadIntake(env.ctx, 0, job.ClassTransactional, 10, 200*time.Millisecond); err != nil || len(got) != 0 {
 		t.Fatalf("ReadIntake on a drained stream = %v, %v", got, err)
 	}
 	if time.Since(start) < 150*time.Millisecond {
@@ -172,73 +172,6 @@ func TestToLaneAcksCopies(t *testing.T) {
 	}
 	if d := cmp.Diff([]string{"a", "c"}, slices.Sorted(slices.Values(held))); d != "" {
 		t.Errorf("jobs index (-want +got):\n%s", d)
-	}
-}
-
-// TestReclaimSparesLiveOwners: an idle entry whose owner is alive is that owner's, however
-// long it idles; it is claimed once the owner is not in the alive list, and a consumer's own
-// idle entries are claimed by itself.
-func TestReclaimSparesLiveOwners(t *testing.T) {
-	env, w1 := newStore(t, "fcm")
-	w2 := env.store(t, "w2", Options{}, "fcm")
-	lane := w1.Keys(0).Lane("fcm")
-	e := env.laneEntry(t, w1, "fcm", "j1")
-	env.age(t, lane, "w1", e.ID, time.Hour, 1)
-	if got, _, err := w2.Reclaim(env.ctx, 0, lane, time.Minute, 10, 0, nil, "w1", "w2"); err != nil || len(got) != 0 {
-		t.Fatalf("Reclaim with w1 alive = %d claimed, %v; want none", len(got), err)
-	}
-	if got, _, err := w1.Reclaim(env.ctx, 0, lane, time.Minute, 10, 0, nil, "w1", "w2"); err != nil || len(got) != 1 {
-		t.Fatalf("w1 reclaiming its own idle entry = %d claimed, %v; want 1", len(got), err)
-	}
-	env.age(t, lane, "w1", e.ID, time.Hour, 1)
-	if got, _, err := w2.Reclaim(env.ctx, 0, lane, time.Minute, 10, 0, nil, "w2"); err != nil || len(got) != 1 {
-		t.Fatalf("Reclaim with w1 gone = %d claimed, %v; want 1", len(got), err)
-	}
-	if ok, err := w2.Owns(env.ctx, e); !ok || err != nil {
-		t.Errorf("after the claim w2 owns the entry = %v, %v", ok, err)
-	}
-}
-
-// TestReclaimChecksIntakeEntries: an intake entry that a dead consumer read, and that breaks
-// the entry rules, is dead-lettered by the claim and never returned whole; a lane entry
-// dead-lettered for too many deliveries carries at most job.MaxEntryBytes of its job (a job the
-// gateway took, kept for replay) and leaves the jobs index.
-func TestReclaimChecksIntakeEntries(t *testing.T) {
-	env := newEnv(t)
-	ghost := env.store(t, "ghost", Options{}, "fcm")
-	w := env.store(t, "w", Options{}, "fcm")
-	k := w.Keys(0)
-	big := strings.Repeat("y", 1<<20)
-	if err := env.c.XAdd(env.ctx, &redis.XAddArgs{Stream: k.Intake, Values: []any{"job", big}}).Err(); err != nil {
-		t.Fatal(err)
-	}
-	// The ghost read it with a plain XREADGROUP (an older worker, or one that died mid-read).
-	if err := env.c.XReadGroup(env.ctx, &redis.XReadGroupArgs{Group: Group, Consumer: "ghost", Streams: []string{k.Intake, ">"}, Count: 1}).Err(); err != nil {
-		t.Fatal(err)
-	}
-	got, dead, err := w.Reclaim(env.ctx, 0, k.Intake, 0, 10, 5, nil)
-	if err != nil || len(got) != 0 || dead != (Dead{Invalid: 1}) {
-		t.Fatalf("Reclaim = %d claimed, %+v dead, %v; want 0, 1 invalid", len(got), dead, err)
-	}
-	rec := fieldsOf(env.entries(t, k.Dead)[0])
-	if rec["reason"] != fmt.Sprintf("entry is %d bytes; at most %d", len(big), job.MaxEntryBytes) || len(rec["job"]) != MaxInvalidJobBytes ||
-		rec["job_bytes"] != itoa(int64(len(big))) || rec["note"] == "" {
-		t.Errorf("dead record: reason %q, job of %d bytes, job_bytes %q, note %q; want the first %d bytes, the size and a note",
-			rec["reason"], len(rec["job"]), rec["job_bytes"], rec["note"], MaxInvalidJobBytes)
-	}
-
-	e := env.laneEntry(t, ghost, "fcm", "too-many")
-	env.age(t, e.Stream, "ghost", e.ID, time.Hour, 5)
-	if _, dead, err := w.Reclaim(env.ctx, 0, e.Stream, time.Minute, 10, 5, nil); err != nil || dead != (Dead{TooManyDeliveries: 1}) {
-		t.Fatalf("Reclaim = %+v dead, %v; want 1 for too many deliveries", dead, err)
-	}
-	recs := env.entries(t, k.Dead)
-	rec = fieldsOf(recs[len(recs)-1])
-	if rec["code"] != CodeTooManyDeliveries || rec["id"] != "too-many" {
-		t.Errorf("dead record = %v", rec)
-	}
-	if env.c.HExists(env.ctx, k.Jobs, "too-many").Val() {
-		t.Error("a job dead-lettered for too many deliveries is still in the jobs index")
 	}
 }
 

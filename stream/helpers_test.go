@@ -118,7 +118,7 @@ func (e *env) enqueue(t *testing.T, s *Store, jobs ...string) {
 // readIntake reads exactly n intake entries of shard 0 for s.
 func (e *env) readIntake(t *testing.T, s *Store, n int) []Entry {
 	t.Helper()
-	got, _, err := s.ReadIntake(e.ctx, 0, n, 0)
+	got, _, err := s.ReadIntake(e.ctx, 0, job.ClassTransactional, n, 0)
 	if err != nil {
 		t.Fatalf("ReadIntake: %v", err)
 	}
@@ -256,3 +256,18 @@ func (e *env) copyInLane(t *testing.T, s *Store, provider, id string) Entry {
 
 // inspectorOf is an Inspector on s's client and options.
 func inspectorOf(s *Store) *Inspector { return NewInspector(s.c, s.o) }
+
+// takeOver is what another replica does with the idle entries of stream (on shard 0) whose
+// consumers are not in alive: its reclaimer hands them back (Requeue, minIdle, at most
+// maxDeliveries), and its lane or intake reads them. It returns what w read.
+func (e *env) takeOver(t *testing.T, w *Store, stream string, minIdle time.Duration, maxDeliveries int64, alive ...string) []Entry {
+	t.Helper()
+	if _, err := w.Requeue(e.ctx, 0, stream, Requeue{MinIdle: minIdle, Count: 100, MaxDeliveries: maxDeliveries, Alive: alive}); err != nil {
+		t.Fatalf("Requeue: %v", err)
+	}
+	got, err := w.read(e.ctx, 0, stream, 100, 0)
+	if err != nil {
+		t.Fatalf("read %s: %v", stream, err)
+	}
+	return got
+}

@@ -127,7 +127,7 @@ func (s *Inspector) Inspect(ctx context.Context, id string, scanLimit int) (JobR
 		rep.Delayed = delayedJob(due.Val(), data.Val())
 	}
 
-	if rep.Intake, err = s.findEntries(ctx, &rep, k.Intake, id, scanLimit, true); err != nil {
+	if rep.Intake, err = s.findIntakeEntries(ctx, &rep, k, id, scanLimit); err != nil {
 		return rep, err
 	}
 	if rep.Held != "" && rep.Delayed == nil {
@@ -171,6 +171,19 @@ func (s *Inspector) Inspect(ctx context.Context, id string, scanLimit int) (JobR
 
 // findEntries reads stream (the intake, or a lane) oldest first for entries whose job is id,
 // with the pending state of each; all of them, or the first when !all.
+// findIntakeEntries is findEntries of both intakes of shard k, transactional first.
+func (s *Inspector) findIntakeEntries(ctx context.Context, rep *JobReport, k Keys, id string, scanLimit int) ([]StreamPlace, error) {
+	var out []StreamPlace
+	for _, st := range k.Intakes() {
+		found, err := s.findEntries(ctx, rep, st, id, scanLimit, true)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, found...)
+	}
+	return out, nil
+}
+
 func (s *Inspector) findEntries(ctx context.Context, rep *JobReport, stream, id string, scanLimit int, all bool) ([]StreamPlace, error) {
 	var found []StreamPlace
 	cut, err := s.scanRange(ctx, stream, "-", "+", false, scanLimit, func(m redis.XMessage) bool {

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/redistest"
+	"github.com/webpush-gateway/webpush-gateway/job"
 )
 
 // TestToDelayedKeepsTheLastOutcome: a retry's delayed data holds the code and detail of the
@@ -226,7 +227,7 @@ func (e *env) deadJob(t *testing.T, s *Store, id, raw, code, reason string) {
 	if err := e.c.XAdd(e.ctx, redisXAdd(s.Keys(shard).Intake, raw)).Err(); err != nil {
 		t.Fatal(err)
 	}
-	got, refused, err := s.ReadIntake(e.ctx, shard, 1, 0)
+	got, refused, err := s.ReadIntake(e.ctx, shard, job.ClassTransactional, 1, 0)
 	if err == nil && len(got) == 0 && len(refused) == 1 && len(raw) > 65536 {
 		return
 	}

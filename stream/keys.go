@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"hash/crc32"
 	"strconv"
+
+	"github.com/webpush-gateway/webpush-gateway/job"
 )
 
 // Group is the consumer group on the intake stream and on every lane stream.
@@ -19,8 +21,11 @@ type Keys struct {
 	// Base is "<prefix>:{<shard>}:", the start of every key of the shard.
 	Base  string
 	Shard int
-	// Intake is the stream upstreams XADD jobs to (one field, "job").
-	Intake string
+	// Intake is the stream upstreams XADD transactional jobs to (one field, "job"), and
+	// BulkIntake the one they XADD bulk jobs and campaign entries to: the intake is split by
+	// class, as the lanes are, so that no transactional job waits behind bulk ones from the
+	// producer's write on.
+	Intake, BulkIntake string
 	// Delayed is the ZSET of jobs waiting to retry: member job id, score due time (unix ms).
 	Delayed string
 	// DelayedData is the HASH job id -> JSON of the lane entry to write back when due.
@@ -61,6 +66,7 @@ func KeysFor(prefix string, shard int) Keys {
 		Base:         base,
 		Shard:        shard,
 		Intake:       base + "in",
+		BulkIntake:   base + "in:bulk",
 		Delayed:      base + "delayed",
 		DelayedData:  base + "delayed:data",
 		DelayedCount: base + "delayed:count",
@@ -101,6 +107,20 @@ func pausedKey(prefix string) string {
 func ShardsKey(prefix string) string {
 	return orDefaultPrefix(prefix) + ":shards"
 }
+
+// IntakeOf is the intake of class: BulkIntake for bulk jobs, Intake for every other.
+func (k Keys) IntakeOf(class job.Class) string {
+	if class.IsBulk() {
+		return k.BulkIntake
+	}
+	return k.Intake
+}
+
+// Intakes are both intakes, transactional first.
+func (k Keys) Intakes() []string { return []string{k.Intake, k.BulkIntake} }
+
+// IsIntake says whether key is one of the shard's intakes.
+func (k Keys) IsIntake(key string) bool { return key == k.Intake || key == k.BulkIntake }
 
 // Lane is the stream of jobs waiting for provider.
 func (k Keys) Lane(provider string) string { return k.LanePrefix + provider }

@@ -9,7 +9,7 @@ import (
 func TestKeysLayout(t *testing.T) {
 	k := KeysFor("", 3)
 	want := Keys{
-		Base: "wp:{3}:", Shard: 3, Intake: "wp:{3}:in", Delayed: "wp:{3}:delayed",
+		Base: "wp:{3}:", Shard: 3, Intake: "wp:{3}:in", BulkIntake: "wp:{3}:in:bulk", Delayed: "wp:{3}:delayed",
 		DelayedData: "wp:{3}:delayed:data", DelayedCount: "wp:{3}:delayed:count", Scheduled: "wp:{3}:delayed:scheduled", Results: "wp:{3}:results", Gone: "wp:{3}:gone",
 		Dead: "wp:{3}:dead", Rcpt: "wp:{3}:rcpt", Jobs: "wp:{3}:jobs", Probe: "wp:{3}:probe", Window: "wp:{3}:window",
 		LanePrefix: "wp:{3}:lane:",

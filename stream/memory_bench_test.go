@@ -66,7 +66,7 @@ func BenchmarkRedisMemoryPerJob(b *testing.B) {
 	}
 	toLanes := func() {
 		for moved := 0; moved < n; {
-			in, _, err := s.ReadIntake(ctx, 0, 100, 0)
+			in, _, err := s.ReadIntake(ctx, 0, job.ClassTransactional, 100, 0)
 			if err != nil || len(in) == 0 {
 				b.Fatalf("ReadIntake: %d entries, %v", len(in), err)
 			}

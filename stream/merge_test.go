@@ -70,9 +70,9 @@ func TestMergedToLaneKeepsEachVerdict(t *testing.T) {
 }
 
 // TestMergedFinishKeepsEachOutcome: records merged into one finish call keep the rules of one
-// terminal record per job: an owned entry is recorded and acknowledged; an entry reclaimed by
-// another consumer is recorded only when its send was accepted, and left pending for the new
-// owner, whose own record in the same call then only acknowledges.
+// terminal record per job: an owned entry is recorded and acknowledged; an entry another
+// consumer took over (handed back and read again) is recorded only when its send was accepted,
+// and the new owner's copy, whose own record then only acknowledges, stays pending for it.
 func TestMergedFinishKeepsEachOutcome(t *testing.T) {
 	env, w1 := newStore(t, "fcm")
 	w2 := env.store(t, "w2", Options{}, "fcm")
@@ -84,9 +84,9 @@ func TestMergedFinishKeepsEachOutcome(t *testing.T) {
 	for _, e := range []Entry{taken, lost} {
 		env.age(t, laneKey, "w1", e.ID, 10*time.Minute, 1)
 	}
-	claimed, _, err := w2.Reclaim(env.ctx, 0, laneKey, time.Minute, 10, 5, nil)
-	if err != nil || len(claimed) != 2 {
-		t.Fatalf("Reclaim: %v, %d claimed", err, len(claimed))
+	claimed := env.takeOver(t, w2, laneKey, time.Minute, 5, "w2")
+	if len(claimed) != 2 {
+		t.Fatalf("w2 took over %d entries, want 2", len(claimed))
 	}
 	accepted := func(id string) Result {
 		return Result{ID: id, Provider: "fcm", Code: "ACCEPTED", Status: 201, Sent: true, At: t0}
@@ -152,17 +152,17 @@ func TestLateAcceptedSendOfAnEndedJob(t *testing.T) {
 			laneKey := w1.Keys(0).Lane("fcm")
 			if ending == "gone" {
 				env.age(t, laneKey, "w1", e.ID, 10*time.Minute, 1)
-				claimed, _, err := w2.Reclaim(env.ctx, 0, laneKey, time.Minute, 10, 5, nil)
-				if err != nil || len(claimed) != 1 {
-					t.Fatalf("Reclaim: %v, %d claimed", err, len(claimed))
+				claimed := env.takeOver(t, w2, laneKey, time.Minute, 5, "w2")
+				if len(claimed) != 1 {
+					t.Fatalf("w2 took over %d entries, want 1", len(claimed))
 				}
 				if ok, err := w2.Finish(env.ctx, claimed[0], Result{ID: "j", Provider: "fcm", Code: "GONE", Status: 410, At: t0}); !ok || err != nil {
 					t.Fatalf("w2 Finish: %v, %v", ok, err)
 				}
 			} else {
 				env.age(t, laneKey, "w1", e.ID, 10*time.Minute, 5)
-				if _, dead, err := w2.Reclaim(env.ctx, 0, laneKey, time.Minute, 10, 5, nil); err != nil || dead.TooManyDeliveries != 1 {
-					t.Fatalf("Reclaim: %v, dead %+v; want the entry dead-lettered", err, dead)
+				if got, err := w2.Requeue(env.ctx, 0, laneKey, Requeue{MinIdle: time.Minute, Count: 10, MaxDeliveries: 5, Alive: []string{"w2"}}); err != nil || got.TooManyDeliveries != 1 {
+					t.Fatalf("Requeue: %v, %+v; want the entry dead-lettered", err, got)
 				}
 			}
 			if ok, err := w1.Finish(env.ctx, e, Result{ID: "j", Provider: "fcm", Code: "ACCEPTED", Status: 201, Sent: true, At: t0}); ok || err != nil {
@@ -181,26 +181,27 @@ func TestLateAcceptedSendOfAnEndedJob(t *testing.T) {
 	}
 }
 
-// TestReclaimDoesNotDeadLetterAnAcceptedJob: an entry delivered too often whose job another
+// TestRequeueDoesNotDeadLetterAnAcceptedJob: an entry delivered too often whose job another
 // attempt's accepted send already recorded (the jobs index says "accepted") is removed without
 // a dead record, so the job keeps its one terminal record.
-func TestReclaimDoesNotDeadLetterAnAcceptedJob(t *testing.T) {
+func TestRequeueDoesNotDeadLetterAnAcceptedJob(t *testing.T) {
 	env, w1 := newStore(t, "fcm")
 	w2 := env.store(t, "w2", Options{}, "fcm")
 	w3 := env.store(t, "w3", Options{}, "fcm")
 	e := env.laneEntry(t, w1, "fcm", "j")
 	laneKey := w1.Keys(0).Lane("fcm")
 	env.age(t, laneKey, "w1", e.ID, 10*time.Minute, 1)
-	if claimed, _, err := w2.Reclaim(env.ctx, 0, laneKey, time.Minute, 10, 5, nil); err != nil || len(claimed) != 1 {
-		t.Fatalf("Reclaim by w2: %v, %d claimed", err, len(claimed))
+	claimed := env.takeOver(t, w2, laneKey, time.Minute, 5, "w2")
+	if len(claimed) != 1 {
+		t.Fatalf("w2 took over %d entries, want 1", len(claimed))
 	}
 	// w1's send, accepted while w2 holds the entry: recorded, and the job marked accepted.
 	if ok, err := w1.Finish(env.ctx, e, Result{ID: "j", Provider: "fcm", Code: "ACCEPTED", Status: 201, Sent: true, At: t0}); !ok || err != nil {
 		t.Fatalf("w1's late Finish: %v, %v", ok, err)
 	}
-	env.age(t, laneKey, "w2", e.ID, 10*time.Minute, 5)
-	if claimed, dead, err := w3.Reclaim(env.ctx, 0, laneKey, time.Minute, 10, 5, nil); err != nil || len(claimed) != 0 || dead.TooManyDeliveries != 0 {
-		t.Fatalf("Reclaim by w3: %v, %d claimed, dead %+v; want the entry removed with no dead record", err, len(claimed), dead)
+	env.age(t, laneKey, "w2", claimed[0].ID, 10*time.Minute, 5)
+	if got, err := w3.Requeue(env.ctx, 0, laneKey, Requeue{MinIdle: time.Minute, Count: 10, MaxDeliveries: 5, Alive: []string{"w3"}}); err != nil || got != (Requeued{}) {
+		t.Fatalf("Requeue by w3: %v, %+v; want the entry removed with no dead record", err, got)
 	}
 	if n, d := env.xlen(t, w1.Keys(0).Results), env.xlen(t, w1.Keys(0).Dead); n != 1 || d != 0 {
 		t.Errorf("%d ledger and %d dead records; want the one ACCEPTED record", n, d)

@@ -57,7 +57,7 @@ func TestOpenCloseLeavesNothingRunning(t *testing.T) {
 	if err := s.Setup(env.ctx, []string{"fcm"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.ReadIntake(env.ctx, 0, 10, 50*time.Millisecond); err != nil {
+	if _, _, err := s.ReadIntake(env.ctx, 0, job.ClassTransactional, 10, 50*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.ReadLane(env.ctx, 0, "fcm", job.ClassTransactional, 10, 50*time.Millisecond); err != nil {
@@ -119,7 +119,7 @@ func TestOpenTopologies(t *testing.T) {
 				t.Fatal(err)
 			}
 			shard := ShardOf("t-1", 3)
-			entries, _, err := s.ReadIntake(ctx, shard, 10, time.Second)
+			entries, _, err := s.ReadIntake(ctx, shard, job.ClassTransactional, 10, time.Second)
 			if err != nil || len(entries) != 1 || jobID(entries[0].Fields["job"]) != "t-1" {
 				t.Fatalf("ReadIntake = %v, %v; want the enqueued job", entries, err)
 			}
@@ -289,7 +289,7 @@ func TestDoorbellRefusesOversizedEntry(t *testing.T) {
 	}
 	done := make(chan read, 1)
 	go func() {
-		entries, refused, err := s.ReadIntake(env.ctx, 0, 10, 10*time.Second)
+		entries, refused, err := s.ReadIntake(env.ctx, 0, job.ClassTransactional, 10, 10*time.Second)
 		done <- read{entries, refused, err}
 	}()
 	// The entry must arrive while the read waits, not before it reads.

@@ -25,11 +25,11 @@ func TestOwns(t *testing.T) {
 		{"read by another consumer", func(t *testing.T, id string) Entry {
 			return env.laneEntry(t, w2, "fcm", id)
 		}, false},
-		{"claimed from this consumer by another", func(t *testing.T, id string) Entry {
+		{"handed back by another consumer", func(t *testing.T, id string) Entry {
 			e := env.laneEntry(t, w1, "fcm", id)
 			env.age(t, lane, "w1", e.ID, 10*time.Minute, 1)
-			if claimed, _, err := w2.Reclaim(env.ctx, 0, lane, time.Minute, 10, 0, nil); err != nil || len(claimed) != 1 {
-				t.Fatalf("Reclaim: %d claimed, %v", len(claimed), err)
+			if got := env.takeOver(t, w2, lane, time.Minute, 0, "w2"); len(got) != 1 {
+				t.Fatalf("w2 took over %d entries, want 1", len(got))
 			}
 			return e
 		}, false},

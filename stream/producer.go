@@ -14,7 +14,9 @@ import (
 )
 
 // Producer enqueues jobs for upstreams written in Go: one pipelined XADD per job, each to the
-// intake stream of ShardOf(id). Upstreams in other languages do the same XADD (field "job").
+// intake of ShardOf(id) for its class (Keys.IntakeOf: a job whose class is "bulk" to the bulk
+// intake, every other to the transactional one). Upstreams in other languages do the same
+// XADD (field "job").
 type Producer struct {
 	c      redis.UniversalClient
 	prefix string
@@ -94,15 +96,16 @@ func (p *Producer) Enqueue(ctx context.Context, jobs ...[]byte) (int, error) {
 		return 0, nil
 	}
 	shards := make([]int, len(jobs))
+	intakes := make([]job.Class, len(jobs))
 	for i, j := range jobs {
-		id, err := job.PeekID(j)
+		id, intake, err := job.PeekIntake(j)
 		switch {
 		case errors.Is(err, job.ErrNoID):
 			return 0, fmt.Errorf("stream: enqueue: job %d: no id", i)
 		case err != nil:
 			return 0, fmt.Errorf("stream: enqueue: job %d: not a JSON object with a string id", i)
 		}
-		shards[i] = ShardOf(id, p.shards)
+		shards[i], intakes[i] = ShardOf(id, p.shards), intake
 	}
 	if !p.checked.Load() {
 		if err := checkShards(ctx, p.c, p.prefix, p.shards, true); err != nil {
@@ -112,9 +115,9 @@ func (p *Producer) Enqueue(ctx context.Context, jobs ...[]byte) (int, error) {
 	}
 	var errs []error
 	if p.wait.replicas > 0 {
-		errs = p.writeAndWait(ctx, jobs, shards)
+		errs = p.writeAndWait(ctx, jobs, shards, intakes)
 	} else {
-		errs = p.write(ctx, jobs, shards)
+		errs = p.write(ctx, jobs, shards, intakes)
 	}
 	// n counts the unbroken run of written jobs from the first: a caller that resumes from
 	// jobs[n] loses nothing.
@@ -127,11 +130,11 @@ func (p *Producer) Enqueue(ctx context.Context, jobs ...[]byte) (int, error) {
 }
 
 // write sends every XADD in one pipeline and returns each job's error.
-func (p *Producer) write(ctx context.Context, jobs [][]byte, shards []int) []error {
+func (p *Producer) write(ctx context.Context, jobs [][]byte, shards []int, intakes []job.Class) []error {
 	pipe := p.c.Pipeline()
 	cmds := make([]*redis.StringCmd, len(jobs))
 	for i, j := range jobs {
-		cmds[i] = p.xadd(ctx, pipe, shards[i], j)
+		cmds[i] = p.xadd(ctx, pipe, shards[i], intakes[i], j)
 	}
 	_, _ = pipe.Exec(ctx) // the errors are on each command
 	errs := make([]error, len(jobs))
@@ -141,14 +144,14 @@ func (p *Producer) write(ctx context.Context, jobs [][]byte, shards []int) []err
 	return errs
 }
 
-func (p *Producer) xadd(ctx context.Context, pipe redis.Pipeliner, shard int, job []byte) *redis.StringCmd {
-	return pipe.XAdd(ctx, &redis.XAddArgs{Stream: KeysFor(p.prefix, shard).Intake, Values: []any{"job", job}})
+func (p *Producer) xadd(ctx context.Context, pipe redis.Pipeliner, shard int, intake job.Class, raw []byte) *redis.StringCmd {
+	return pipe.XAdd(ctx, &redis.XAddArgs{Stream: KeysFor(p.prefix, shard).IntakeOf(intake), Values: []any{"job", raw}})
 }
 
 // writeAndWait sends the XADDs of each master on one connection of its own, then WAIT on that
 // connection, every master at the same time, and returns each job's error: its XADD's, or the
 // WAIT's of its master when that fell short.
-func (p *Producer) writeAndWait(ctx context.Context, jobs [][]byte, shards []int) []error {
+func (p *Producer) writeAndWait(ctx context.Context, jobs [][]byte, shards []int, intakes []job.Class) []error {
 	errs := make([]error, len(jobs))
 	var nodes []*redis.Client
 	byNode := map[*redis.Client][]int{}
@@ -191,7 +194,7 @@ func (p *Producer) writeAndWait(ctx context.Context, jobs [][]byte, shards []int
 		wg.Add(1)
 		go func() { // owned by writeAndWait, which waits for it below
 			defer wg.Done()
-			p.writeNode(ctx, node, name[node], jobs, shards, byNode[node], errs)
+			p.writeNode(ctx, node, name[node], jobs, shards, intakes, byNode[node], errs)
 		}()
 	}
 	wg.Wait()
@@ -211,13 +214,13 @@ func (p *Producer) writeAndWait(ctx context.Context, jobs [][]byte, shards []int
 // writeNode writes the jobs at idx (in order) to node (name, for errors) on one connection and
 // waits there for the replicas; it sets errs[i] for each of them that failed. Each goroutine writes only its
 // own indices of errs.
-func (p *Producer) writeNode(ctx context.Context, node *redis.Client, name string, jobs [][]byte, shards []int, idx []int, errs []error) {
+func (p *Producer) writeNode(ctx context.Context, node *redis.Client, name string, jobs [][]byte, shards []int, intakes []job.Class, idx []int, errs []error) {
 	conn := node.Conn()
 	defer conn.Close()
 	pipe := conn.Pipeline()
 	cmds := make([]*redis.StringCmd, len(idx))
 	for k, i := range idx {
-		cmds[k] = p.xadd(ctx, pipe, shards[i], jobs[i])
+		cmds[k] = p.xadd(ctx, pipe, shards[i], intakes[i], jobs[i])
 	}
 	_, _ = pipe.Exec(ctx) // the errors are on each command
 	written := false

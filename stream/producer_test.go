@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/redistest"
+	"github.com/webpush-gateway/webpush-gateway/job"
 )
 
 func TestProducerShardsAndPipelines(t *testing.T) {
@@ -64,7 +65,7 @@ func TestProducerShardsAndPipelines(t *testing.T) {
 	s := env.store(t, "w1", Options{Prefix: "gw", Shards: shards})
 	total := 0
 	for sh := range shards {
-		es, _, err := s.ReadIntake(env.ctx, sh, 100, 0)
+		es, _, err := s.ReadIntake(env.ctx, sh, job.ClassTransactional, 100, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -37,8 +37,17 @@ for _, id in ipairs(due) do
     if redis.call('EXISTS', lane) == 0 then
       redis.call('XGROUP', 'CREATE', lane, ARGV[4], '0', 'MKSTREAM')
     end
-    redis.call('XADD', lane, '*', 'job', d.job, 'provider', d.provider,
-      'attempt', tostring(d.attempt), 'enqueued_at', tostring(d.enqueued_at))
+    local entry = {'XADD', lane, '*', 'job', d.job, 'provider', d.provider,
+      'attempt', tostring(d.attempt), 'enqueued_at', tostring(d.enqueued_at)}
+    if type(d.campaign) == 'string' then
+      table.insert(entry, 'campaign')
+      table.insert(entry, d.campaign)
+    end
+    if d.deliveries then
+      table.insert(entry, 'deliveries')
+      table.insert(entry, tostring(d.deliveries))
+    end
+    redis.call(unpack(entry))
     if type(d.recipient) == 'string' and d.recipient ~= '' then
       if redis.call('HINCRBY', KEYS[3], d.recipient, -1) <= 0 then
         redis.call('HDEL', KEYS[3], d.recipient)

@@ -5,7 +5,7 @@
 --
 -- KEYS[1] intake stream, KEYS[2] delayed ZSET, KEYS[3] dead, KEYS[4] results, KEYS[5] gone,
 -- KEYS[6] delayed:scheduled ZSET (which delayed members are scheduled jobs, by send_at),
--- KEYS[7..] lane streams
+-- KEYS[7..] the bulk intake and the lane streams
 -- ARGV[1] consumer group
 -- ARGV[2] now, unix ms (delayed members due by then count as due)
 -- Returns, for each key in order but KEYS[6], {length, lag, pending, oldest pending id}; lag is

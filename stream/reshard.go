@@ -63,7 +63,7 @@ func (s *keyspace) leftoverShards(ctx context.Context, from int) ([]int, error) 
 	cmds := make([]*redis.IntCmd, 0, MaxShards-from)
 	for shard := from; shard < MaxShards; shard++ {
 		k := KeysFor(s.o.Prefix, shard)
-		cmds = append(cmds, pipe.Exists(ctx, k.Intake, k.Delayed, k.Results, k.Dead, campaignKeys(s.o.Prefix, shard, "").All))
+		cmds = append(cmds, pipe.Exists(ctx, k.Intake, k.BulkIntake, k.Delayed, k.Results, k.Dead, campaignKeys(s.o.Prefix, shard, "").All))
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("stream: look for shards beyond %d: %w", from, err)
@@ -99,7 +99,7 @@ func (s *Store) checkLeftovers(ctx context.Context) error {
 	for _, shard := range left {
 		k := s.Keys(shard)
 		pipe := s.c.Pipeline()
-		intake, delayed := pipe.XLen(ctx, k.Intake), pipe.ZCard(ctx, k.Delayed)
+		intake, bulkIntake, delayed := pipe.XLen(ctx, k.Intake), pipe.XLen(ctx, k.BulkIntake), pipe.ZCard(ctx, k.Delayed)
 		var laneLens, listLens []*redis.IntCmd
 		for _, l := range lanes {
 			if strings.HasPrefix(l, k.LanePrefix) {
@@ -121,8 +121,8 @@ func (s *Store) checkLeftovers(ctx context.Context) error {
 		for _, c := range listLens {
 			queued += c.Val()
 		}
-		if n := intake.Val() + lane + delayed.Val() + queued; n > 0 {
-			what := fmt.Sprintf("shard %d (%d intake entries, %d lane entries, %d retries waiting", shard, intake.Val(), lane, delayed.Val())
+		if n := intake.Val() + bulkIntake.Val() + lane + delayed.Val() + queued; n > 0 {
+			what := fmt.Sprintf("shard %d (%d intake entries, %d lane entries, %d retries waiting", shard, intake.Val()+bulkIntake.Val(), lane, delayed.Val())
 			if queued > 0 {
 				what += fmt.Sprintf(", %d campaign recipients waiting", queued)
 			}

@@ -82,7 +82,7 @@ func TestLeftoverShards(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	es, _, err := old.ReadIntake(env.ctx, 2, 10, 0)
+	es, _, err := old.ReadIntake(env.ctx, 2, job.ClassTransactional, 10, 0)
 	if err != nil || len(es) != 1 {
 		t.Fatalf("ReadIntake shard 2 = %v, %v", es, err)
 	}
@@ -99,7 +99,7 @@ func TestLeftoverShards(t *testing.T) {
 	}
 
 	// The old Store finishes both; the keys stay, empty.
-	es, _, err = old.ReadIntake(env.ctx, 3, 10, 0)
+	es, _, err = old.ReadIntake(env.ctx, 3, job.ClassTransactional, 10, 0)
 	if err != nil || len(es) != 1 {
 		t.Fatalf("ReadIntake shard 3 = %v, %v", es, err)
 	}

@@ -24,7 +24,7 @@ var (
 // QueueStat is one stream or set of a shard, as QueueStats reads it.
 type QueueStat struct {
 	Shard int
-	// Stream is "intake", "delayed", "dead", "results", "gone", "lane:<provider>" or
+	// Stream is "intake", "intake:bulk", "delayed", "dead", "results", "gone", "lane:<provider>" or
 	// "lane:<provider>:bulk" (LaneName).
 	Stream string
 	Key    string
@@ -61,8 +61,8 @@ func (s *Inspector) QueueStats(ctx context.Context, shard int, providers []strin
 func (s *keyspace) queueStats(ctx context.Context, shard int, providers []string, now time.Time) ([]QueueStat, error) {
 	k := KeysFor(s.o.Prefix, shard)
 	// The scheduled set gives no row of its own: it adds to the delayed set's.
-	keys := []string{k.Intake, k.Delayed, k.Dead, k.Results, k.Gone, k.Scheduled}
-	names := []string{"intake", "delayed", "dead", "results", "gone", ""}
+	keys := []string{k.Intake, k.Delayed, k.Dead, k.Results, k.Gone, k.Scheduled, k.BulkIntake}
+	names := []string{"intake", "delayed", "dead", "results", "gone", "", "intake:bulk"}
 	for _, p := range providers {
 		for _, c := range job.Classes {
 			keys = append(keys, k.LaneOf(p, c))
@@ -77,6 +77,8 @@ func (s *keyspace) queueStats(ctx context.Context, shard int, providers []string
 	if len(v) != len(keys) {
 		return nil, fmt.Errorf("stream: queue stats of shard %d: %d replies for %d keys", shard, len(v), len(keys))
 	}
+	// The bulk intake is read with the grouped streams, and listed after the other intake.
+	keys, names, v = moveTo1(keys, 5), moveTo1(names, 5), moveTo1(v, 5)
 	out := make([]QueueStat, len(keys))
 	for i, x := range v {
 		row, _ := x.([]any)
@@ -124,4 +126,10 @@ func boolInt(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// moveTo1 moves s[i] to s[1], the elements between one place on.
+func moveTo1[T any](s []T, i int) []T {
+	x := s[i]
+	return slices.Insert(slices.Delete(s, i, i+1), 1, x)
 }

@@ -27,6 +27,7 @@ func TestQueueStats(t *testing.T) {
 	k := s.Keys(0)
 	want := []QueueStat{
 		{Stream: "intake", Key: k.Intake, Entries: 2, Lag: 2},
+		{Stream: "intake:bulk", Key: k.BulkIntake},
 		{Stream: "delayed", Key: k.Delayed, Entries: 2, Lag: -1, DueNow: 1, NextDue: t0},
 		{Stream: "dead", Key: k.Dead, Lag: -1},
 		{Stream: "results", Key: k.Results, Lag: -1},
@@ -41,7 +42,7 @@ func TestQueueStats(t *testing.T) {
 	if d := cmp.Diff(want, got, cmpopts.EquateApproxTime(0)); d != "" {
 		t.Errorf("QueueStats (-want +got):\n%s", d)
 	}
-	if got[5].OldestPending.IsZero() || time.Since(got[5].OldestPending) > time.Minute {
-		t.Errorf("oldest pending %v; want the lane entry's time", got[5].OldestPending)
+	if got[6].OldestPending.IsZero() || time.Since(got[6].OldestPending) > time.Minute {
+		t.Errorf("oldest pending %v; want the lane entry's time", got[6].OldestPending)
 	}
 }

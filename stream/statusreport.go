@@ -137,7 +137,7 @@ func (s *Inspector) Status(ctx context.Context, staleAfter time.Duration, now ti
 		}
 		var jobs int64
 		for _, q := range stats {
-			if q.Stream == "intake" || q.Stream == "delayed" || strings.HasPrefix(q.Stream, "lane:") {
+			if q.Stream == "intake" || q.Stream == "intake:bulk" || q.Stream == "delayed" || strings.HasPrefix(q.Stream, "lane:") {
 				jobs += q.Entries
 			}
 		}
@@ -191,7 +191,7 @@ func (s *Inspector) Status(ctx context.Context, staleAfter time.Duration, now ti
 
 func queueOf(q QueueStat, now time.Time) QueueStatus {
 	out := QueueStatus{Shard: q.Shard, Stream: q.Stream, Key: q.Key, Length: q.Entries}
-	grouped := q.Stream == "intake" || strings.HasPrefix(q.Stream, "lane:")
+	grouped := q.Stream == "intake" || q.Stream == "intake:bulk" || strings.HasPrefix(q.Stream, "lane:")
 	switch {
 	case grouped:
 		lag, pending := q.Lag, q.Pending

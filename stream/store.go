@@ -180,8 +180,8 @@ func (s *Store) Consumer() string { return s.o.Consumer }
 // Keys are the keys of shard.
 func (s *Store) Keys(shard int) Keys { return KeysFor(s.o.Prefix, shard) }
 
-// Setup creates the consumer group on the intake stream and on both lanes (transactional and
-// bulk) of every provider on every shard (an existing group is left as it is) and loads the scripts.
+// Setup creates the consumer group on both intakes and on both lanes (transactional and bulk)
+// of every provider on every shard (an existing group is left as it is) and loads the scripts.
 //
 // A new group starts at id 0, not "$": jobs an upstream enqueued before the first worker ever
 // ran are delivered, not skipped. Acknowledged entries are deleted, so an existing stream
@@ -203,7 +203,7 @@ func (s *Store) Setup(ctx context.Context, providers []string) error {
 	}
 	for shard := 0; shard < s.o.Shards; shard++ {
 		k := s.Keys(shard)
-		streams := append([]string{k.Intake}, laneKeys(k, providers)...)
+		streams := append(k.Intakes(), laneKeys(k, providers)...)
 		for _, st := range streams {
 			if err := s.createGroup(ctx, st); err != nil {
 				return err
@@ -369,7 +369,7 @@ type Refusal struct {
 	Reason string
 }
 
-// ReadIntake reads up to count new intake entries of shard for this consumer, in one script
+// ReadIntake reads up to count new entries of shard's intake of class for this consumer, in one script
 // that dead-letters, in Redis, every entry that breaks the entry rules (no "job" field, more
 // than one, another field, a job over job.MaxEntryBytes): such entries never reach the
 // worker, and refused lists them. When the stream has nothing new it waits up to block
@@ -379,15 +379,15 @@ type Refusal struct {
 // connections that refuse a reply larger than one entry may be (waitIntake): an oversized
 // entry that arrives while the intake is idle ends that read part way, and is dead-lettered
 // in Redis like the others.
-func (s *Store) ReadIntake(ctx context.Context, shard, count int, block time.Duration) (entries []Entry, refused []Refusal, err error) {
+func (s *Store) ReadIntake(ctx context.Context, shard int, class job.Class, count int, block time.Duration) (entries []Entry, refused []Refusal, err error) {
 	if count <= 0 {
 		return nil, nil, nil
 	}
 	if s.o.Consumer == "" {
 		return nil, nil, errors.New("stream: Options.Consumer is empty; a reading Store needs a consumer name")
 	}
-	stream := s.Keys(shard).Intake
-	entries, refused, last, err := s.readIntake(ctx, shard, count)
+	stream := s.Keys(shard).IntakeOf(class)
+	entries, refused, last, err := s.readIntake(ctx, shard, stream, count)
 	if err != nil || len(entries)+len(refused) > 0 || last == "" || block <= 0 {
 		return entries, refused, err
 	}
@@ -398,30 +398,32 @@ func (s *Store) ReadIntake(ctx context.Context, shard, count int, block time.Dur
 	if !arrived {
 		return nil, nil, nil // nothing came within block
 	}
-	entries, refused, _, err = s.readIntake(ctx, shard, count)
+	entries, refused, _, err = s.readIntake(ctx, shard, stream, count)
 	return entries, refused, err
 }
 
-// readIntake runs read_intake.lua; last is the group's last delivered id when the stream is
-// drained, "" when a full batch was read.
-func (s *Store) readIntake(ctx context.Context, shard, count int) (entries []Entry, refused []Refusal, last string, err error) {
+// readIntake runs read_intake.lua on stream, an intake of shard; last is the group's last
+// delivered id when the stream is drained, "" when a full batch was read.
+func (s *Store) readIntake(ctx context.Context, shard int, stream string, count int) (entries []Entry, refused []Refusal, last string, err error) {
 	k := s.Keys(shard)
-	v, err := readIntakeScript.Run(ctx, s.c, []string{k.Intake, k.Dead},
-		Group, s.o.Consumer, count, job.MaxEntryBytes, ms(s.o.Now()), s.o.DeadMaxLen).Slice()
+	run := func() ([]any, error) {
+		return readIntakeScript.Run(ctx, s.c, []string{stream, k.Dead},
+			Group, s.o.Consumer, count, job.MaxEntryBytes, ms(s.o.Now()), s.o.DeadMaxLen).Slice()
+	}
+	v, err := run()
 	if err != nil && strings.HasPrefix(err.Error(), "NOGROUP") {
 		// The stream or its group is gone (a flushed or replaced Redis): recreate it rather
 		// than fail forever. Nothing is lost that was not already lost.
-		if err := s.createGroup(ctx, k.Intake); err != nil {
+		if err := s.createGroup(ctx, stream); err != nil {
 			return nil, nil, "", err
 		}
-		v, err = readIntakeScript.Run(ctx, s.c, []string{k.Intake, k.Dead},
-			Group, s.o.Consumer, count, job.MaxEntryBytes, ms(s.o.Now()), s.o.DeadMaxLen).Slice()
+		v, err = run()
 	}
 	if err != nil {
-		return nil, nil, "", fmt.Errorf("stream: read %s: %w", k.Intake, err)
+		return nil, nil, "", fmt.Errorf("stream: read %s: %w", stream, err)
 	}
 	if len(v) < 3 {
-		return nil, nil, "", fmt.Errorf("stream: read %s: short reply", k.Intake)
+		return nil, nil, "", fmt.Errorf("stream: read %s: short reply", stream)
 	}
 	last, _ = v[1].(string)
 	i := 2
@@ -431,7 +433,7 @@ func (s *Store) readIntake(ctx context.Context, shard, count int) (entries []Ent
 			break
 		}
 		raw, _ := v[i+1].(string)
-		entries = append(entries, Entry{Stream: k.Intake, ID: id, Fields: map[string]string{"job": raw}, Shard: shard})
+		entries = append(entries, Entry{Stream: stream, ID: id, Fields: map[string]string{"job": raw}, Shard: shard})
 	}
 	for i++; i+1 < len(v); i += 2 {
 		id, _ := v[i].(string)

@@ -32,8 +32,12 @@
 -- ARGV[17] that attempt's detail
 -- ARGV[18] the job's class when it is not transactional ("bulk"), "" otherwise: the promoter
 --          writes the job back to its class's lane
--- The delayed data keeps the lane entry's fields (job, provider, attempt, enqueued_at,
--- recipient) and, for the operator, queued_at (ARGV[13]) and, after an attempt, last_code and
+-- ARGV[19] the campaign whose message completes the job, "" for a whole job: the promoter
+--          writes it back with the job (a campaign recipient's entry holds only its reference)
+-- ARGV[20] "1" when the entry was read before (its lane looks whether its job was sent)
+-- ARGV[21] the whole job, for the dead record a cap makes
+-- The delayed data keeps the lane entry's fields (job, campaign, provider, attempt,
+-- enqueued_at, recipient, deliveries) and, for the operator, queued_at (ARGV[13]) and, after an attempt, last_code and
 -- last_detail; a retry after an attempt is marked counted, and promote.lua takes it off its
 -- provider's count; promote.lua reads nothing else but the lane entry's fields.
 -- Returns 0 not owner (nothing changed), 1 queued, 2 dead: the provider's cap, 3 dead: recipient cap,
@@ -73,7 +77,7 @@ end
 if verdict ~= 1 then
   local dead = {'id', id, 'code', ARGV[14], 'reason', reason, 'from', KEYS[1], 'entry', ARGV[2],
     'provider', ARGV[5], 'attempt', tostring(tonumber(ARGV[8]) - 1), 'at', ARGV[13]}
-  local campaign = job_campaign(ARGV[9])
+  local campaign = job_campaign(ARGV[21])
   if campaign then
     table.insert(dead, 'campaign')
     table.insert(dead, campaign)
@@ -84,7 +88,7 @@ if verdict ~= 1 then
     camp_count(camp_base(KEYS[5]), campaign, ARGV[14])
   end
   table.insert(dead, 'job')
-  table.insert(dead, ARGV[9])
+  table.insert(dead, ARGV[21])
   xadd_capped(KEYS[5], ARGV[15], dead)
   redis.call('HDEL', KEYS[6], id)
   return verdict
@@ -95,8 +99,14 @@ local data = {
   job = ARGV[9], provider = ARGV[5], attempt = ARGV[8], enqueued_at = ARGV[10], recipient = recipient,
   queued_at = ARGV[13],
 }
-if ARGV[18] and ARGV[18] ~= '' then
+if ARGV[18] ~= '' then
   data.class = ARGV[18]
+end
+if ARGV[19] ~= '' then
+  data.campaign = ARGV[19]
+end
+if ARGV[20] == '1' then
+  data.deliveries = 1
 end
 if counted then
   data.last_code = ARGV[16]

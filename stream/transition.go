@@ -51,8 +51,8 @@ var (
 // answered push is recorded and a live replica stays live, while the moves that take new work
 // (to_lane, promote) are refused at their first write and wait (see MinRedisVersion).
 var allScripts = []*redis.Script{
-	toLaneScript, toDeadScript, finishScript, ackScript, readIntakeScript, wasSentScript, trimRecordsScript,
-	toDelayedScript, toScheduledScript, promoteScript, reclaimScript, cleanConsumerScript, heartbeatScript, queueStatsScript,
+	toLaneScript, toDeadScript, finishScript, ackScript, readIntakeScript, readLaneScript, wasSentScript, trimRecordsScript,
+	toDelayedScript, toScheduledScript, promoteScript, requeueScript, cleanConsumerScript, heartbeatScript, queueStatsScript,
 }
 
 // withLib is script src with lib's functions in front of it, after src's shebang line (which

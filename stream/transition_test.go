@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/webpush-gateway/webpush-gateway/job"
 )
 
 // laneEntry puts job id through intake into provider's lane and returns the lane entry, read
@@ -96,18 +97,19 @@ func TestTransitionsRefuseNonOwner(t *testing.T) {
 	}
 }
 
-// TestFinishAcceptedAfterReclaim: a send accepted while its entry was reclaimed by another
-// consumer is still recorded (the push is out), with its sent mark, and the entry is left to
-// its new owner; the new owner's Finish then only acks, so the job has one ledger record.
+// TestFinishAcceptedAfterReclaim: a send accepted after its entry was handed back and read by
+// another consumer is still recorded (the push is out), with its sent mark, and the entry is
+// left to its new owner; the new owner's Finish then only acks, so the job has one ledger
+// record.
 func TestFinishAcceptedAfterReclaim(t *testing.T) {
 	env, w1 := newStore(t, "fcm")
 	w2 := env.store(t, "w2", Options{}, "fcm")
 	e := env.laneEntry(t, w1, "fcm", "j1")
 	lane := w1.Keys(0).Lane("fcm")
 	env.age(t, lane, "w1", e.ID, 10*time.Minute, 1)
-	claimed, _, err := w2.Reclaim(env.ctx, 0, lane, time.Minute, 10, 5, nil)
-	if err != nil || len(claimed) != 1 {
-		t.Fatalf("Reclaim: %v, %d claimed", err, len(claimed))
+	claimed := env.takeOver(t, w2, lane, time.Minute, 5, "w2")
+	if len(claimed) != 1 {
+		t.Fatalf("w2 took over %d entries, want 1", len(claimed))
 	}
 	// w1's send, started before the reclaim, comes back accepted.
 	if ok, err := w1.Finish(env.ctx, e, Result{ID: "j1", Provider: "fcm", Code: "ACCEPTED", Status: 201, Sent: true, At: t0}); !ok || err != nil {
@@ -337,7 +339,7 @@ func TestAckSentWritesNothing(t *testing.T) {
 
 func TestReadNoEntriesAndRecreatedGroup(t *testing.T) {
 	env, s := newStore(t, "fcm")
-	got, _, err := s.ReadIntake(env.ctx, 0, 10, 10*time.Millisecond)
+	got, _, err := s.ReadIntake(env.ctx, 0, job.ClassTransactional, 10, 10*time.Millisecond)
 	if err != nil || got != nil {
 		t.Fatalf("ReadIntake on empty = %v, %v; want nil, nil", got, err)
 	}
@@ -346,7 +348,7 @@ func TestReadNoEntriesAndRecreatedGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	env.enqueue(t, s, validJob("after-flush"))
-	got, _, err = s.ReadIntake(env.ctx, 0, 10, 0)
+	got, _, err = s.ReadIntake(env.ctx, 0, job.ClassTransactional, 10, 0)
 	if err != nil || len(got) != 1 {
 		t.Fatalf("ReadIntake after flush = %d entries, %v; want 1", len(got), err)
 	}
@@ -368,7 +370,7 @@ func TestSetupGroupStartsAtZero(t *testing.T) {
 	if err := s.Setup(env.ctx, []string{"fcm"}); err != nil {
 		t.Fatal(err)
 	}
-	if got, _, _ := s.ReadIntake(env.ctx, 0, 10, 0); len(got) != 0 {
+	if got, _, _ := s.ReadIntake(env.ctx, 0, job.ClassTransactional, 10, 0); len(got) != 0 {
 		t.Errorf("after a second Setup, ReadIntake returned %d entries again", len(got))
 	}
 }

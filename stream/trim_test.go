@@ -37,7 +37,7 @@ func TestNoTrimOfGroupedStreams(t *testing.T) {
 			want[id] = s.Keys(0).Intake
 		}
 		// Intake reads some (they stay pending) and moves or kills some of its pending ones.
-		got, _, err := s.ReadIntake(env.ctx, 0, rng.IntN(8), 0)
+		got, _, err := s.ReadIntake(env.ctx, 0, job.ClassTransactional, rng.IntN(8), 0)
 		if err != nil {
 			t.Fatal(err)
 		}

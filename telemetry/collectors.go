@@ -33,14 +33,16 @@ type HostGauge struct {
 // Queue stream names, the stream label of the queue gauges; a lane is "lane:<provider id>", the
 // lane of the provider's bulk jobs "lane:<provider id>:bulk". The class label of a lane's
 // gauges is its class (ClassTransactional, ClassBulk); the other streams hold jobs of both
-// classes, or none, and have it empty.
+// classes (an intake holds the jobs written to it, whatever class they name), or none, and have
+// it empty.
 const (
-	StreamIntake  = "intake"
-	StreamDelayed = "delayed"
-	StreamDead    = "dead"
-	StreamResults = "results"
-	StreamGone    = "gone"
-	lanePrefix    = "lane:"
+	StreamIntake     = "intake"
+	StreamBulkIntake = "intake:bulk"
+	StreamDelayed    = "delayed"
+	StreamDead       = "dead"
+	StreamResults    = "results"
+	StreamGone       = "gone"
+	lanePrefix       = "lane:"
 	// bulkLaneSuffix ends the name of a provider's bulk lane.
 	bulkLaneSuffix = ":bulk"
 )
@@ -49,7 +51,7 @@ const (
 // read it from Redis.
 type QueueStat struct {
 	Shard int
-	// Stream is StreamIntake, StreamDelayed, StreamDead, StreamResults, StreamGone,
+	// Stream is StreamIntake, StreamBulkIntake, StreamDelayed, StreamDead, StreamResults, StreamGone,
 	// "lane:<provider id>" or "lane:<provider id>:bulk".
 	Stream string
 	// Entries is the stream's length (the set's size for StreamDelayed).
@@ -248,7 +250,7 @@ func (c *stateCollector) registryReload(ok bool, at time.Time) {
 // knownStream reports whether s is a stream label value QueueStat allows.
 func knownStream(s string) bool {
 	switch s {
-	case StreamIntake, StreamDelayed, StreamDead, StreamResults, StreamGone:
+	case StreamIntake, StreamBulkIntake, StreamDelayed, StreamDead, StreamResults, StreamGone:
 		return true
 	}
 	id, ok := strings.CutPrefix(s, lanePrefix)
@@ -269,9 +271,9 @@ func streamClass(stream string) string {
 	return ClassTransactional
 }
 
-// hasLag reports whether the stream's lag is exported: the intake and the lanes.
+// hasLag reports whether the stream's lag is exported: the intakes and the lanes.
 func hasLag(stream string) bool {
-	return stream == StreamIntake || strings.HasPrefix(stream, lanePrefix)
+	return stream == StreamIntake || stream == StreamBulkIntake || strings.HasPrefix(stream, lanePrefix)
 }
 
 func unixSeconds(t time.Time) float64 {

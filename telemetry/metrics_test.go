@@ -815,3 +815,26 @@ func TestBreakerStateString(t *testing.T) {
 		t.Errorf("breaker states (-want +got):\n%s", diff)
 	}
 }
+
+// TestQueueStreamsHaveLagAndClass: both intakes and every lane export their lag, the streams
+// that more replicas can work off; an intake's class label is empty (it holds whatever class
+// its jobs name), a lane's is its class.
+func TestQueueStreamsHaveLagAndClass(t *testing.T) {
+	for _, c := range []struct {
+		stream string
+		lag    bool
+		class  string
+	}{
+		{StreamIntake, true, ""},
+		{StreamBulkIntake, true, ""},
+		{lanePrefix + "fcm", true, ClassTransactional},
+		{lanePrefix + "fcm" + bulkLaneSuffix, true, ClassBulk},
+		{StreamDelayed, false, ""},
+		{StreamResults, false, ""},
+	} {
+		if !knownStream(c.stream) || hasLag(c.stream) != c.lag || streamClass(c.stream) != c.class {
+			t.Errorf("%s: known %v, lag %v, class %q; want known, lag %v, class %q",
+				c.stream, knownStream(c.stream), hasLag(c.stream), streamClass(c.stream), c.lag, c.class)
+		}
+	}
+}

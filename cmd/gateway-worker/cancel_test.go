@@ -59,7 +59,7 @@ func TestCancelCommand(t *testing.T) {
 	}
 	route := func(id string, class job.Class) stream.Entry {
 		t.Helper()
-		in, _, err := st.ReadIntake(ctx, 0, 1, 0)
+		in, _, err := st.ReadIntake(ctx, 0, class, 1, 0)
 		if err != nil || len(in) != 1 {
 			t.Fatalf("ReadIntake: %v, %v", in, err)
 		}

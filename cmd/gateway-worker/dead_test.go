@@ -60,7 +60,7 @@ func newDeadSet(t *testing.T) *deadSet {
 		if _, err := d.st.Producer().Enqueue(ctx, b); err != nil {
 			t.Fatal(err)
 		}
-		in, _, err := d.st.ReadIntake(ctx, shard, 1, 0)
+		in, _, err := d.st.ReadIntake(ctx, shard, job.ClassTransactional, 1, 0)
 		if err != nil || len(in) != 1 {
 			t.Fatalf("ReadIntake: %v, %v", in, err)
 		}
@@ -83,7 +83,7 @@ func newDeadSet(t *testing.T) *deadSet {
 		if _, err := d.st.Producer().Enqueue(ctx, []byte(raw)); err != nil {
 			t.Fatal(err)
 		}
-		in, refused, err := d.st.ReadIntake(ctx, stream.ShardOf(id, 2), 1, 0)
+		in, refused, err := d.st.ReadIntake(ctx, stream.ShardOf(id, 2), job.ClassTransactional, 1, 0)
 		if err != nil || len(in)+len(refused) != 1 {
 			t.Fatalf("ReadIntake: %v, %v, %v", in, refused, err)
 		}

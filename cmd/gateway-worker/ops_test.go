@@ -69,7 +69,7 @@ func newBacklog(t *testing.T) *backlog {
 	}
 	read := func(n int) []stream.Entry {
 		t.Helper()
-		es, refused, err := st.ReadIntake(ctx, 0, n, 0)
+		es, refused, err := st.ReadIntake(ctx, 0, job.ClassTransactional, n, 0)
 		if err != nil || len(es) != n || len(refused) != 0 {
 			t.Fatalf("ReadIntake %d: %v, %v, %v", n, es, refused, err)
 		}
@@ -159,6 +159,7 @@ func TestStatusShowsTheBacklog(t *testing.T) {
 	}
 	want := []row{
 		{Stream: "intake", Length: 3, Lag: 2, Pending: 1, OldestPending: true},
+		{Stream: "intake:bulk"},
 		{Stream: "delayed", Length: 1, Lag: -1, Pending: -1, NextDue: true},
 		{Stream: "dead", Length: 2, Lag: -1, Pending: -1},
 		{Stream: "results", Length: 1, Lag: -1, Pending: -1},
@@ -171,8 +172,8 @@ func TestStatusShowsTheBacklog(t *testing.T) {
 	if d := cmp.Diff(want, rows); d != "" {
 		t.Errorf("queues (-want +got):\n%s", d)
 	}
-	if rep.Queues[1].NextDue == nil || !rep.Queues[1].NextDue.Equal(b.due) {
-		t.Errorf("delayed next due %v, want %v", rep.Queues[1].NextDue, b.due)
+	if rep.Queues[2].NextDue == nil || !rep.Queues[2].NextDue.Equal(b.due) {
+		t.Errorf("delayed next due %v, want %v", rep.Queues[2].NextDue, b.due)
 	}
 	if len(rep.Replicas) != 1 || rep.Replicas[0].Consumer != "worker-a" || rep.Replicas[0].Version != "v-test" ||
 		!cmp.Equal(rep.Replicas[0].Breakers, map[string]string{"fcm": "closed", "apple": "open"}) {
@@ -222,8 +223,8 @@ func TestStatusTakesTheRecordedShardCount(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	var rep stream.StatusReport
-	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || rep.Shards != 3 || len(rep.Queues) != 3*7 {
-		t.Fatalf("status without --shards: %d shards, %d queues (%v); want the recorded 3 and 7 queues each (fcm's two lanes)", rep.Shards, len(rep.Queues), err)
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || rep.Shards != 3 || len(rep.Queues) != 3*8 {
+		t.Fatalf("status without --shards: %d shards, %d queues (%v); want the recorded 3 and 8 queues each (two intakes, fcm's two lanes)", rep.Shards, len(rep.Queues), err)
 	}
 	code, _, stderr = run(t, "status", "--redis", srv.URL(), "--shards", "2")
 	if code != 2 || !strings.Contains(stderr, "is used with 3 shards") || !strings.Contains(stderr, "use --shards 3") {
@@ -262,8 +263,8 @@ func TestStatusTakesTheRecordedShardCount(t *testing.T) {
 	c.XAdd(context.Background(), &redis.XAddArgs{Stream: stream.KeysFor("wp", 4).Results, Values: []any{"id", "x", "code", "ACCEPTED"}})
 	_, stdout, _ = run(t, "status", "--redis", srv.URL(), "--json")
 	rep = stream.StatusReport{}
-	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || len(rep.LeftShards) != 0 || len(rep.Queues) != 3*7 {
-		t.Errorf("status --json with shard 4 drained: left shards %v, %d queues (%v); want none and the 3 shards' 21", rep.LeftShards, len(rep.Queues), err)
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || len(rep.LeftShards) != 0 || len(rep.Queues) != 3*8 {
+		t.Errorf("status --json with shard 4 drained: left shards %v, %d queues (%v); want none and the 3 shards' 24", rep.LeftShards, len(rep.Queues), err)
 	}
 }
 

@@ -165,8 +165,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *consumer == "" {
 		*consumer = cli.ConsumerName()
 	}
-	// Every lane reader and intake reader holds a blocking connection while it waits.
-	if readers := readShards * (1 + len(reg.Providers())); readers > maxBlockingReaders {
+	// Every lane reader and intake reader (two a shard, one per class) holds a blocking
+	// connection while it waits.
+	if readers := readShards * (2 + len(reg.Providers())); readers > maxBlockingReaders {
 		return fail(fmt.Errorf("reading %d shards (--shards, or --reshard-from when larger) with %d providers needs %d blocking Redis connections per worker; at most %d: use fewer shards",
 			readShards, len(reg.Providers()), readers, maxBlockingReaders))
 	}
@@ -174,7 +175,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	calls := &stream.CallCounter{}
 	store, err := stream.Open(rf.url, stream.OpenOptions{
 		Options: so, ClientName: "gateway-worker",
-		BlockingPoolSize: readShards*(1+len(reg.Providers())) + 4,
+		BlockingPoolSize: readShards*(2+len(reg.Providers())) + 4,
 		Hooks:            []redis.Hook{calls},
 	})
 	if err != nil {
@@ -201,7 +202,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	cfg.Store, cfg.Sender, cfg.Registry, cfg.Keys, cfg.Logger = store, sender, reg, keys, logger
 	cfg.Metrics, cfg.Health, cfg.Signatures, cfg.EndpointHashKey = obs.metrics, obs.health, sender.SignaturesByKey, hashKey
-	cfg.Version, cfg.Upstream = buildinfo.Version(), stream.InspectorOf(store)
+	cfg.Version, cfg.Upstream, cfg.Campaigns = buildinfo.Version(), stream.InspectorOf(store), stream.CampaignsOf(store)
 	worker, err := dispatch.New(cfg)
 	if err != nil {
 		return fail(err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/redistest"
+	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/stream"
 )
 
@@ -24,7 +25,7 @@ func TestStatusAndInspectShowScheduledJobs(t *testing.T) {
 	if _, err := st.Producer().Enqueue(ctx, []byte(testJob(t, "later")), []byte(testJob(t, "latest"))); err != nil {
 		t.Fatal(err)
 	}
-	es, _, err := st.ReadIntake(ctx, 0, 2, 0)
+	es, _, err := st.ReadIntake(ctx, 0, job.ClassTransactional, 2, 0)
 	if err != nil || len(es) != 2 {
 		t.Fatalf("ReadIntake: %v, %v", es, err)
 	}

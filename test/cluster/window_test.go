@@ -37,7 +37,7 @@ func testWindowOnCluster(t *testing.T, url string) {
 		if _, err := p.Enqueue(ctx, raw); err != nil {
 			t.Fatal(err)
 		}
-		in, _, err := st.ReadIntake(ctx, shard, 1, time.Second)
+		in, _, err := st.ReadIntake(ctx, shard, job.ClassTransactional, 1, time.Second)
 		if err != nil || len(in) != 1 {
 			t.Fatalf("shard %d: ReadIntake = %d entries, %v; want 1", shard, len(in), err)
 		}
