@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"maps"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -209,35 +206,6 @@ func (s *Inspector) CampaignRecipientIDs(ctx context.Context, id string) ([]stri
 		ids[i] = job.RecipientJobID(id, int64(i+1))
 	}
 	return ids, nil
-}
-
-// WriteAudit writes rep, and the records counted by code (byCode, as Audit returns them), as
-// `gateway-worker audit` prints them: the counts, where the jobs without a record are, and the
-// first ten ids missing a record and the first ten with more than one.
-func WriteAudit(w io.Writer, rep AuditReport, byCode map[string]int) {
-	fmt.Fprintf(w, "jobs:                     %d\n", rep.Total)
-	fmt.Fprintf(w, "exactly one terminal:     %d\n", rep.ExactlyOne)
-	fmt.Fprintf(w, "none yet:                 %d\n", rep.None)
-	for _, k := range slices.Sorted(maps.Keys(rep.NoneWhere)) {
-		label := k
-		if k == "nowhere" {
-			label = "nowhere (LOST)"
-		}
-		fmt.Fprintf(w, "  %-22s  %d\n", label, rep.NoneWhere[k])
-	}
-	fmt.Fprintf(w, "more than one terminal:   %d\n", rep.MoreThanOne)
-	for _, id := range rep.Duplicated[:min(10, len(rep.Duplicated))] {
-		fmt.Fprintf(w, "  duplicated: %s\n", id)
-	}
-	for _, id := range rep.Missing[:min(10, len(rep.Missing))] {
-		fmt.Fprintf(w, "  missing:    %s\n", id)
-	}
-	if len(byCode) > 0 {
-		fmt.Fprintln(w, "terminal records by code:")
-		for _, code := range slices.Sorted(maps.Keys(byCode)) {
-			fmt.Fprintf(w, "  %-22s  %d\n", code, byCode[code])
-		}
-	}
 }
 
 // jobID is the id of a raw job, "" when it has none.

@@ -2,85 +2,42 @@ package stream
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"regexp"
-	"strconv"
-	"strings"
-	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/taxonomy"
 )
 
-// How an operator names dead records: by entry, ENTRY_ID or SHARD/ENTRY_ID (the shard needed
-// when the prefix has more than one, since an entry id is unique within a stream only), or by
-// the filters of a DeadFilter, whose times are RFC 3339 or a duration ago (ParseWhen).
-
-// Ref is how an operator names the record: its entry id, with "SHARD/" in front when the
-// prefix has more than one shard.
-func (d DeadEntry) Ref(shards int) string {
-	if shards > 1 {
-		return fmt.Sprintf("%d/%s", d.Shard, d.EntryID)
-	}
-	return d.EntryID
+// DeadRef names a dead record: its entry id in the dead stream of Shard, or, with Shard
+// negative, of whichever shards have one (an entry id is unique within a stream, not across
+// shards).
+type DeadRef struct {
+	Shard   int
+	EntryID string
 }
 
-// BadRefError is a reference that names no record a dead stream can hold.
-type BadRefError struct{ msg string }
-
-func (e *BadRefError) Error() string { return e.msg }
-
-var deadRefPattern = regexp.MustCompile(`^(?:(\d+)/)?(\d+-\d+)$`)
-
-// ParseDeadRef reads ENTRY_ID or SHARD/ENTRY_ID; shard is -1 without one. ok is false when ref
-// is neither form; err, a *BadRefError, when its shard is not one of shards.
-func ParseDeadRef(ref string, shards int) (shard int, id string, ok bool, err error) {
-	m := deadRefPattern.FindStringSubmatch(ref)
-	if m == nil {
-		return 0, "", false, nil
-	}
-	if m[1] == "" {
-		return -1, m[2], true, nil
-	}
-	shard, err = strconv.Atoi(m[1])
-	if err != nil || shard >= shards {
-		return 0, "", true, &BadRefError{fmt.Sprintf("%s: shard %s is not one of the %d shards", ref, m[1], shards)}
-	}
-	return shard, m[2], true, nil
-}
-
-// FindDead finds the record ref names (ENTRY_ID or SHARD/ENTRY_ID): none, one, or, for an
-// entry id without a shard, one per shard that has it. A ref of neither form is a
-// *BadRefError.
-func (s *Inspector) FindDead(ctx context.Context, ref string) ([]DeadEntry, error) {
-	shard, id, ok, err := ParseDeadRef(ref, s.Shards())
-	if err != nil {
-		return nil, err
-	}
-	if !ok {
-		return nil, &BadRefError{fmt.Sprintf("%q is not an entry id (1717171717171-0, or SHARD/1717171717171-0)", ref)}
-	}
-	if shard >= 0 {
-		d, found, err := s.DeadEntry(ctx, shard, id)
+// FindDead finds the record r names: none, one, or, for a ref without a shard, one per shard
+// that has it.
+func (s *Inspector) FindDead(ctx context.Context, r DeadRef) ([]DeadEntry, error) {
+	if r.Shard >= 0 {
+		d, found, err := s.DeadEntry(ctx, r.Shard, r.EntryID)
 		if err != nil || !found {
 			return nil, err
 		}
 		return []DeadEntry{d}, nil
 	}
-	return s.DeadEntries(ctx, id)
+	return s.DeadEntries(ctx, r.EntryID)
 }
 
-// ShowDead finds the record an operator asks for with ref: the record it names as an entry
-// (FindDead: one per shard that has it), else the newest dead record of ref as a job id, of the
-// newest scanLimit records of its shard (0: all). ofJob is how many records of the job were
-// found; cut says the scan stopped at the limit.
-func (s *Inspector) ShowDead(ctx context.Context, ref string, scanLimit int) (found []DeadEntry, ofJob int, cut bool, err error) {
-	if _, _, isEntry, _ := ParseDeadRef(ref, s.Shards()); isEntry {
-		if found, err = s.FindDead(ctx, ref); err != nil || len(found) > 0 {
+// ShowDead finds the record an operator asks for: the one entry names, when it is not nil
+// (FindDead: one per shard that has it), else the newest dead record of jobID, of the newest
+// scanLimit records of its shard (0: all). ofJob is how many records of the job were found;
+// cut says the scan stopped at the limit.
+func (s *Inspector) ShowDead(ctx context.Context, entry *DeadRef, jobID string, scanLimit int) (found []DeadEntry, ofJob int, cut bool, err error) {
+	if entry != nil {
+		if found, err = s.FindDead(ctx, *entry); err != nil || len(found) > 0 {
 			return found, 0, false, err
 		}
 	}
-	byJob, cut, err := s.DeadOfJob(ctx, ref, scanLimit)
+	byJob, cut, err := s.DeadOfJob(ctx, jobID, scanLimit)
 	if err != nil {
 		return nil, 0, false, err
 	}
@@ -97,38 +54,16 @@ type DeadSelection struct {
 	Chosen []DeadEntry
 	Walk   bool
 	Filter DeadFilter
-	// Missing are the refs that named no record (acted on before, or mistyped);
-	// Problems the refs that cannot be acted on (an entry id on several shards).
-	Missing, Problems []string
-}
-
-// CheckDeadChoice refuses a replay or purge that does not choose its records exactly one way:
-// refs (each ENTRY_ID or SHARD/ENTRY_ID), or a filter (filtered: the operator gave one), or
-// all. An operator who mixes them would act on more, or other, records than meant.
-func CheckDeadChoice(refs []string, filtered, all bool) error {
-	ways := 0
-	for _, on := range []bool{len(refs) > 0, filtered, all} {
-		if on {
-			ways++
-		}
-	}
-	switch {
-	case ways == 0:
-		return errors.New("choose the records: ENTRY_ID..., a filter (--reason, --code, --provider, --since, --until) or --all")
-	case ways > 1:
-		return errors.New("choose the records one way: ENTRY_ID..., filters, or --all")
-	}
-	for _, ref := range refs {
-		if _, _, ok, _ := ParseDeadRef(ref, MaxShards); !ok {
-			return fmt.Errorf("%q is not an entry id (1717171717171-0, or SHARD/1717171717171-0)", ref)
-		}
-	}
-	return nil
+	// Missing are the refs that named no record (acted on before, or mistyped).
+	Missing []DeadRef
+	// Several are, for each ref without a shard whose entry id more than one shard has, the
+	// records it named: none of them is acted on.
+	Several [][]DeadEntry
 }
 
 // SelectDead resolves what refs name, or without refs the newest limit records f chooses;
 // without refs and limit, the selection walks every record f chooses (EachDead).
-func (s *Inspector) SelectDead(ctx context.Context, refs []string, f DeadFilter, limit int) (*DeadSelection, error) {
+func (s *Inspector) SelectDead(ctx context.Context, refs []DeadRef, f DeadFilter, limit int) (*DeadSelection, error) {
 	sel := &DeadSelection{Filter: f}
 	if len(refs) == 0 {
 		if limit == 0 {
@@ -139,22 +74,18 @@ func (s *Inspector) SelectDead(ctx context.Context, refs []string, f DeadFilter,
 		sel.Chosen, err = s.DeadList(ctx, f, limit)
 		return sel, err
 	}
-	for _, ref := range refs {
-		found, err := s.FindDead(ctx, ref)
+	for _, r := range refs {
+		found, err := s.FindDead(ctx, r)
 		if err != nil {
 			return nil, err
 		}
 		switch len(found) {
 		case 0:
-			sel.Missing = append(sel.Missing, ref)
+			sel.Missing = append(sel.Missing, r)
 		case 1:
 			sel.Chosen = append(sel.Chosen, found[0])
 		default:
-			var names []string
-			for _, d := range found {
-				names = append(names, d.Ref(s.Shards()))
-			}
-			sel.Problems = append(sel.Problems, fmt.Sprintf("%s: on several shards (%s); give SHARD/ENTRY_ID", ref, strings.Join(names, ", ")))
+			sel.Several = append(sel.Several, found)
 		}
 	}
 	return sel, nil
@@ -172,34 +103,6 @@ func (s *Inspector) EachDead(ctx context.Context, sel *DeadSelection, fn func(De
 		}
 	}
 	return nil
-}
-
-// DeadView is a dead record as the operators' dead commands print it (snake_case JSON); Job
-// only when asked for (`dead show`), since it carries the subscription.
-type DeadView struct {
-	Shard    int       `json:"shard"`
-	EntryID  string    `json:"entry_id"`
-	ID       string    `json:"id"`
-	Code     string    `json:"code"`
-	Reason   string    `json:"reason"`
-	Provider string    `json:"provider"`
-	Attempt  int       `json:"attempt"`
-	From     string    `json:"from"`
-	Entry    string    `json:"entry"`
-	At       time.Time `json:"at"`
-	Note     string    `json:"note,omitempty"`
-	Job      *string   `json:"job,omitempty"`
-}
-
-// View is d as DeadView, with its job when withJob.
-func (d DeadEntry) View(withJob bool) DeadView {
-	out := DeadView{Shard: d.Shard, EntryID: d.EntryID, ID: d.ID, Code: d.Code, Reason: d.Reason, Provider: d.Provider,
-		Attempt: d.Attempt, From: d.From, Entry: d.Entry, At: d.At.UTC(), Note: d.Note}
-	if withJob {
-		job := d.Job
-		out.Job = &job
-	}
-	return out
 }
 
 // FailsAgain says why the job of a dead record of code would fail the same way if it were
@@ -300,63 +203,4 @@ func (s *Inspector) PurgeSelection(ctx context.Context, sel *DeadSelection, dry 
 		err = flush()
 	}
 	return chosen, purged, err
-}
-
-// NewDeadFilter is the filter an operator gives (the flags of `gateway-worker dead`): reason,
-// code and provider as DeadFilter has them, code one of the outcome codes, and since and until
-// as ParseWhen reads them at now ("" for none).
-func NewDeadFilter(reason, code, provider, since, until string, now time.Time) (DeadFilter, error) {
-	if code != "" && !taxonomy.Code(code).Valid() {
-		return DeadFilter{}, fmt.Errorf("--code %q is not an outcome code (one of %v)", code, taxonomy.Codes())
-	}
-	f := DeadFilter{Reason: reason, Code: code, Provider: provider}
-	var err error
-	if since != "" {
-		if f.Since, err = ParseWhen(since, now); err != nil {
-			return f, fmt.Errorf("--since: %w", err)
-		}
-	}
-	if until != "" {
-		if f.Until, err = ParseWhen(until, now); err != nil {
-			return f, fmt.Errorf("--until: %w", err)
-		}
-	}
-	if !f.Since.IsZero() && !f.Until.IsZero() && f.Until.Before(f.Since) {
-		return f, fmt.Errorf("--until %s is before --since %s", until, since)
-	}
-	return f, nil
-}
-
-// ParseWhen reads a time an operator gives (--since, --until): an RFC 3339 time, or a duration
-// before now (Go's units, and d for days).
-func ParseWhen(s string, now time.Time) (time.Time, error) {
-	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		return t, nil
-	}
-	d, err := parseAgo(s)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("%q is neither an RFC 3339 time (2025-06-01T12:00:00Z) nor a duration ago (90s, 30m, 2h, 7d)", s)
-	}
-	return now.Add(-d), nil
-}
-
-// parseAgo is time.ParseDuration that also takes whole days ("7d", "1d12h") and refuses a
-// negative duration.
-func parseAgo(s string) (time.Duration, error) {
-	var days int64
-	if i := strings.IndexByte(s, 'd'); i > 0 {
-		n, err := strconv.ParseInt(s[:i], 10, 64)
-		if err != nil || n < 0 || n > 100_000 {
-			return 0, errors.New("bad days")
-		}
-		days, s = n, s[i+1:]
-		if s == "" {
-			return time.Duration(days) * 24 * time.Hour, nil
-		}
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d < 0 {
-		return 0, errors.New("bad duration")
-	}
-	return time.Duration(days)*24*time.Hour + d, nil
 }

@@ -1,6 +1,6 @@
 // Package stream is the only package that talks to Redis. It holds how every command connects
 // (Open, OpenInspector), the key layout (keys.go), the worker's Store, the operators' Inspector
-// with the text its reports print as, and one Lua script per state change of a delivery job:
+// (whose reports the commands print), and one Lua script per state change of a delivery job:
 //
 //	intake --ToLane--> lane:<provider> --Finish--> results (+ gone, + the window)
 //	   \                  |   \--ToDelayed--> delayed --PromoteDue--> lane:<provider>

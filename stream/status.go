@@ -129,3 +129,17 @@ func (s *Inspector) Memory(ctx context.Context) ([]NodeMemory, error) {
 		return nil, fmt.Errorf("stream: INFO memory: a %T is not a client this knows", s.c)
 	}
 }
+
+// HasLane reports whether provider has a lane on any shard (AllLanes: one SCAN).
+func (s *Inspector) HasLane(ctx context.Context, provider string) (bool, error) {
+	lanes, err := s.AllLanes(ctx)
+	if err != nil {
+		return false, err
+	}
+	for _, ps := range lanes {
+		if slices.Contains(ps, provider) {
+			return true, nil
+		}
+	}
+	return false, nil
+}

@@ -122,7 +122,7 @@ func cmdCampaignStatus(ctx context.Context, fs *cli.FlagSet, args []string, stdo
 	case st != nil && *asJSON:
 		return printJSON(fs, stdout, stderr, st)
 	case st != nil:
-		stream.WriteCampaignStatus(stdout, st, time.Now())
+		writeCampaignStatus(stdout, st, time.Now())
 		return cli.ExitOK
 	}
 	list, err := insp.CampaignList(ctx, time.Now())
@@ -134,7 +134,7 @@ func cmdCampaignStatus(ctx context.Context, fs *cli.FlagSet, args []string, stdo
 	case len(list) == 0:
 		fmt.Fprintf(stdout, "no campaigns under prefix %s\n", rf.prefix)
 	default:
-		stream.WriteCampaignList(stdout, list)
+		writeCampaignList(stdout, list)
 	}
 	return cli.ExitOK
 }

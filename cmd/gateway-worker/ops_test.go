@@ -386,7 +386,7 @@ func TestPauseShowsInStatusAndTheHeartbeat(t *testing.T) {
 	}
 	// A reason status could not print as one line is refused, and nothing is paused.
 	for _, reason := range []string{"line one\nfake: row", "bell\a", "\x1b[31mred", "next\u0085line", "\u202eesrever", "csi\x9b31m",
-		strings.Repeat("x", stream.MaxPauseReason+1)} {
+		strings.Repeat("x", maxPauseReason+1)} {
 		if code, _, stderr := run(t, "pause", "--redis", b.srv.URL(), "--reason", reason, "apple"); code != 2 || !strings.Contains(stderr, "--reason") {
 			t.Errorf("pause --reason %q: exit %d, %q; want 2 naming --reason", reason, code, stderr)
 		}

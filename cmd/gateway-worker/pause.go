@@ -23,7 +23,7 @@ func cmdPause(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stder
 		return code
 	}
 	provider := fs.Arg(0)
-	if err := stream.CheckPauseRequest(provider, *reason); err != nil {
+	if err := checkPauseRequest(provider, *reason); err != nil {
 		return fs.Fail(err)
 	}
 	st, reg, code := rf.openWithRegistry(ctx, fs, "gateway-pause", stderr)
@@ -59,7 +59,7 @@ func cmdResume(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stde
 		return code
 	}
 	provider := fs.Arg(0)
-	if err := stream.CheckProviderID(provider); err != nil {
+	if err := checkProviderID(provider); err != nil {
 		return fs.Fail(err)
 	}
 	st, code := rf.openReader(ctx, fs, "gateway-pause", stderr)

@@ -1,4 +1,4 @@
-package stream
+package main
 
 import (
 	"strings"
@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/webpush-gateway/webpush-gateway/stream"
 )
 
 // TestWriteStatus: every table of status as an operator reads it: a stream no worker has read
@@ -18,8 +20,8 @@ func TestWriteStatus(t *testing.T) {
 	n := func(v int64) *int64 { return &v }
 	sec := func(v float64) *float64 { return &v }
 	at := func(d time.Duration) *time.Time { t := now.Add(d); return &t }
-	rep := StatusReport{Prefix: "wp", Shards: 2, At: now, StaleAfterSeconds: 15,
-		Queues: []QueueStatus{
+	rep := stream.StatusReport{Prefix: "wp", Shards: 2, At: now, StaleAfterSeconds: 15,
+		Queues: []stream.QueueStatus{
 			{Shard: 0, Stream: "intake", Length: 3, Lag: n(2), Pending: n(1), OldestPendingAgeSeconds: sec(3.456)},
 			{Shard: 0, Stream: "delayed", Length: 5, DueNow: n(2), NextDue: at(252 * time.Second), Scheduled: n(3), NextSendAt: at(2 * time.Hour)},
 			{Shard: 0, Stream: "delayed", Length: 0, DueNow: n(0), Scheduled: n(0)},
@@ -28,24 +30,24 @@ func TestWriteStatus(t *testing.T) {
 			{Shard: 2, Stream: "dead", Length: 9},
 		},
 		LeftShards: []int{2},
-		Replicas: []ReplicaStatus{
+		Replicas: []stream.ReplicaStatus{
 			{Consumer: "worker-a", LastSeenAgoSec: 0.42, Version: "v1",
 				Breakers:      map[string]string{"fcm": "closed", "apple": "open", "wns": "half-open", "autopush": "closed"},
 				Proxies:       map[string]string{"fcm": "proxy:3128", "apple": "proxy:3128", "wns": "other:8080"},
 				ProxyBreakers: map[string]string{"proxy:3128": "open"}},
 			{Consumer: "worker-b", LastSeenAgoSec: 4000},
 		},
-		Paused:   []PauseStatus{{Provider: "autopush", Reason: "incident 4", By: "ops@host", At: now.Add(-3 * time.Minute)}},
-		KeyParks: []KeyParkStatus{{Provider: "apple", Key: "k1", Until: now.Add(90 * time.Second), Reason: "429", By: "worker-a"}},
-		Memory: []MemoryStatus{
+		Paused:   []stream.PauseStatus{{Provider: "autopush", Reason: "incident 4", By: "ops@host", At: now.Add(-3 * time.Minute)}},
+		KeyParks: []stream.KeyParkStatus{{Provider: "apple", Key: "k1", Until: now.Add(90 * time.Second), Reason: "429", By: "worker-a"}},
+		Memory: []stream.MemoryStatus{
 			{Node: "127.0.0.1:6379", Role: "master", UsedBytes: 1536, PeakBytes: 900, MaxBytes: 3 << 30, Policy: "noeviction", AOF: true},
 			{Node: "n2", Role: "replica", UsedBytes: 5 << 40, PeakBytes: 1023, Policy: "allkeys-lru"},
 		},
-		UpstreamGroups: []UpstreamGroup{{Shard: 0, Stream: "results", Group: "analytics", Lag: 12, Pending: 3},
+		UpstreamGroups: []stream.UpstreamGroup{{Shard: 0, Stream: "results", Group: "analytics", Lag: 12, Pending: 3},
 			{Shard: 1, Stream: "gone", Lag: 4, Estimated: true}},
 	}
 	var b strings.Builder
-	WriteStatus(&b, rep)
+	writeStatus(&b, rep)
 	want := "" +
 		"prefix wp, 2 shard(s), at 2026-03-04T05:06:07Z\n" +
 		"\n" +
@@ -90,7 +92,7 @@ func TestWriteStatus(t *testing.T) {
 		"warning: redis n2: AOF is off (appendonly no): a restart of Redis loses the jobs and records written since its last snapshot (docs/operations.md)\n" +
 		"warning: redis n2: no maxmemory: Redis grows until the host runs out of memory instead of refusing writes (docs/runbooks.md, WebPushRedisNoMaxmemory)\n"
 	if d := cmp.Diff(want, b.String()); d != "" {
-		t.Errorf("WriteStatus (-want +got):\n%s", d)
+		t.Errorf("writeStatus (-want +got):\n%s", d)
 	}
 
 	// Nothing to list: each table says so in a line, and the replicas' table and the proxies'
@@ -98,16 +100,16 @@ func TestWriteStatus(t *testing.T) {
 	rep.LeftShards, rep.Replicas, rep.Paused, rep.KeyParks, rep.UpstreamGroups = nil, nil, nil, nil, nil
 	rep.Queues, rep.Memory = rep.Queues[:1], rep.Memory[:1]
 	b.Reset()
-	WriteStatus(&b, rep)
+	writeStatus(&b, rep)
 	for _, line := range []string{"replicas: 0 live (heartbeat within 15s)\n\npaused providers: none\n\nparked keys: none\n",
 		"upstream consumer groups: none on the ledger, gone or dead streams\n"} {
 		if !strings.Contains(b.String(), line) {
-			t.Errorf("WriteStatus with nothing to list lacks %q:\n%s", line, b.String())
+			t.Errorf("writeStatus with nothing to list lacks %q:\n%s", line, b.String())
 		}
 	}
 	for _, absent := range []string{"CONSUMER", "LAG ?", "shards [", "warning:"} {
 		if strings.Contains(b.String(), absent) {
-			t.Errorf("WriteStatus with nothing to list prints %q:\n%s", absent, b.String())
+			t.Errorf("writeStatus with nothing to list prints %q:\n%s", absent, b.String())
 		}
 	}
 }
