@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/webpush-gateway/webpush-gateway/internal/product/cli"
 	"github.com/webpush-gateway/webpush-gateway/stream"
 )
 
@@ -16,7 +17,7 @@ import (
 
 // writeCampaignStatus writes st as `campaign status` prints it, at now.
 func writeCampaignStatus(w io.Writer, st *stream.CampaignStatus, now time.Time) {
-	fmt.Fprintf(w, "campaign %s: %s, %s, %s", st.ID, reportText(st.State), reportText(st.Class), reportPace(st.Rate))
+	fmt.Fprintf(w, "campaign %s: %s, %s, %s", st.ID, cli.Dash(st.State), cli.Dash(st.Class), reportPace(st.Rate))
 	if st.SendAt != nil {
 		fmt.Fprintf(w, ", send_at %s (%s)", st.SendAt.UTC().Format(time.RFC3339), reportWhen(*st.SendAt, now))
 	}
@@ -51,7 +52,7 @@ func writeCampaignList(w io.Writer, list []stream.CampaignStatus) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "CAMPAIGN\tSTATE\tCLASS\tADDED\tQUEUED\tIN LANES\tDONE")
 	for _, st := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\n", st.ID, reportText(st.State), reportText(st.Class), st.Added, st.Queued, st.InLanes, st.Done)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\n", st.ID, cli.Dash(st.State), cli.Dash(st.Class), st.Added, st.Queued, st.InLanes, st.Done)
 	}
 	_ = tw.Flush()
 }
@@ -70,7 +71,7 @@ func reportCounts(m map[string]int64) string {
 	})
 	parts := make([]string, len(keys))
 	for i, k := range keys {
-		parts[i] = reportText(k) + " " + strconv.FormatInt(m[k], 10)
+		parts[i] = cli.Dash(k) + " " + strconv.FormatInt(m[k], 10)
 	}
 	if len(parts) == 0 {
 		return ""

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/webpush-gateway/webpush-gateway/internal/product/cli"
 	"github.com/webpush-gateway/webpush-gateway/stream"
 )
 
@@ -63,7 +64,7 @@ func writeInspect(w io.Writer, r stream.InspectReport, now time.Time) {
 			status = fmt.Sprintf(" (HTTP %d)", l.Status)
 		}
 		fmt.Fprintf(w, "  ended: %s%s on %s at attempt %d (0 is the first), %s; ledger entry %s\n",
-			l.Code, status, reportText(l.Provider), l.Attempt, l.At.Format(time.RFC3339), l.EntryID)
+			l.Code, status, cli.Dash(l.Provider), l.Attempt, l.At.Format(time.RFC3339), l.EntryID)
 		if l.Detail != "" {
 			fmt.Fprintf(w, "    detail: %s\n", l.Detail)
 		}

@@ -2,12 +2,11 @@ package main
 
 import (
 	"fmt"
-	"strconv"
 	"time"
 )
 
-// How the operators' reports print what they hold: times for a person, sizes in binary units,
-// and text read from Redis made safe for a terminal. The report files share them so that the
+// How the operators' reports print what they hold: times for a person and sizes in binary
+// units (text read from Redis prints with cli.Dash). The report files share them so that the
 // same figure reads the same in `status`, `inspect` and `campaign status`.
 
 // reportWhen says when t is from now: "in 4m12s" or "3m0s ago".
@@ -51,17 +50,4 @@ func reportBytes(n int64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
-
-// reportText is a text read from Redis as a report prints it: "-" for none, and quoted with
-// its escapes when it holds anything but printable characters, so that a value written by
-// something other than the gateway cannot forge a line or drive the terminal.
-func reportText(s string) string {
-	if s == "" {
-		return "-"
-	}
-	if q := strconv.Quote(s); q[1:len(q)-1] != s {
-		return q
-	}
-	return s
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"testing"
 	"time"
+
+	"github.com/webpush-gateway/webpush-gateway/internal/product/cli"
 )
 
 func TestReportDurationAndBytes(t *testing.T) {
@@ -35,8 +37,8 @@ func TestReportDurationAndBytes(t *testing.T) {
 		}
 	}
 	for s, want := range map[string]string{"": "-", "fcm": "fcm", "a b": "a b", "a\nb": `"a\nb"`, "\x1b[2J": `"\x1b[2J"`} {
-		if got := reportText(s); got != want {
-			t.Errorf("reportText(%q) = %q, want %q", s, got, want)
+		if got := cli.Dash(s); got != want {
+			t.Errorf("cli.Dash(%q) = %q, want %q", s, got, want)
 		}
 	}
 }

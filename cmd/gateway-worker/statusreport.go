@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/webpush-gateway/webpush-gateway/internal/product/cli"
 	"github.com/webpush-gateway/webpush-gateway/stream"
 )
 
@@ -52,7 +53,7 @@ func writeStatusTables(w io.Writer, rep stream.StatusReport) {
 				}
 			}
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\t%s\n", q.Shard, reportText(q.Stream), q.Length, lag, pending, oldest, retries)
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\t%s\n", q.Shard, cli.Dash(q.Stream), q.Length, lag, pending, oldest, retries)
 	}
 	_ = tw.Flush()
 	if noGroup {
@@ -68,7 +69,7 @@ func writeStatusTables(w io.Writer, rep stream.StatusReport) {
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "CONSUMER\tLAST SEEN\tVERSION\tBREAKERS")
 		for _, r := range rep.Replicas {
-			fmt.Fprintf(tw, "%s\t%s ago\t%s\t%s\n", reportText(r.Consumer), reportAge(r.LastSeenAgoSec), reportText(r.Version), reportBreakers(r.Breakers))
+			fmt.Fprintf(tw, "%s\t%s ago\t%s\t%s\n", cli.Dash(r.Consumer), reportAge(r.LastSeenAgoSec), cli.Dash(r.Version), reportBreakers(r.Breakers))
 		}
 		_ = tw.Flush()
 		writeProxies(w, rep.Replicas)
@@ -81,7 +82,7 @@ func writeStatusTables(w io.Writer, rep stream.StatusReport) {
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "PROVIDER\tSINCE\tBY\tREASON")
 		for _, p := range rep.Paused {
-			fmt.Fprintf(tw, "%s\t%s (%s)\t%s\t%s\n", reportText(p.Provider), p.At.Format(time.RFC3339), reportWhen(p.At, rep.At), reportText(p.By), reportText(p.Reason))
+			fmt.Fprintf(tw, "%s\t%s (%s)\t%s\t%s\n", cli.Dash(p.Provider), p.At.Format(time.RFC3339), reportWhen(p.At, rep.At), cli.Dash(p.By), cli.Dash(p.Reason))
 		}
 		_ = tw.Flush()
 	}
@@ -93,7 +94,7 @@ func writeStatusTables(w io.Writer, rep stream.StatusReport) {
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "PROVIDER\tKEY\tUNTIL\tBY\tREASON")
 		for _, p := range rep.KeyParks {
-			fmt.Fprintf(tw, "%s\t%s\t%s (%s)\t%s\t%s\n", reportText(p.Provider), reportText(p.Key), p.Until.Format(time.RFC3339), reportWhen(p.Until, rep.At), reportText(p.By), reportText(p.Reason))
+			fmt.Fprintf(tw, "%s\t%s\t%s (%s)\t%s\t%s\n", cli.Dash(p.Provider), cli.Dash(p.Key), p.Until.Format(time.RFC3339), reportWhen(p.Until, rep.At), cli.Dash(p.By), cli.Dash(p.Reason))
 		}
 		_ = tw.Flush()
 	}
@@ -110,7 +111,7 @@ func writeStatusTables(w io.Writer, rep stream.StatusReport) {
 		if policy != "noeviction" {
 			policy += " (the gateway needs noeviction: docs/operations.md)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", reportText(m.Node), reportText(m.Role), reportBytes(m.UsedBytes), reportBytes(m.PeakBytes), limit, policy)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", cli.Dash(m.Node), cli.Dash(m.Role), reportBytes(m.UsedBytes), reportBytes(m.PeakBytes), limit, policy)
 	}
 	_ = tw.Flush()
 }
@@ -132,7 +133,7 @@ func writeUpstreamGroups(w io.Writer, rep stream.StatusReport) {
 		if g.Estimated {
 			lag, estimated = "~"+lag, true
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\n", g.Shard, g.Stream, reportText(g.Group), lag, g.Pending)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\n", g.Shard, g.Stream, cli.Dash(g.Group), lag, g.Pending)
 	}
 	_ = tw.Flush()
 	if estimated {
@@ -145,7 +146,7 @@ func writeUpstreamGroups(w io.Writer, rep stream.StatusReport) {
 // maxmemory (without it Redis grows until the kernel kills it).
 func writeRedisWarnings(w io.Writer, rep stream.StatusReport) {
 	for _, m := range rep.Memory {
-		node := reportText(m.Node)
+		node := cli.Dash(m.Node)
 		if !m.AOF {
 			fmt.Fprintf(w, "warning: redis %s: AOF is off (appendonly no): a restart of Redis loses the jobs and records written since its last snapshot (docs/operations.md)\n", node)
 		}
@@ -173,7 +174,7 @@ func writeProxies(w io.Writer, replicas []stream.ReplicaStatus) {
 		for _, p := range proxies {
 			ids := byProxy[p]
 			sort.Strings(ids)
-			rows = append(rows, row{r.Consumer, p, reportText(r.ProxyBreakers[p]), strings.Join(ids, ",")})
+			rows = append(rows, row{r.Consumer, p, cli.Dash(r.ProxyBreakers[p]), strings.Join(ids, ",")})
 		}
 	}
 	if len(rows) == 0 {
@@ -183,7 +184,7 @@ func writeProxies(w io.Writer, replicas []stream.ReplicaStatus) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "CONSUMER\tPROXY\tBREAKER\tPROVIDERS")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", reportText(r.consumer), r.proxy, r.state, r.providers)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", cli.Dash(r.consumer), r.proxy, r.state, r.providers)
 	}
 	_ = tw.Flush()
 }
@@ -206,7 +207,7 @@ func reportBreakers(m map[string]string) string {
 	})
 	parts := make([]string, len(ids))
 	for i, id := range ids {
-		parts[i] = reportText(id) + "=" + reportText(m[id])
+		parts[i] = cli.Dash(id) + "=" + cli.Dash(m[id])
 	}
 	return strings.Join(parts, " ")
 }
