@@ -13,6 +13,7 @@ import (
 
 	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/redistest"
 	"github.com/webpush-gateway/webpush-gateway/job"
+	"github.com/webpush-gateway/webpush-gateway/stream/internal/scan"
 )
 
 // A real P-256 point and auth secret, as a browser's PushSubscription.toJSON gives them.
@@ -254,5 +255,11 @@ func (e *env) copyInLane(t *testing.T, s *Store, provider, id string) Entry {
 	return e.readLane(t, s, provider, 1)[0]
 }
 
-// inspectorOf is an Inspector on s's client and options.
-func inspectorOf(s *Store) *Inspector { return NewInspector(s.c, s.o) }
+// jobID is the id of a raw job, "" when it has none.
+func jobID(raw string) string {
+	id, _ := job.PeekID([]byte(raw))
+	return id
+}
+
+// compareIDs orders stream entry ids as Redis does (scan.CompareIDs).
+func compareIDs(a, b string) int { return scan.CompareIDs(a, b) }

@@ -73,7 +73,8 @@ type Options struct {
 }
 
 // Store runs the worker's Redis operations: its reads, the state changes of its jobs, its
-// heartbeat and upkeep. The operators' queries are Inspector's. It is safe for concurrent use.
+// heartbeat and upkeep. The operators' queries are stream/inspect's. It is safe for concurrent
+// use.
 type Store struct {
 	keyspace                         // the main client (short commands and scripts) and Options, immutable after New
 	blocking redis.UniversalClient   // XREADGROUP BLOCK only, so blocked reads cannot starve c

@@ -10,7 +10,7 @@ import (
 
 	"github.com/webpush-gateway/webpush-gateway/internal/product/cli"
 	"github.com/webpush-gateway/webpush-gateway/job"
-	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/stream/inspect"
 )
 
 // auditJSON is what `audit --json` prints: the report, with the snake_case keys of send's.
@@ -63,7 +63,7 @@ func cmdAudit(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stder
 	defer st.Close()
 	if *campaign != "" {
 		var err error
-		if ids, err = st.CampaignRecipientIDs(ctx, *campaign); errors.Is(err, stream.ErrNoCampaign) {
+		if ids, err = st.CampaignRecipientIDs(ctx, *campaign); errors.Is(err, inspect.ErrNoCampaign) {
 			fmt.Fprintf(stdout, "no campaign %s under prefix %s\n", *campaign, rf.prefix)
 			return cli.ExitNo
 		} else if err != nil {
@@ -100,7 +100,7 @@ func cmdAudit(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stder
 // writeAudit writes rep, and the records counted by code (byCode, as Audit returns them), as
 // `gateway-worker audit` prints them: the counts, where the jobs without a record are, and the
 // first ten ids missing a record and the first ten with more than one.
-func writeAudit(w io.Writer, rep stream.AuditReport, byCode map[string]int) {
+func writeAudit(w io.Writer, rep inspect.AuditReport, byCode map[string]int) {
 	fmt.Fprintf(w, "jobs:                     %d\n", rep.Total)
 	fmt.Fprintf(w, "exactly one terminal:     %d\n", rep.ExactlyOne)
 	fmt.Fprintf(w, "none yet:                 %d\n", rep.None)

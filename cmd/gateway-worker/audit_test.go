@@ -7,7 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/stream/inspect"
 )
 
 // TestWriteAudit: the counts, where the jobs without a record are (nowhere named LOST), the
@@ -19,7 +19,7 @@ func TestWriteAudit(t *testing.T) {
 		ids = append(ids, fmt.Sprintf("m%02d", i))
 	}
 	var b strings.Builder
-	writeAudit(&b, stream.AuditReport{Total: 2, ExactlyOne: 2, NoneWhere: map[string]int{}}, map[string]int{"INVALID_JOB": 1, "ACCEPTED": 1})
+	writeAudit(&b, inspect.AuditReport{Total: 2, ExactlyOne: 2, NoneWhere: map[string]int{}}, map[string]int{"INVALID_JOB": 1, "ACCEPTED": 1})
 	want := "jobs:                     2\n" +
 		"exactly one terminal:     2\n" +
 		"none yet:                 0\n" +
@@ -31,7 +31,7 @@ func TestWriteAudit(t *testing.T) {
 		t.Errorf("writeAudit of finished jobs (-want +got):\n%s", d)
 	}
 	b.Reset()
-	writeAudit(&b, stream.AuditReport{Total: 30, ExactlyOne: 5, None: 12, MoreThanOne: 12,
+	writeAudit(&b, inspect.AuditReport{Total: 30, ExactlyOne: 5, None: 12, MoreThanOne: 12,
 		NoneWhere: map[string]int{"nowhere": 3, "intake": 4, "lane:fcm": 2, "campaign": 3}, Missing: ids, Duplicated: ids[:2]}, nil)
 	want = "jobs:                     30\n" +
 		"exactly one terminal:     5\n" +

@@ -12,6 +12,7 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/internal/product/cli"
 	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/stream/inspect"
 )
 
 func cmdCampaignCreate(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stderr io.Writer) int {
@@ -46,7 +47,7 @@ func cmdCampaignCreate(ctx context.Context, fs *cli.FlagSet, args []string, stdo
 	if err != nil {
 		return redisFailure(stderr, fs.Name(), err)
 	}
-	var st *stream.CampaignStatus
+	var st *inspect.CampaignStatus
 	reason := ""
 	if *wait > 0 {
 		if st, reason, err = insp.AwaitCampaign(ctx, id, since, *wait); err != nil {
@@ -102,7 +103,7 @@ func cmdCampaignAdd(ctx context.Context, fs *cli.FlagSet, args []string, stdout,
 		}
 	}
 	fmt.Fprintf(stdout, "added %d recipients to campaign %s from %s\n", written, id, name)
-	if st, err := insp.Campaign(ctx, id, time.Now()); errors.Is(err, stream.ErrNoCampaign) || (err == nil && !st.HasMessage) {
+	if st, err := insp.Campaign(ctx, id, time.Now()); errors.Is(err, inspect.ErrNoCampaign) || (err == nil && !st.HasMessage) {
 		fmt.Fprintf(stdout, "campaign %s is not created yet: its recipients wait for its create entry (`gateway-worker campaign create --id %s`)\n", id, id)
 	}
 	return cli.ExitOK
@@ -185,7 +186,7 @@ func cmdCampaignState(state string) func(context.Context, *cli.FlagSet, []string
 // with the status of the campaign its ID argument names (nil for `ls`, which takes none). On
 // failure, a campaign that does not exist included, it has printed why and returns no
 // Inspector and the exit code.
-func (r *redisFlags) openCampaign(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stderr io.Writer) (*stream.Inspector, *stream.CampaignStatus, int) {
+func (r *redisFlags) openCampaign(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stderr io.Writer) (*inspect.Inspector, *inspect.CampaignStatus, int) {
 	if code, ok := fs.Parse(args); !ok {
 		return nil, nil, code
 	}
@@ -200,7 +201,7 @@ func (r *redisFlags) openCampaign(ctx context.Context, fs *cli.FlagSet, args []s
 	st, err := insp.Campaign(ctx, id, time.Now())
 	if err != nil {
 		insp.Close()
-		if errors.Is(err, stream.ErrNoCampaign) {
+		if errors.Is(err, inspect.ErrNoCampaign) {
 			fmt.Fprintf(stdout, "no campaign %s under prefix %s\n", id, r.prefix)
 			return nil, nil, cli.ExitNo
 		}
@@ -212,7 +213,7 @@ func (r *redisFlags) openCampaign(ctx context.Context, fs *cli.FlagSet, args []s
 // openWriter checks the flags and opens one client, with a Producer and an Inspector over it,
 // for a command that writes campaign entries; the caller closes the client. On failure it has
 // printed why and returns the exit code.
-func (r *redisFlags) openWriter(fs *cli.FlagSet, stderr io.Writer) (*stream.Producer, *stream.Inspector, redis.UniversalClient, int) {
+func (r *redisFlags) openWriter(fs *cli.FlagSet, stderr io.Writer) (*stream.Producer, *inspect.Inspector, redis.UniversalClient, int) {
 	if err := r.check(); err != nil {
 		return nil, nil, nil, fs.Fail(err)
 	}
@@ -221,5 +222,5 @@ func (r *redisFlags) openWriter(fs *cli.FlagSet, stderr io.Writer) (*stream.Prod
 	if err != nil {
 		return nil, nil, nil, failure(stderr, fs.Name(), cli.ExitUsage, fmt.Errorf("--redis: %w", err))
 	}
-	return stream.NewProducer(rc, r.prefix, r.shards), stream.NewInspector(rc, o), rc, cli.ExitOK
+	return stream.NewProducer(rc, r.prefix, r.shards), inspect.New(rc, o), rc, cli.ExitOK
 }

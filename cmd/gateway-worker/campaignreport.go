@@ -11,12 +11,13 @@ import (
 
 	"github.com/webpush-gateway/webpush-gateway/internal/product/cli"
 	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/stream/inspect"
 )
 
 // Campaigns as `gateway-worker campaign status` and `campaign ls` print them.
 
 // writeCampaignStatus writes st as `campaign status` prints it, at now.
-func writeCampaignStatus(w io.Writer, st *stream.CampaignStatus, now time.Time) {
+func writeCampaignStatus(w io.Writer, st *inspect.CampaignStatus, now time.Time) {
 	fmt.Fprintf(w, "campaign %s: %s, %s, %s", st.ID, cli.Dash(st.State), cli.Dash(st.Class), reportPace(st.Rate))
 	if st.SendAt != nil {
 		fmt.Fprintf(w, ", send_at %s (%s)", st.SendAt.UTC().Format(time.RFC3339), reportWhen(*st.SendAt, now))
@@ -48,7 +49,7 @@ func writeCampaignStatus(w io.Writer, st *stream.CampaignStatus, now time.Time) 
 }
 
 // writeCampaignList writes list as `campaign ls` prints it.
-func writeCampaignList(w io.Writer, list []stream.CampaignStatus) {
+func writeCampaignList(w io.Writer, list []inspect.CampaignStatus) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "CAMPAIGN\tSTATE\tCLASS\tADDED\tQUEUED\tIN LANES\tDONE")
 	for _, st := range list {

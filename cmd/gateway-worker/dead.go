@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/internal/product/cli"
-	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/stream/inspect"
 )
 
 // deadFlags are the flags of the dead commands that choose records.
@@ -19,7 +19,7 @@ type deadFlags struct {
 	reason, code, provider   string
 	since, until             string
 	limit                    int
-	filter                   stream.DeadFilter
+	filter                   inspect.DeadFilter
 	filtered                 bool // some filter was given
 	all, dryRun, yes, asJSON bool
 }
@@ -140,7 +140,7 @@ func cmdDeadShow(ctx context.Context, fs *cli.FlagSet, args []string, stdout, st
 	if err != nil {
 		return fs.Fail(err)
 	}
-	var named *stream.DeadRef
+	var named *inspect.DeadRef
 	if isEntry {
 		named = &entry
 	}
@@ -188,7 +188,7 @@ func cmdDeadShow(ctx context.Context, fs *cli.FlagSet, args []string, stdout, st
 // selected parses the command line of replay or purge, checks it (and with confirm, whatever
 // else the command requires), opens Redis and resolves the chosen records. A nil Inspector
 // means the command ends with code, the reason printed.
-func (d *deadFlags) selected(ctx context.Context, fs *cli.FlagSet, args []string, stderr io.Writer, confirm func() error) (*stream.Inspector, *stream.DeadSelection, int) {
+func (d *deadFlags) selected(ctx context.Context, fs *cli.FlagSet, args []string, stderr io.Writer, confirm func() error) (*inspect.Inspector, *inspect.DeadSelection, int) {
 	if code, ok := fs.Parse(args); !ok {
 		return nil, nil, code
 	}
@@ -246,27 +246,27 @@ func cmdDeadReplay(ctx context.Context, fs *cli.FlagSet, args []string, stdout, 
 		skip(p)
 	}
 	byRef := fs.NArg() > 0
-	err := st.ReplaySelection(ctx, sel, stream.ReplayOptions{DryRun: d.dryRun, IncludeInvalid: *includeInvalid}, func(r stream.DeadEntry, v stream.ReplayVerdict, intakeID string) {
+	err := st.ReplaySelection(ctx, sel, inspect.ReplayOptions{DryRun: d.dryRun, IncludeInvalid: *includeInvalid}, func(r inspect.DeadEntry, v inspect.ReplayVerdict, intakeID string) {
 		ref := entryRef(r, st.Shards())
 		switch {
-		case v == stream.Replayed && d.dryRun:
+		case v == inspect.Replayed && d.dryRun:
 			replayed++
 			fmt.Fprintf(stdout, "would replay %s (job %s, %s)\n", ref, cli.Printable(r.ID), r.Code)
-		case v == stream.Replayed:
+		case v == inspect.Replayed:
 			replayed++
 			fmt.Fprintf(stdout, "replayed %s (job %s) as %s entry %s\n", ref, cli.Printable(r.ID), st.Keys(r.Shard).Intake, intakeID)
-		case v == stream.ReplayGone && byRef:
+		case v == inspect.ReplayGone && byRef:
 			// Found by the selection, gone at its replay: another replay or purge took it.
 			missing++
 			fmt.Fprintf(stderr, "%s: %s: no such record (replayed or purged meanwhile)\n", fs.Name(), ref)
-		case v == stream.ReplayGone:
+		case v == inspect.ReplayGone:
 			gone++
-		case v == stream.ReplayCut:
+		case v == inspect.ReplayCut:
 			skip(fmt.Sprintf("%s (job %s): its record keeps only the first bytes of its job; it cannot be replayed", ref, cli.Printable(r.ID)))
-		case v == stream.ReplayNoJob:
+		case v == inspect.ReplayNoJob:
 			skip(fmt.Sprintf("%s: the record holds no job to replay", ref))
-		case v == stream.ReplayFailsAgain:
-			why, _ := stream.FailsAgain(r.Code)
+		case v == inspect.ReplayFailsAgain:
+			why, _ := inspect.FailsAgain(r.Code)
 			skipped++
 			again++
 			fmt.Fprintf(stderr, "%s: skipped %s (job %s, %s): %s; --include-invalid replays it\n", fs.Name(), ref, cli.Printable(r.ID), r.Code, why)
@@ -311,7 +311,7 @@ func cmdDeadPurge(ctx context.Context, fs *cli.FlagSet, args []string, stdout, s
 		return code
 	}
 	defer st.Close()
-	chosen, purged, err := st.PurgeSelection(ctx, sel, d.dryRun, func(r stream.DeadEntry) {
+	chosen, purged, err := st.PurgeSelection(ctx, sel, d.dryRun, func(r inspect.DeadEntry) {
 		if d.dryRun {
 			fmt.Fprintf(stdout, "would purge %s (job %s, %s)\n", entryRef(r, st.Shards()), cli.Printable(r.ID), r.Code)
 		}

@@ -9,16 +9,17 @@ import (
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/stream/inspect"
 	"github.com/webpush-gateway/webpush-gateway/taxonomy"
 )
 
 // How an operator names dead records: by entry, ENTRY_ID or SHARD/ENTRY_ID (the shard needed
 // when the prefix has more than one, since an entry id is unique within a stream only), or by
-// the filters of a stream.DeadFilter, whose times are RFC 3339 or a duration ago (parseWhen).
+// the filters of a inspect.DeadFilter, whose times are RFC 3339 or a duration ago (parseWhen).
 
 // entryRef is how an operator names record d: its entry id, with "SHARD/" in front when the
 // prefix has more than one shard.
-func entryRef(d stream.DeadEntry, shards int) string {
+func entryRef(d inspect.DeadEntry, shards int) string {
 	if shards > 1 {
 		return fmt.Sprintf("%d/%s", d.Shard, d.EntryID)
 	}
@@ -26,7 +27,7 @@ func entryRef(d stream.DeadEntry, shards int) string {
 }
 
 // refText is r as an operator gives it: ENTRY_ID, or SHARD/ENTRY_ID when it names a shard.
-func refText(r stream.DeadRef) string {
+func refText(r inspect.DeadRef) string {
 	if r.Shard >= 0 {
 		return fmt.Sprintf("%d/%s", r.Shard, r.EntryID)
 	}
@@ -37,25 +38,25 @@ var deadRefPattern = regexp.MustCompile(`^(?:(\d+)/)?(\d+-\d+)$`)
 
 // parseDeadRef reads ENTRY_ID or SHARD/ENTRY_ID; the ref's shard is -1 without one. ok is false
 // when ref is neither form; err says its shard is not one of shards.
-func parseDeadRef(ref string, shards int) (r stream.DeadRef, ok bool, err error) {
+func parseDeadRef(ref string, shards int) (r inspect.DeadRef, ok bool, err error) {
 	m := deadRefPattern.FindStringSubmatch(ref)
 	if m == nil {
-		return stream.DeadRef{}, false, nil
+		return inspect.DeadRef{}, false, nil
 	}
 	if m[1] == "" {
-		return stream.DeadRef{Shard: -1, EntryID: m[2]}, true, nil
+		return inspect.DeadRef{Shard: -1, EntryID: m[2]}, true, nil
 	}
 	shard, err := strconv.Atoi(m[1])
 	if err != nil || shard >= shards {
-		return stream.DeadRef{}, true, fmt.Errorf("%s: shard %s is not one of the %d shards", ref, m[1], shards)
+		return inspect.DeadRef{}, true, fmt.Errorf("%s: shard %s is not one of the %d shards", ref, m[1], shards)
 	}
-	return stream.DeadRef{Shard: shard, EntryID: m[2]}, true, nil
+	return inspect.DeadRef{Shard: shard, EntryID: m[2]}, true, nil
 }
 
 // parseDeadRefs reads refs, each ENTRY_ID or SHARD/ENTRY_ID of one of shards (checkDeadChoice
 // checked their form).
-func parseDeadRefs(refs []string, shards int) ([]stream.DeadRef, error) {
-	out := make([]stream.DeadRef, 0, len(refs))
+func parseDeadRefs(refs []string, shards int) ([]inspect.DeadRef, error) {
+	out := make([]inspect.DeadRef, 0, len(refs))
 	for _, ref := range refs {
 		r, ok, err := parseDeadRef(ref, shards)
 		if err != nil {
@@ -95,7 +96,7 @@ func checkDeadChoice(refs []string, filtered, all bool) error {
 
 // severalShards says, for each entry id of sel named without a shard that more than one shard
 // has, that it cannot be acted on, and the refs that would name each of its records.
-func severalShards(sel *stream.DeadSelection, shards int) []string {
+func severalShards(sel *inspect.DeadSelection, shards int) []string {
 	var out []string
 	for _, found := range sel.Several {
 		var names []string
@@ -125,7 +126,7 @@ type deadView struct {
 }
 
 // viewOf is d as deadView, with its job when withJob.
-func viewOf(d stream.DeadEntry, withJob bool) deadView {
+func viewOf(d inspect.DeadEntry, withJob bool) deadView {
 	out := deadView{Shard: d.Shard, EntryID: d.EntryID, ID: d.ID, Code: d.Code, Reason: d.Reason, Provider: d.Provider,
 		Attempt: d.Attempt, From: d.From, Entry: d.Entry, At: d.At.UTC(), Note: d.Note}
 	if withJob {
@@ -136,13 +137,13 @@ func viewOf(d stream.DeadEntry, withJob bool) deadView {
 }
 
 // newDeadFilter is the filter an operator gives (the flags of `gateway-worker dead`): reason,
-// code and provider as stream.DeadFilter has them, code one of the outcome codes, and since and
+// code and provider as inspect.DeadFilter has them, code one of the outcome codes, and since and
 // until as parseWhen reads them at now ("" for none).
-func newDeadFilter(reason, code, provider, since, until string, now time.Time) (stream.DeadFilter, error) {
+func newDeadFilter(reason, code, provider, since, until string, now time.Time) (inspect.DeadFilter, error) {
 	if code != "" && !taxonomy.Code(code).Valid() {
-		return stream.DeadFilter{}, fmt.Errorf("--code %q is not an outcome code (one of %v)", code, taxonomy.Codes())
+		return inspect.DeadFilter{}, fmt.Errorf("--code %q is not an outcome code (one of %v)", code, taxonomy.Codes())
 	}
-	f := stream.DeadFilter{Reason: reason, Code: code, Provider: provider}
+	f := inspect.DeadFilter{Reason: reason, Code: code, Provider: provider}
 	var err error
 	if since != "" {
 		if f.Since, err = parseWhen(since, now); err != nil {

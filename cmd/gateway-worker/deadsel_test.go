@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/stream/inspect"
 )
 
 func FuzzParseWhen(f *testing.F) {
@@ -48,7 +48,7 @@ func TestParseDeadRef(t *testing.T) {
 			t.Errorf("refText(parseDeadRef(%q)) = %q", c.ref, refText(r))
 		}
 	}
-	d := stream.DeadEntry{Shard: 2, EntryID: "5-0"}
+	d := inspect.DeadEntry{Shard: 2, EntryID: "5-0"}
 	if entryRef(d, 1) != "5-0" || entryRef(d, 3) != "2/5-0" {
 		t.Errorf("entryRef = %q with 1 shard, %q with 3", entryRef(d, 1), entryRef(d, 3))
 	}

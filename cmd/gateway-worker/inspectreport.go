@@ -7,18 +7,18 @@ import (
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/internal/product/cli"
-	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/stream/inspect"
 )
 
 // writeInspect writes r as `gateway-worker inspect` prints it at now: every place the job was
 // found, each entry's consumer and whether it is alive, its retry or its send_at, its records,
 // and which scans were cut short.
-func writeInspect(w io.Writer, r stream.InspectReport, now time.Time) {
+func writeInspect(w io.Writer, r inspect.InspectReport, now time.Time) {
 	fmt.Fprintf(w, "job %s: shard %d of prefix %s\n", r.ID, r.Shard, r.Prefix)
 	if !r.Found {
 		fmt.Fprintf(w, "  not found: never enqueued under this prefix, or its records were trimmed\n")
 	}
-	pending := func(p *stream.InspectPending) string {
+	pending := func(p *inspect.InspectPending) string {
 		if p == nil {
 			return "not read by any consumer yet"
 		}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/stream/inspect"
 )
 
 // TestWriteInspect: each place a job can be in prints its line (a lane entry in flight with a
@@ -16,23 +16,23 @@ import (
 // mark and the cut scans.
 func TestWriteInspect(t *testing.T) {
 	now := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
-	reports := []stream.InspectReport{
+	reports := []inspect.InspectReport{
 		{ID: "nope", Prefix: "wp", Shard: 1},
 		{ID: "j1", Prefix: "wp", Shard: 0, Found: true, SentMark: true,
-			Intake: []stream.InspectPlace{{Key: "wp:{0}:in", EntryID: "1-0"},
-				{Key: "wp:{0}:in", EntryID: "2-0", Pending: &stream.InspectPending{Consumer: "c1", ConsumerAlive: true, IdleSeconds: 12.3, Deliveries: 2}}},
-			Lane:    &stream.InspectPlace{Key: "wp:{0}:lane:fcm", EntryID: "3-0", Attempt: 2, Pending: &stream.InspectPending{Consumer: "c2", IdleSeconds: 70, Deliveries: 1}},
-			Delayed: &stream.InspectDelayed{Due: now.Add(30 * time.Second), Provider: "fcm", Attempt: 3, Recipient: "user-1", LastCode: "TIMEOUT", LastDetail: "no answer"},
-			Results: []stream.InspectLedger{{EntryID: "4-0", Provider: "fcm", Code: "ACCEPTED", Status: 201, Attempt: 1, At: now},
+			Intake: []inspect.InspectPlace{{Key: "wp:{0}:in", EntryID: "1-0"},
+				{Key: "wp:{0}:in", EntryID: "2-0", Pending: &inspect.InspectPending{Consumer: "c1", ConsumerAlive: true, IdleSeconds: 12.3, Deliveries: 2}}},
+			Lane:    &inspect.InspectPlace{Key: "wp:{0}:lane:fcm", EntryID: "3-0", Attempt: 2, Pending: &inspect.InspectPending{Consumer: "c2", IdleSeconds: 70, Deliveries: 1}},
+			Delayed: &inspect.InspectDelayed{Due: now.Add(30 * time.Second), Provider: "fcm", Attempt: 3, Recipient: "user-1", LastCode: "TIMEOUT", LastDetail: "no answer"},
+			Results: []inspect.InspectLedger{{EntryID: "4-0", Provider: "fcm", Code: "ACCEPTED", Status: 201, Attempt: 1, At: now},
 				{EntryID: "5-0", Code: "EXPIRED", Detail: "ttl ran out", At: now}},
-			Dead: []stream.InspectDead{{EntryID: "6-0", Code: "INVALID_JOB", Reason: "bad", At: now, Note: "cut"},
+			Dead: []inspect.InspectDead{{EntryID: "6-0", Code: "INVALID_JOB", Reason: "bad", At: now, Note: "cut"},
 				{EntryID: "7-0", Code: "GONE", Provider: "apple", Attempt: 2, Reason: "gone", At: now}},
 			ScanLimit: 10, ScanCut: []string{"wp:{0}:in", "wp:{0}:results"}},
-		{ID: "j2", Prefix: "wp", Found: true, Lane: &stream.InspectPlace{Key: "L", EntryID: "1-1"},
-			Delayed: &stream.InspectDelayed{Due: now.Add(-5 * time.Second), Provider: "wns", Attempt: 1}},
-		{ID: "j3", Prefix: "wp", Found: true, HeldBy: "apple", Delayed: &stream.InspectDelayed{Due: now.Add(time.Hour), Provider: "apple", Scheduled: true}},
+		{ID: "j2", Prefix: "wp", Found: true, Lane: &inspect.InspectPlace{Key: "L", EntryID: "1-1"},
+			Delayed: &inspect.InspectDelayed{Due: now.Add(-5 * time.Second), Provider: "wns", Attempt: 1}},
+		{ID: "j3", Prefix: "wp", Found: true, HeldBy: "apple", Delayed: &inspect.InspectDelayed{Due: now.Add(time.Hour), Provider: "apple", Scheduled: true}},
 		{ID: "j4", Prefix: "wp", Found: true, HeldBy: "apple"},
-		{ID: "j5", Prefix: "wp", Found: true, Delayed: &stream.InspectDelayed{Due: now, Provider: "apple", Attempt: 2, LastCode: "PROVIDER_DOWN"}},
+		{ID: "j5", Prefix: "wp", Found: true, Delayed: &inspect.InspectDelayed{Due: now, Provider: "apple", Attempt: 2, LastCode: "PROVIDER_DOWN"}},
 	}
 	var b strings.Builder
 	for _, r := range reports {

@@ -201,7 +201,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	cfg.Store, cfg.Sender, cfg.Registry, cfg.Keys, cfg.Logger = store, sender, reg, keys, logger
 	cfg.Metrics, cfg.Health, cfg.Signatures, cfg.EndpointHashKey = obs.metrics, obs.health, sender.SignaturesByKey, hashKey
-	cfg.Version, cfg.Upstream = buildinfo.Version(), stream.InspectorOf(store)
+	cfg.Version, cfg.Upstream = buildinfo.Version(), stream.KeyspaceOf(store)
 	worker, err := dispatch.New(cfg)
 	if err != nil {
 		return fail(err)

@@ -9,13 +9,13 @@ import (
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/internal/product/cli"
-	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/stream/inspect"
 )
 
 // writeStatus writes rep as `gateway-worker status` prints it: the queues, the live replicas
 // and their proxies, the pauses, the parked keys, Redis's memory, the upstreams' consumer
 // groups, and a warning for each setting of a node the gateway's promises need and it lacks.
-func writeStatus(w io.Writer, rep stream.StatusReport) {
+func writeStatus(w io.Writer, rep inspect.StatusReport) {
 	writeStatusTables(w, rep)
 	writeUpstreamGroups(w, rep)
 	writeRedisWarnings(w, rep)
@@ -23,7 +23,7 @@ func writeStatus(w io.Writer, rep stream.StatusReport) {
 
 // writeStatusTables writes the status's tables: the queues (and the shards a shrink left), the
 // replicas and their proxies, the pauses, the parked keys and Redis's memory.
-func writeStatusTables(w io.Writer, rep stream.StatusReport) {
+func writeStatusTables(w io.Writer, rep inspect.StatusReport) {
 	fmt.Fprintf(w, "prefix %s, %d shard(s), at %s\n\n", rep.Prefix, rep.Shards, rep.At.Format(time.RFC3339))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SHARD\tSTREAM\tLENGTH\tLAG\tPENDING\tOLDEST PENDING\tRETRIES")
@@ -119,7 +119,7 @@ func writeStatusTables(w io.Writer, rep stream.StatusReport) {
 // writeUpstreamGroups writes the consumer groups upstreams read the record streams with: a
 // group that stops reading keeps its stream from being trimmed (docs/runbooks.md,
 // WebPushUpstreamGroupLagGrowing).
-func writeUpstreamGroups(w io.Writer, rep stream.StatusReport) {
+func writeUpstreamGroups(w io.Writer, rep inspect.StatusReport) {
 	if len(rep.UpstreamGroups) == 0 {
 		fmt.Fprintln(w, "\nupstream consumer groups: none on the ledger, gone or dead streams")
 		return
@@ -144,7 +144,7 @@ func writeUpstreamGroups(w io.Writer, rep stream.StatusReport) {
 // writeRedisWarnings says what of Redis's settings the gateway's promises need and a node
 // lacks: AOF (without it a restart loses what was written since the last snapshot) and a
 // maxmemory (without it Redis grows until the kernel kills it).
-func writeRedisWarnings(w io.Writer, rep stream.StatusReport) {
+func writeRedisWarnings(w io.Writer, rep inspect.StatusReport) {
 	for _, m := range rep.Memory {
 		node := cli.Dash(m.Node)
 		if !m.AOF {
@@ -158,7 +158,7 @@ func writeRedisWarnings(w io.Writer, rep stream.StatusReport) {
 
 // writeProxies lists the egress proxies the live replicas send through: each proxy, its
 // breaker on each replica, and the providers behind it. Nothing when every provider is direct.
-func writeProxies(w io.Writer, replicas []stream.ReplicaStatus) {
+func writeProxies(w io.Writer, replicas []inspect.ReplicaStatus) {
 	type row struct{ consumer, proxy, state, providers string }
 	var rows []row
 	for _, r := range replicas {

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/stream/inspect"
 )
 
 // TestWriteStatus: every table of status as an operator reads it: a stream no worker has read
@@ -20,8 +21,8 @@ func TestWriteStatus(t *testing.T) {
 	n := func(v int64) *int64 { return &v }
 	sec := func(v float64) *float64 { return &v }
 	at := func(d time.Duration) *time.Time { t := now.Add(d); return &t }
-	rep := stream.StatusReport{Prefix: "wp", Shards: 2, At: now, StaleAfterSeconds: 15,
-		Queues: []stream.QueueStatus{
+	rep := inspect.StatusReport{Prefix: "wp", Shards: 2, At: now, StaleAfterSeconds: 15,
+		Queues: []inspect.QueueStatus{
 			{Shard: 0, Stream: "intake", Length: 3, Lag: n(2), Pending: n(1), OldestPendingAgeSeconds: sec(3.456)},
 			{Shard: 0, Stream: "delayed", Length: 5, DueNow: n(2), NextDue: at(252 * time.Second), Scheduled: n(3), NextSendAt: at(2 * time.Hour)},
 			{Shard: 0, Stream: "delayed", Length: 0, DueNow: n(0), Scheduled: n(0)},
@@ -30,16 +31,16 @@ func TestWriteStatus(t *testing.T) {
 			{Shard: 2, Stream: "dead", Length: 9},
 		},
 		LeftShards: []int{2},
-		Replicas: []stream.ReplicaStatus{
+		Replicas: []inspect.ReplicaStatus{
 			{Consumer: "worker-a", LastSeenAgoSec: 0.42, Version: "v1",
 				Breakers:      map[string]string{"fcm": "closed", "apple": "open", "wns": "half-open", "autopush": "closed"},
 				Proxies:       map[string]string{"fcm": "proxy:3128", "apple": "proxy:3128", "wns": "other:8080"},
 				ProxyBreakers: map[string]string{"proxy:3128": "open"}},
 			{Consumer: "worker-b", LastSeenAgoSec: 4000},
 		},
-		Paused:   []stream.PauseStatus{{Provider: "autopush", Reason: "incident 4", By: "ops@host", At: now.Add(-3 * time.Minute)}},
-		KeyParks: []stream.KeyParkStatus{{Provider: "apple", Key: "k1", Until: now.Add(90 * time.Second), Reason: "429", By: "worker-a"}},
-		Memory: []stream.MemoryStatus{
+		Paused:   []inspect.PauseStatus{{Provider: "autopush", Reason: "incident 4", By: "ops@host", At: now.Add(-3 * time.Minute)}},
+		KeyParks: []inspect.KeyParkStatus{{Provider: "apple", Key: "k1", Until: now.Add(90 * time.Second), Reason: "429", By: "worker-a"}},
+		Memory: []inspect.MemoryStatus{
 			{Node: "127.0.0.1:6379", Role: "master", UsedBytes: 1536, PeakBytes: 900, MaxBytes: 3 << 30, Policy: "noeviction", AOF: true},
 			{Node: "n2", Role: "replica", UsedBytes: 5 << 40, PeakBytes: 1023, Policy: "allkeys-lru"},
 		},

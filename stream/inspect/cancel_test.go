@@ -1,4 +1,4 @@
-package stream
+package inspect
 
 import (
 	"testing"
@@ -7,10 +7,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/webpush-gateway/webpush-gateway/job"
+	"github.com/webpush-gateway/webpush-gateway/stream"
 )
 
 // ledgerOf is the ledger records of job id on shard 0, oldest first.
-func (e *env) ledgerOf(t *testing.T, s *Store, id string) []map[string]string {
+func (e *env) ledgerOf(t *testing.T, s *stream.Store, id string) []map[string]string {
 	t.Helper()
 	var out []map[string]string
 	for _, m := range e.entries(t, s.Keys(0).Results) {
@@ -32,15 +33,15 @@ func TestCancelWaitingJobs(t *testing.T) {
 
 	// A retry waiting in the delayed set, counted for its provider and its recipient.
 	e := env.laneEntry(t, s, "fcm", "in-delayed")
-	if v, err := s.ToDelayed(env.ctx, e, RetryRecord{ID: "in-delayed", Provider: "fcm", Recipient: "r1", Due: t0.Add(time.Hour),
-		Attempt: 2, Job: e.Fields["job"], EnqueuedAtMs: ms(t0), Code: "PROVIDER_DOWN", At: t0}); err != nil || v != Queued {
+	if v, err := s.ToDelayed(env.ctx, e, stream.RetryRecord{ID: "in-delayed", Provider: "fcm", Recipient: "r1", Due: t0.Add(time.Hour),
+		Attempt: 2, Job: e.Fields["job"], EnqueuedAtMs: ms(t0), Code: "PROVIDER_DOWN", At: t0}); err != nil || v != stream.Queued {
 		t.Fatalf("ToDelayed = %v, %v", v, err)
 	}
 
 	// A lane entry no worker has read: to_lane's move, read no further.
 	env.enqueue(t, s, validJob("in-lane"))
 	in := env.readIntake(t, s, 1)[0]
-	if ok, err := s.moveToLane(env.ctx, in, "fcm", in.Fields["job"], ms(t0)); err != nil || !ok {
+	if ok, err := moveToLane(env.ctx, s, in, "fcm", in.Fields["job"], ms(t0)); err != nil || !ok {
 		t.Fatalf("ToLane = %v, %v", ok, err)
 	}
 
@@ -116,7 +117,7 @@ func TestCancelLeavesWorkersJobs(t *testing.T) {
 	env.enqueue(t, s, validJob("routing"))
 	routing := env.readIntake(t, s, 1)[0]
 	done := env.laneEntry(t, s, "fcm", "done")
-	if ok, err := s.Finish(env.ctx, done, Result{ID: "done", Provider: "fcm", Code: "ACCEPTED", Status: 201, Sent: true, At: t0}); err != nil || !ok {
+	if ok, err := s.Finish(env.ctx, done, stream.Result{ID: "done", Provider: "fcm", Code: "ACCEPTED", Status: 201, Sent: true, At: t0}); err != nil || !ok {
 		t.Fatalf("Finish = %v, %v", ok, err)
 	}
 
@@ -132,10 +133,10 @@ func TestCancelLeavesWorkersJobs(t *testing.T) {
 		}
 	}
 	// The workers carry on: the read jobs end with their own records.
-	if ok, err := s.Finish(env.ctx, lane, Result{ID: "flying", Provider: "fcm", Code: "ACCEPTED", Status: 201, Sent: true, At: t0}); err != nil || !ok {
+	if ok, err := s.Finish(env.ctx, lane, stream.Result{ID: "flying", Provider: "fcm", Code: "ACCEPTED", Status: 201, Sent: true, At: t0}); err != nil || !ok {
 		t.Fatalf("Finish of the job in flight = %v, %v", ok, err)
 	}
-	if v, err := s.ToLane(env.ctx, routing, "fcm", job.ClassTransactional, "routing", routing.Fields["job"], ms(t0)); err != nil || v != Moved {
+	if v, err := s.ToLane(env.ctx, routing, "fcm", job.ClassTransactional, "routing", routing.Fields["job"], ms(t0)); err != nil || v != stream.Moved {
 		t.Fatalf("ToLane of the routed job = %v, %v", v, err)
 	}
 	for _, id := range []string{"flying", "done"} {
@@ -162,8 +163,8 @@ func TestCancelRacesTheWorker(t *testing.T) {
 	for i := 1; i < n; i += 2 {
 		id := "race-" + itoa(int64(i))
 		e := env.laneEntry(t, s, "fcm", id)
-		if v, err := s.ToDelayed(env.ctx, e, RetryRecord{ID: id, Provider: "fcm", Due: t0, Attempt: 1, Job: e.Fields["job"],
-			EnqueuedAtMs: ms(t0), Code: "PROVIDER_DOWN", At: t0}); err != nil || v != Queued {
+		if v, err := s.ToDelayed(env.ctx, e, stream.RetryRecord{ID: id, Provider: "fcm", Due: t0, Attempt: 1, Job: e.Fields["job"],
+			EnqueuedAtMs: ms(t0), Code: "PROVIDER_DOWN", At: t0}); err != nil || v != stream.Queued {
 			t.Fatalf("ToDelayed = %v, %v", v, err)
 		}
 	}
@@ -172,7 +173,7 @@ func TestCancelRacesTheWorker(t *testing.T) {
 		id := "race-" + itoa(int64(i))
 		env.enqueue(t, s, validJob(id))
 		in := env.readIntake(t, s, 1)[0]
-		if ok, err := s.moveToLane(env.ctx, in, "fcm", in.Fields["job"], ms(t0)); err != nil || !ok {
+		if ok, err := moveToLane(env.ctx, s, in, "fcm", in.Fields["job"], ms(t0)); err != nil || !ok {
 			t.Fatalf("ToLane = %v, %v", ok, err)
 		}
 	}
@@ -195,7 +196,7 @@ func TestCancelRacesTheWorker(t *testing.T) {
 			}
 			for _, e := range es {
 				id := jobID(e.Fields["job"])
-				ok, err := s.Finish(env.ctx, e, Result{ID: id, Provider: "fcm", Code: "ACCEPTED", Status: 201, Sent: true, At: t0})
+				ok, err := s.Finish(env.ctx, e, stream.Result{ID: id, Provider: "fcm", Code: "ACCEPTED", Status: 201, Sent: true, At: t0})
 				if err != nil {
 					worker <- err
 					return

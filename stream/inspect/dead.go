@@ -1,4 +1,4 @@
-package stream
+package inspect
 
 import (
 	"context"
@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/stream/internal/scan"
 )
 
 var (
@@ -22,25 +25,25 @@ var (
 type DeadEntry struct {
 	Shard   int
 	EntryID string // its id in the dead stream
-	DeadRecord
+	stream.DeadRecord
 	// From and Entry are the stream the job left and its entry id there.
 	From, Entry string
 	// Note is set when Job was cut ("job cut to its first ..."): an invalid job, whose record
-	// keeps only its first MaxInvalidJobBytes, or an entry over the entry limit. Such a record
-	// cannot be replayed.
+	// keeps only its first stream.MaxInvalidJobBytes, or an entry over the entry limit. Such a
+	// record cannot be replayed.
 	Note string
 	// JobBytes is the size of the job before the cut, when Note is set.
 	JobBytes int
 }
 
 // Written is when the record was written: the time of its entry id.
-func (d DeadEntry) Written() time.Time { return entryTime(d.EntryID) }
+func (d DeadEntry) Written() time.Time { return scan.EntryTime(d.EntryID) }
 
 func deadEntry(shard int, m redis.XMessage) DeadEntry {
 	f := m.Values
 	return DeadEntry{
 		Shard: shard, EntryID: m.ID,
-		DeadRecord: DeadRecord{
+		DeadRecord: stream.DeadRecord{
 			ID: str(f["id"]), Code: str(f["code"]), Reason: str(f["reason"]), Attempt: atoi(f["attempt"]),
 			Provider: str(f["provider"]), Job: str(f["job"]), At: time.UnixMilli(int64(atoi(f["at"]))),
 			Campaign: str(f["campaign"]), Recipient: str(f["recipient"]),
@@ -84,7 +87,7 @@ func (s *Inspector) DeadList(ctx context.Context, f DeadFilter, limit int) ([]De
 	lo, hi := f.idRange()
 	for shard := range s.o.Shards {
 		found := 0
-		_, err := s.scanRange(ctx, s.Keys(shard).Dead, lo, hi, true, 0, func(m redis.XMessage) bool {
+		_, err := scan.Range(ctx, s.c, s.Keys(shard).Dead, lo, hi, true, 0, func(m redis.XMessage) bool {
 			d := deadEntry(shard, m)
 			if f.match(d) {
 				out = append(out, d)
@@ -97,7 +100,7 @@ func (s *Inspector) DeadList(ctx context.Context, f DeadFilter, limit int) ([]De
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool {
-		return compareIDs(out[i].EntryID, out[j].EntryID) > 0
+		return scan.CompareIDs(out[i].EntryID, out[j].EntryID) > 0
 	})
 	if limit > 0 && len(out) > limit {
 		out = out[:limit]
@@ -113,7 +116,7 @@ func (s *Inspector) DeadEach(ctx context.Context, f DeadFilter, fn func(DeadEntr
 	lo, hi := f.idRange()
 	for shard := range s.o.Shards {
 		var ferr error
-		_, err := s.scanRange(ctx, s.Keys(shard).Dead, lo, hi, true, 0, func(m redis.XMessage) bool {
+		_, err := scan.Range(ctx, s.c, s.Keys(shard).Dead, lo, hi, true, 0, func(m redis.XMessage) bool {
 			if d := deadEntry(shard, m); f.match(d) {
 				ferr = fn(d)
 			}
@@ -150,7 +153,7 @@ func (s *Inspector) DeadEntry(ctx context.Context, shard int, entryID string) (D
 	key := s.Keys(shard).Dead
 	msgs, err := s.c.XRange(ctx, key, entryID, entryID).Result()
 	if err != nil {
-		return DeadEntry{}, false, fmt.Errorf("stream: read %s %s: %w", key, entryID, err)
+		return DeadEntry{}, false, fmt.Errorf("inspect: read %s %s: %w", key, entryID, err)
 	}
 	if len(msgs) == 0 {
 		return DeadEntry{}, false, nil
@@ -161,8 +164,8 @@ func (s *Inspector) DeadEntry(ctx context.Context, shard int, entryID string) (D
 // DeadOfJob returns the dead records of job id, newest first, from its shard's dead stream,
 // reading at most scanLimit records (0: all); cut says the scan stopped there.
 func (s *Inspector) DeadOfJob(ctx context.Context, id string, scanLimit int) (found []DeadEntry, cut bool, err error) {
-	shard := ShardOf(id, s.o.Shards)
-	cut, err = s.scanRange(ctx, s.Keys(shard).Dead, "-", "+", true, scanLimit, func(m redis.XMessage) bool {
+	shard := stream.ShardOf(id, s.o.Shards)
+	cut, err = scan.Range(ctx, s.c, s.Keys(shard).Dead, "-", "+", true, scanLimit, func(m redis.XMessage) bool {
 		if str(m.Values["id"]) == id {
 			found = append(found, deadEntry(shard, m))
 		}
@@ -213,10 +216,10 @@ func (s *Inspector) ReplayDead(ctx context.Context, shard int, entryID string) (
 	k := s.Keys(shard)
 	res, err := replayDeadScript.Run(ctx, s.c, []string{k.Dead, k.Intake}, entryID).Slice()
 	if err != nil {
-		return ReplayGone, "", fmt.Errorf("stream: replay %s %s: %w", k.Dead, entryID, err)
+		return ReplayGone, "", fmt.Errorf("inspect: replay %s %s: %w", k.Dead, entryID, err)
 	}
 	if len(res) != 2 {
-		return ReplayGone, "", fmt.Errorf("stream: replay %s %s: unexpected reply %v", k.Dead, entryID, res)
+		return ReplayGone, "", fmt.Errorf("inspect: replay %s %s: unexpected reply %v", k.Dead, entryID, res)
 	}
 	n, _ := res[0].(int64)
 	intakeID, _ = res[1].(string)
@@ -232,75 +235,7 @@ func (s *Inspector) PurgeDead(ctx context.Context, shard int, entryIDs ...string
 	key := s.Keys(shard).Dead
 	n, err := s.c.XDel(ctx, key, entryIDs...).Result()
 	if err != nil {
-		return 0, fmt.Errorf("stream: purge %s: %w", key, err)
+		return 0, fmt.Errorf("inspect: purge %s: %w", key, err)
 	}
 	return n, nil
-}
-
-// scanRange calls fn with the entries of stream between ids lo and hi, newest first when
-// reverse, a thousand a round trip, until fn returns false or limit entries were read (limit
-// <= 0: no limit). cut is true when the limit stopped it with entries left.
-func (s *keyspace) scanRange(ctx context.Context, stream, lo, hi string, reverse bool, limit int, fn func(redis.XMessage) bool) (cut bool, err error) {
-	const page = 1000
-	read := 0
-	for {
-		n := int64(page)
-		if limit > 0 {
-			n = int64(min(page, limit-read))
-		}
-		var msgs []redis.XMessage
-		if reverse {
-			msgs, err = s.c.XRevRangeN(ctx, stream, hi, lo, n).Result()
-		} else {
-			msgs, err = s.c.XRangeN(ctx, stream, lo, hi, n).Result()
-		}
-		if err != nil {
-			return false, fmt.Errorf("stream: read %s: %w", stream, err)
-		}
-		for _, m := range msgs {
-			read++
-			if !fn(m) {
-				return false, nil
-			}
-		}
-		if int64(len(msgs)) < n {
-			return false, nil
-		}
-		last := msgs[len(msgs)-1].ID
-		if reverse {
-			hi = "(" + last
-		} else {
-			lo = "(" + last
-		}
-		if limit > 0 && read >= limit {
-			// Cut only if something is left beyond the last entry read.
-			var more []redis.XMessage
-			if reverse {
-				more, err = s.c.XRevRangeN(ctx, stream, hi, lo, 1).Result()
-			} else {
-				more, err = s.c.XRangeN(ctx, stream, lo, hi, 1).Result()
-			}
-			if err != nil {
-				return false, fmt.Errorf("stream: read %s: %w", stream, err)
-			}
-			return len(more) > 0, nil
-		}
-	}
-}
-
-// compareIDs orders stream entry ids ("ms-seq") as Redis does.
-func compareIDs(a, b string) int {
-	am, as, _ := strings.Cut(a, "-")
-	bm, bs, _ := strings.Cut(b, "-")
-	for _, p := range [][2]string{{am, bm}, {as, bs}} {
-		x, _ := strconv.ParseUint(p[0], 10, 64)
-		y, _ := strconv.ParseUint(p[1], 10, 64)
-		switch {
-		case x < y:
-			return -1
-		case x > y:
-			return 1
-		}
-	}
-	return 0
 }

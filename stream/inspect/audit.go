@@ -1,16 +1,16 @@
-package stream
+package inspect
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
-	"sync"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/webpush-gateway/webpush-gateway/job"
+	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/stream/internal/scan"
 )
 
 // AuditReport says, for a list of job ids, how many terminal records each has. At quiescence
@@ -32,12 +32,12 @@ type AuditReport struct {
 // records by outcome code (the ledger's and the dead stream's codes), in the same reads. Every
 // shard means those the Inspector reads and any a larger shard count left (auditShards). It
 // reads whole streams: an operator's tool, not a hot path. Records trimmed past the streams'
-// bounds (Options.ResultsMaxLen, DeadMaxLen: TrimRecords) are gone and their ids report as
-// missing.
+// bounds (the workers' stream.Options.ResultsMaxLen, DeadMaxLen: Store.TrimRecords) are gone
+// and their ids report as missing.
 func (s *Inspector) Audit(ctx context.Context, ids []string) (AuditReport, map[string]int, error) {
 	rep := AuditReport{Total: len(ids), NoneWhere: map[string]int{}}
 	byCode := map[string]int{}
-	if err := checkShards(ctx, s.c, s.o.Prefix, s.o.Shards, false); err != nil {
+	if err := s.ks.VerifyShards(ctx); err != nil {
 		return rep, byCode, err
 	}
 	shards, err := s.auditShards(ctx)
@@ -108,7 +108,7 @@ func (s *Inspector) locate(ctx context.Context, shards []int, ids []string) (map
 		k := s.Keys(shard)
 		members, err := s.c.ZRange(ctx, k.Delayed, 0, -1).Result()
 		if err != nil {
-			return nil, fmt.Errorf("stream: audit delayed: %w", err)
+			return nil, fmt.Errorf("inspect: audit delayed: %w", err)
 		}
 		for _, m := range members {
 			if look[m] && where[m] == "" {
@@ -118,14 +118,14 @@ func (s *Inspector) locate(ctx context.Context, shards []int, ids []string) (map
 		if err := s.locateQueued(ctx, shard, look, where); err != nil {
 			return nil, err
 		}
-		lanes, err := s.lanes(ctx, shard, nil)
+		lanes, err := s.ks.Lanes(ctx, shard)
 		if err != nil {
 			return nil, err
 		}
 		streams := map[string]string{k.Intake: "intake"}
 		for _, p := range lanes {
 			for _, c := range job.Classes {
-				streams[k.LaneOf(p, c)] = LaneName(p, c)
+				streams[k.LaneOf(p, c)] = stream.LaneName(p, c)
 			}
 		}
 		for st, name := range streams {
@@ -154,9 +154,9 @@ func (s *Inspector) locate(ctx context.Context, shards []int, ids []string) (map
 }
 
 // locateQueued marks the recipients among look that wait in a campaign's list on shard.
-func (s *keyspace) locateQueued(ctx context.Context, shard int, look map[string]bool, where map[string]string) error {
-	base := KeysFor(s.o.Prefix, shard).Base + "campaign:"
-	lists, err := s.scanKeys(ctx, globEscape(base)+"*:p:*")
+func (s *Inspector) locateQueued(ctx context.Context, shard int, look map[string]bool, where map[string]string) error {
+	base := stream.KeysFor(s.o.Prefix, shard).Base + "campaign:"
+	lists, err := scan.Keys(ctx, s.c, scan.GlobEscape(base)+"*:p:*")
 	if err != nil {
 		return err
 	}
@@ -168,7 +168,7 @@ func (s *keyspace) locateQueued(ctx context.Context, shard int, look map[string]
 		for start := int64(0); ; start += 1000 {
 			els, err := s.c.LRange(ctx, list, start, start+999).Result()
 			if err != nil {
-				return fmt.Errorf("stream: audit %s: %w", list, err)
+				return fmt.Errorf("inspect: audit %s: %w", list, err)
 			}
 			for _, el := range els {
 				n, _, _ := strings.Cut(el, "\t")
@@ -184,13 +184,13 @@ func (s *keyspace) locateQueued(ctx context.Context, shard int, look map[string]
 	return nil
 }
 
-// CampaignRecipientIDs are the job ids of campaign id's recipients, 1 to the number added: what Audit
-// checks to tell that every recipient of the campaign has its one terminal record. Added counts
+// CampaignRecipientIDs are the job ids of campaign id's recipients, 1 to the number added: what
+// Audit checks to tell that every recipient of the campaign has its one terminal record. Added counts
 // the recipients a worker has numbered, so those of an add entry still in the intake are not
 // among them. ErrNoCampaign when the campaign's shard holds nothing of it (neither its create
 // nor a recipient has been taken), so that a mistyped id is not a campaign with no one to check.
 func (s *Inspector) CampaignRecipientIDs(ctx context.Context, id string) ([]string, error) {
-	k := campaignKeys(s.o.Prefix, ShardOf(id, s.o.Shards), id)
+	k := stream.CampaignKeysFor(s.o.Prefix, stream.ShardOf(id, s.o.Shards), id)
 	added, err := s.c.HGet(ctx, k.Hash, "added").Int64()
 	if errors.Is(err, redis.Nil) {
 		var n int64
@@ -199,7 +199,7 @@ func (s *Inspector) CampaignRecipientIDs(ctx context.Context, id string) ([]stri
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("stream: campaign %s: %w", id, err)
+		return nil, fmt.Errorf("inspect: campaign %s: %w", id, err)
 	}
 	ids := make([]string, added)
 	for i := range ids {
@@ -214,13 +214,13 @@ func jobID(raw string) string {
 	return id
 }
 
-// scanStream calls fn for every entry of stream, reading 1000 entries a round trip.
-func (s *keyspace) scanStream(ctx context.Context, stream string, fn func(id string, f map[string]any)) error {
+// scanStream calls fn for every entry of the stream at key, reading 1000 entries a round trip.
+func (s *Inspector) scanStream(ctx context.Context, key string, fn func(id string, f map[string]any)) error {
 	start := "-"
 	for {
-		msgs, err := s.c.XRangeN(ctx, stream, start, "+", 1000).Result()
+		msgs, err := s.c.XRangeN(ctx, key, start, "+", 1000).Result()
 		if err != nil {
-			return fmt.Errorf("stream: read %s: %w", stream, err)
+			return fmt.Errorf("inspect: read %s: %w", key, err)
 		}
 		for _, m := range msgs {
 			fn(m.ID, m.Values)
@@ -232,17 +232,17 @@ func (s *keyspace) scanStream(ctx context.Context, stream string, fn func(id str
 	}
 }
 
-// pendingIDs are the entry ids of stream pending in our group.
-func (s *keyspace) pendingIDs(ctx context.Context, stream string) (map[string]bool, error) {
+// pendingIDs are the entry ids of the stream at key pending in the workers' group.
+func (s *Inspector) pendingIDs(ctx context.Context, key string) (map[string]bool, error) {
 	out := map[string]bool{}
 	start := "-"
 	for {
-		p, err := s.c.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: stream, Group: Group, Start: start, End: "+", Count: 1000}).Result()
+		p, err := s.c.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: key, Group: stream.Group, Start: start, End: "+", Count: 1000}).Result()
 		if err != nil {
 			if strings.HasPrefix(err.Error(), "NOGROUP") {
 				return out, nil
 			}
-			return nil, fmt.Errorf("stream: pending of %s: %w", stream, err)
+			return nil, fmt.Errorf("inspect: pending of %s: %w", key, err)
 		}
 		for _, x := range p {
 			out[x.ID] = true
@@ -252,85 +252,4 @@ func (s *keyspace) pendingIDs(ctx context.Context, stream string) (map[string]bo
 		}
 		start = "(" + p[len(p)-1].ID
 	}
-}
-
-// lanes lists the providers with a lane on shard: known (those given to Setup) and those found
-// by SCAN (a lane created by another replica's configuration).
-func (s *keyspace) lanes(ctx context.Context, shard int, known []string) ([]string, error) {
-	set := map[string]bool{}
-	for _, p := range known {
-		set[p] = true
-	}
-	prefix := KeysFor(s.o.Prefix, shard).LanePrefix
-	keys, err := s.scanKeys(ctx, globEscape(prefix)+"*")
-	if err != nil {
-		return nil, err
-	}
-	for _, k := range keys {
-		// A provider's bulk lane names the provider too.
-		set[strings.TrimSuffix(strings.TrimPrefix(k, prefix), bulkSuffix)] = true
-	}
-	out := make([]string, 0, len(set))
-	for p := range set {
-		out = append(out, p)
-	}
-	sort.Strings(out)
-	return out, nil
-}
-
-// scanKeys runs SCAN MATCH on every master (one node unless the client is a cluster client).
-func (s *keyspace) scanKeys(ctx context.Context, pattern string) ([]string, error) {
-	scan := func(ctx context.Context, c redis.Cmdable) ([]string, error) {
-		var out []string
-		var cursor uint64
-		for {
-			keys, next, err := c.Scan(ctx, cursor, pattern, 1000).Result()
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, keys...)
-			if next == 0 {
-				return out, nil
-			}
-			cursor = next
-		}
-	}
-	cc, ok := s.c.(*redis.ClusterClient)
-	if !ok {
-		keys, err := scan(ctx, s.c)
-		if err != nil {
-			return nil, fmt.Errorf("stream: scan: %w", err)
-		}
-		return keys, nil
-	}
-	var (
-		mu  sync.Mutex // ForEachMaster runs fn concurrently
-		all []string
-	)
-	err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
-		keys, err := scan(ctx, c)
-		mu.Lock()
-		all = append(all, keys...)
-		mu.Unlock()
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("stream: scan: %w", err)
-	}
-	return all, nil
-}
-
-func globEscape(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if strings.ContainsRune(`*?[]\`, r) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
-
-func isNoGroup(err error) bool {
-	return err != nil && (strings.HasPrefix(err.Error(), "NOGROUP") || errors.Is(err, redis.Nil))
 }

@@ -1,10 +1,12 @@
-package stream
+package inspect
 
 import (
 	"context"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/webpush-gateway/webpush-gateway/stream"
 )
 
 // StatusReport is the state of a prefix as an operator reads it (`gateway-worker status`,
@@ -28,10 +30,10 @@ type StatusReport struct {
 	Memory   []MemoryStatus  `json:"memory"`
 	// UpstreamGroups are the consumer groups upstreams read the record streams with, by shard,
 	// stream and group (UpstreamGroups).
-	UpstreamGroups []UpstreamGroup `json:"upstream_groups"`
+	UpstreamGroups []stream.UpstreamGroup `json:"upstream_groups"`
 }
 
-// KeyParkStatus is a parked sender (KeyPark).
+// KeyParkStatus is a parked sender (stream.KeyPark).
 type KeyParkStatus struct {
 	Provider     string    `json:"provider"`
 	Key          string    `json:"key"`
@@ -60,7 +62,7 @@ type QueueStatus struct {
 	NextSendAt *time.Time `json:"next_send_at,omitempty"`
 }
 
-// ReplicaStatus is a live replica and the state it published (WorkerState).
+// ReplicaStatus is a live replica and the state it published (stream.WorkerState).
 type ReplicaStatus struct {
 	Consumer       string            `json:"consumer"`
 	LastSeen       time.Time         `json:"last_seen"`
@@ -97,14 +99,14 @@ type MemoryStatus struct {
 // staleAfter old, the pauses, Redis's memory and the upstreams' consumer groups on the record
 // streams.
 func (s *Inspector) Status(ctx context.Context, staleAfter time.Duration, now time.Time) (StatusReport, error) {
-	rep := StatusReport{Prefix: orDefaultPrefix(s.o.Prefix), Shards: s.Shards(), At: now.UTC(), StaleAfterSeconds: staleAfter.Seconds(),
+	rep := StatusReport{Prefix: s.o.Prefix, Shards: s.Shards(), At: now.UTC(), StaleAfterSeconds: staleAfter.Seconds(),
 		Queues: []QueueStatus{}, Replicas: []ReplicaStatus{}, Paused: []PauseStatus{}, KeyParks: []KeyParkStatus{}, Memory: []MemoryStatus{}}
 	lanes, err := s.AllLanes(ctx)
 	if err != nil {
 		return rep, err
 	}
 	for shard := range s.Shards() {
-		stats, err := s.QueueStats(ctx, shard, lanes[shard], now)
+		stats, err := s.ks.QueueStats(ctx, shard, lanes[shard], now)
 		if err != nil {
 			return rep, err
 		}
@@ -127,7 +129,7 @@ func (s *Inspector) Status(ctx context.Context, staleAfter time.Duration, now ti
 	}
 	slices.Sort(beyond)
 	for _, shard := range beyond {
-		stats, err := s.QueueStats(ctx, shard, lanes[shard], now)
+		stats, err := s.ks.QueueStats(ctx, shard, lanes[shard], now)
 		if err != nil {
 			return rep, err
 		}
@@ -163,7 +165,7 @@ func (s *Inspector) Status(ctx context.Context, staleAfter time.Duration, now ti
 	for _, p := range pauses {
 		rep.Paused = append(rep.Paused, PauseStatus{Provider: p.Provider, Reason: p.Reason, By: p.By, At: p.At.UTC()})
 	}
-	parks, err := s.KeyParks(ctx, now)
+	parks, err := s.ks.KeyParks(ctx, now)
 	if err != nil {
 		return rep, err
 	}
@@ -171,7 +173,7 @@ func (s *Inspector) Status(ctx context.Context, staleAfter time.Duration, now ti
 		rep.KeyParks = append(rep.KeyParks, KeyParkStatus{Provider: p.Provider, Key: p.Key, Until: p.Until.UTC(),
 			UntilSeconds: p.Until.Sub(now).Seconds(), Reason: p.Reason, By: p.By})
 	}
-	mem, err := s.Memory(ctx)
+	mem, err := s.ks.Memory(ctx)
 	if err != nil {
 		return rep, err
 	}
@@ -185,7 +187,7 @@ func (s *Inspector) Status(ctx context.Context, staleAfter time.Duration, now ti
 	return rep, nil
 }
 
-func queueOf(q QueueStat, now time.Time) QueueStatus {
+func queueOf(q stream.QueueStat, now time.Time) QueueStatus {
 	out := QueueStatus{Shard: q.Shard, Stream: q.Stream, Key: q.Key, Length: q.Entries}
 	grouped := q.Stream == "intake" || strings.HasPrefix(q.Stream, "lane:")
 	switch {
@@ -214,4 +216,17 @@ func queueOf(q QueueStat, now time.Time) QueueStatus {
 		}
 	}
 	return out
+}
+
+// upstreamStatus adds the consumer groups of every shard's record streams to rep.
+func (s *Inspector) upstreamStatus(ctx context.Context, rep *StatusReport) error {
+	rep.UpstreamGroups = []stream.UpstreamGroup{}
+	for shard := range s.Shards() {
+		g, err := s.ks.UpstreamGroups(ctx, shard)
+		if err != nil {
+			return err
+		}
+		rep.UpstreamGroups = append(rep.UpstreamGroups, g...)
+	}
+	return nil
 }

@@ -1,4 +1,4 @@
-package stream
+package inspect
 
 import (
 	"context"
@@ -10,16 +10,17 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/webpush-gateway/webpush-gateway/job"
+	"github.com/webpush-gateway/webpush-gateway/stream"
 )
 
 var (
 	//go:embed cancel_entry.lua
 	cancelEntryLua    string
-	cancelEntryScript = redis.NewScript(withLib(campLua, cancelEntryLua))
+	cancelEntryScript = redis.NewScript(stream.WithCampaignLib(cancelEntryLua))
 
 	//go:embed cancel_delayed.lua
 	cancelDelayedLua    string
-	cancelDelayedScript = redis.NewScript(withLib(campLua, cancelDelayedLua))
+	cancelDelayedScript = redis.NewScript(stream.WithCampaignLib(cancelDelayedLua))
 )
 
 // CodeCanceled is the ledger code of a job an operator cancelled before it was sent
@@ -67,8 +68,8 @@ type CancelResult struct {
 	Where string
 }
 
-// Cancel cancels the jobs ids, each on its shard (ShardOf), and says what became of each (in
-// the order given). A job that waits where no worker has read it (an intake entry, a lane
+// Cancel cancels the jobs ids, each on its shard (stream.ShardOf), and says what became of
+// each (in the order given). A job that waits where no worker has read it (an intake entry, a lane
 // entry after the group's last delivered one, a delayed-set member, which a scheduled job is
 // too) is removed in one script that writes its one ledger record, CANCELED; intake copies of
 // it are removed with no record of their own. A job a worker has read is left to finish: the
@@ -80,7 +81,7 @@ func (s *Inspector) Cancel(ctx context.Context, ids ...string) ([]CancelResult, 
 	for _, id := range ids {
 		r, err := s.cancelOne(ctx, id, 3)
 		if err != nil {
-			return out, fmt.Errorf("stream: cancel %s: %w", id, err)
+			return out, fmt.Errorf("inspect: cancel %s: %w", id, err)
 		}
 		out = append(out, r)
 	}
@@ -96,7 +97,7 @@ func (s *Inspector) cancelOne(ctx context.Context, id string, tries int) (Cancel
 		res.State = CancelInFlight
 		return res, nil
 	}
-	shard := ShardOf(id, s.o.Shards)
+	shard := stream.ShardOf(id, s.o.Shards)
 	k := s.Keys(shard)
 	var scratch JobReport
 	// An intake copy a worker has read may be routed at any moment: the job is in its hands.
@@ -120,8 +121,7 @@ func (s *Inspector) cancelOne(ctx context.Context, id string, tries int) (Cancel
 			return res, err
 		}
 	}
-	keys, args := s.wasSentCall(shard, id)
-	sent, err := wasSentScript.Run(ctx, s.c, keys, args...).Int64()
+	sent, err := s.ks.WasSent(ctx, shard, id)
 	if err != nil {
 		return res, err
 	}
@@ -138,7 +138,7 @@ func (s *Inspector) cancelOne(ctx context.Context, id string, tries int) (Cancel
 				return res, err
 			}
 			if len(found) > 0 {
-				lane, laneName = &found[0], LaneName(held.Val(), c)
+				lane, laneName = &found[0], stream.LaneName(held.Val(), c)
 				break
 			}
 		}
@@ -150,7 +150,7 @@ func (s *Inspector) cancelOne(ctx context.Context, id string, tries int) (Cancel
 	}
 	if !delayed && lane == nil {
 		switch {
-		case sent == 1 || held.Val() == acceptedMark:
+		case sent || held.Val() == acceptedMark:
 			res.State = CancelSent
 			return res, nil
 		case held.Val() != "" || len(intake) == 0:
@@ -216,8 +216,16 @@ func (s *Inspector) cancelOne(ctx context.Context, id string, tries int) (Cancel
 	return res, nil
 }
 
-// cancelEntry runs cancel_entry.lua on one entry of stream.
-func (s *Inspector) cancelEntry(ctx context.Context, stream string, k Keys, entry, id string, isLane, record bool, now int64) (int64, error) {
-	return cancelEntryScript.Run(ctx, s.c, []string{stream, k.Jobs, k.Results},
-		Group, entry, id, boolArg(isLane), CancelDetail, now, boolArg(record)).Int64()
+// cancelEntry runs cancel_entry.lua on one entry of the stream at key.
+func (s *Inspector) cancelEntry(ctx context.Context, key string, k stream.Keys, entry, id string, isLane, record bool, now int64) (int64, error) {
+	return cancelEntryScript.Run(ctx, s.c, []string{key, k.Jobs, k.Results},
+		stream.Group, entry, id, boolArg(isLane), CancelDetail, now, boolArg(record)).Int64()
+}
+
+// boolArg is b as the scripts read a flag: "1" or "0".
+func boolArg(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
 }

@@ -1,4 +1,4 @@
-package stream
+package inspect
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/redistest"
+	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/stream/internal/scan"
 )
 
 // TestToDelayedKeepsTheLastOutcome: a retry's delayed data holds the code and detail of the
@@ -20,27 +22,27 @@ import (
 func TestToDelayedKeepsTheLastOutcome(t *testing.T) {
 	env, s := newStore(t, "fcm")
 	k := s.Keys(0)
-	long := strings.Repeat("x", MaxDetail+50)
+	long := strings.Repeat("x", stream.MaxDetail+50)
 	e := env.laneEntry(t, s, "fcm", "retry")
 	at := t0.Add(time.Second)
-	v, err := s.ToDelayed(env.ctx, e, RetryRecord{ID: "retry", Provider: "fcm", Due: t0.Add(time.Minute), Attempt: 3,
+	v, err := s.ToDelayed(env.ctx, e, stream.RetryRecord{ID: "retry", Provider: "fcm", Due: t0.Add(time.Minute), Attempt: 3,
 		Job: e.Fields["job"], EnqueuedAtMs: ms(t0), Code: "PROVIDER_DOWN", Detail: long, At: at})
-	if err != nil || v != Queued {
+	if err != nil || v != stream.Queued {
 		t.Fatalf("ToDelayed = %v, %v", v, err)
 	}
 	var data map[string]any
 	if err := json.Unmarshal([]byte(env.c.HGet(env.ctx, k.DelayedData, "retry").Val()), &data); err != nil {
 		t.Fatal(err)
 	}
-	if data["last_code"] != "PROVIDER_DOWN" || data["last_detail"] != long[:MaxDetail]+"..." || data["queued_at"] != itoa(ms(at)) {
-		t.Errorf("delayed data %v: want last_code PROVIDER_DOWN, last_detail cut to %d bytes, queued_at %d", data, MaxDetail, ms(at))
+	if data["last_code"] != "PROVIDER_DOWN" || data["last_detail"] != long[:stream.MaxDetail]+"..." || data["queued_at"] != itoa(ms(at)) {
+		t.Errorf("delayed data %v: want last_code PROVIDER_DOWN, last_detail cut to %d bytes, queued_at %d", data, stream.MaxDetail, ms(at))
 	}
 	rep, err := inspectorOf(s).Inspect(env.ctx, "retry", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := &DelayedJob{Due: t0.Add(time.Minute), Provider: "fcm", Attempt: 3, LastCode: "PROVIDER_DOWN",
-		LastDetail: long[:MaxDetail] + "...", QueuedAt: at, EnqueuedAt: t0}
+		LastDetail: long[:stream.MaxDetail] + "...", QueuedAt: at, EnqueuedAt: t0}
 	if d := cmp.Diff(want, rep.Delayed); d != "" {
 		t.Errorf("Inspect's delayed job (-want +got):\n%s", d)
 	}
@@ -50,7 +52,7 @@ func TestToDelayedKeepsTheLastOutcome(t *testing.T) {
 
 	// A put-back: no attempt, so no outcome.
 	e2 := env.laneEntry(t, s, "fcm", "putback")
-	if v, err := s.ToDelayed(env.ctx, e2, RetryRecord{ID: "putback", Provider: "fcm", Due: t0, Attempt: 0, Job: e2.Fields["job"], EnqueuedAtMs: ms(t0)}); err != nil || v != Queued {
+	if v, err := s.ToDelayed(env.ctx, e2, stream.RetryRecord{ID: "putback", Provider: "fcm", Due: t0, Attempt: 0, Job: e2.Fields["job"], EnqueuedAtMs: ms(t0)}); err != nil || v != stream.Queued {
 		t.Fatalf("put-back ToDelayed = %v, %v", v, err)
 	}
 	if raw := env.c.HGet(env.ctx, k.DelayedData, "putback").Val(); strings.Contains(raw, "last_") {
@@ -59,13 +61,13 @@ func TestToDelayedKeepsTheLastOutcome(t *testing.T) {
 
 	// A retry refused by a cap (the set holds two): dead, with the attempt that failed and the cap's reason.
 	e3 := env.laneEntry(t, s, "fcm", "refused")
-	v, err = s.ToDelayed(env.ctx, e3, RetryRecord{ID: "refused", Provider: "fcm", Due: t0, Attempt: 2, Job: e3.Fields["job"],
+	v, err = s.ToDelayed(env.ctx, e3, stream.RetryRecord{ID: "refused", Provider: "fcm", Due: t0, Attempt: 2, Job: e3.Fields["job"],
 		MaxDelayed: 1, Code: "RATE_LIMITED", Detail: "slow down", At: at})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v != DeadGlobalCap {
-		t.Fatalf("ToDelayed past the cap = %v; want %v", v, DeadGlobalCap)
+	if v != stream.DeadGlobalCap {
+		t.Fatalf("ToDelayed past the cap = %v; want %v", v, stream.DeadGlobalCap)
 	}
 	dead := env.entries(t, k.Dead)
 	if len(dead) != 1 || fieldsOf(dead[0])["code"] != "RATE_LIMITED" || fieldsOf(dead[0])["attempt"] != "1" ||
@@ -99,23 +101,23 @@ func TestInspectFindsEveryPlace(t *testing.T) {
 	// Routed, not read (no other job goes to that lane).
 	env.enqueue(t, s, validJob("in-lane"))
 	in := env.readIntake(t, s, 1)[0]
-	if ok, err := s.moveToLane(env.ctx, in, "wns", in.Fields["job"], ms(t0)); err != nil || !ok {
+	if ok, err := moveToLane(env.ctx, s, in, "wns", in.Fields["job"], ms(t0)); err != nil || !ok {
 		t.Fatalf("ToLane = %v, %v", ok, err)
 	}
 	// Waiting to retry.
 	waiting := env.laneEntry(t, s, "fcm", "waiting")
-	if v, err := s.ToDelayed(env.ctx, waiting, RetryRecord{ID: "waiting", Provider: "fcm", Due: t0.Add(time.Hour), Attempt: 1,
-		Job: waiting.Fields["job"], EnqueuedAtMs: ms(t0), Code: "RATE_LIMITED", Detail: "429 slow down"}); err != nil || v != Queued {
+	if v, err := s.ToDelayed(env.ctx, waiting, stream.RetryRecord{ID: "waiting", Provider: "fcm", Due: t0.Add(time.Hour), Attempt: 1,
+		Job: waiting.Fields["job"], EnqueuedAtMs: ms(t0), Code: "RATE_LIMITED", Detail: "429 slow down"}); err != nil || v != stream.Queued {
 		t.Fatalf("ToDelayed = %v, %v", v, err)
 	}
 	// Accepted.
 	done := env.laneEntry(t, s, "fcm", "done")
-	if ok, err := s.Finish(env.ctx, done, Result{ID: "done", Provider: "fcm", Code: "ACCEPTED", Status: 201, Attempt: 0, At: t0, Sent: true}); err != nil || !ok {
+	if ok, err := s.Finish(env.ctx, done, stream.Result{ID: "done", Provider: "fcm", Code: "ACCEPTED", Status: 201, Attempt: 0, At: t0, Sent: true}); err != nil || !ok {
 		t.Fatalf("Finish = %v, %v", ok, err)
 	}
 	// Dead-lettered from the lane.
 	dead := env.laneEntry(t, s, "apple", "dead")
-	if ok, err := s.ToDead(env.ctx, dead, DeadRecord{ID: "dead", Code: "PROVIDER_DOWN", Reason: "gave up after 9 attempts", Attempt: 8,
+	if ok, err := s.ToDead(env.ctx, dead, stream.DeadRecord{ID: "dead", Code: "PROVIDER_DOWN", Reason: "gave up after 9 attempts", Attempt: 8,
 		Provider: "apple", Job: dead.Fields["job"], At: t0}); err != nil || !ok {
 		t.Fatalf("ToDead = %v, %v", ok, err)
 	}
@@ -197,7 +199,7 @@ func TestInspectSaysWhenAScanWasCut(t *testing.T) {
 	k := s.Keys(0)
 	for _, id := range []string{"old", "a", "b", "c"} {
 		e := env.laneEntry(t, s, "fcm", id)
-		if ok, err := s.Finish(env.ctx, e, Result{ID: id, Provider: "fcm", Code: "ACCEPTED", Status: 201, At: t0}); err != nil || !ok {
+		if ok, err := s.Finish(env.ctx, e, stream.Result{ID: id, Provider: "fcm", Code: "ACCEPTED", Status: 201, At: t0}); err != nil || !ok {
 			t.Fatalf("Finish %s = %v, %v", id, ok, err)
 		}
 	}
@@ -220,9 +222,9 @@ func TestInspectSaysWhenAScanWasCut(t *testing.T) {
 // deadJob dead-letters job id (whose JSON is raw) from the intake of its shard, as the intake
 // does with an invalid job; an entry over the entry limit is dead-lettered by the read itself,
 // its job cut.
-func (e *env) deadJob(t *testing.T, s *Store, id, raw, code, reason string) {
+func (e *env) deadJob(t *testing.T, s *stream.Store, id, raw, code, reason string) {
 	t.Helper()
-	shard := ShardOf(id, s.Shards())
+	shard := stream.ShardOf(id, s.Shards())
 	if err := e.c.XAdd(e.ctx, redisXAdd(s.Keys(shard).Intake, raw)).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -233,14 +235,14 @@ func (e *env) deadJob(t *testing.T, s *Store, id, raw, code, reason string) {
 	if err != nil || len(got) != 1 {
 		t.Fatalf("ReadIntake shard %d: %v, %v", shard, got, err)
 	}
-	if ok, err := s.ToDead(e.ctx, got[0], DeadRecord{ID: id, Code: code, Reason: reason, Job: raw, At: t0}); err != nil || !ok {
+	if ok, err := s.ToDead(e.ctx, got[0], stream.DeadRecord{ID: id, Code: code, Reason: reason, Job: raw, At: t0}); err != nil || !ok {
 		t.Fatalf("ToDead %s = %v, %v", id, ok, err)
 	}
 }
 
 func TestDeadListReplayAndPurge(t *testing.T) {
 	env := newEnv(t)
-	s := env.store(t, "w1", Options{Shards: 3})
+	s := env.store(t, "w1", stream.Options{Shards: 3})
 	records := []struct{ id, code, reason string }{
 		{"j1", "INVALID_JOB", "vapid_key: no key named \"legacy\" is configured"},
 		{"j2", "PROVIDER_DOWN", "gave up after 9 attempts: PROVIDER_DOWN 503"},
@@ -268,7 +270,7 @@ func TestDeadListReplayAndPurge(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 1; i < len(all); i++ {
-		if compareIDs(all[i-1].EntryID, all[i].EntryID) < 0 {
+		if scan.CompareIDs(all[i-1].EntryID, all[i].EntryID) < 0 {
 			t.Errorf("DeadList is not newest first: %s before %s", all[i-1].EntryID, all[i].EntryID)
 		}
 	}
@@ -375,7 +377,7 @@ func TestDeadOfJobNewestFirst(t *testing.T) {
 
 func TestRecordedShardsAndLanes(t *testing.T) {
 	env := newEnv(t)
-	reader := New(env.c, nil, Options{Shards: 4})
+	reader := stream.New(env.c, nil, stream.Options{Shards: 4})
 	if n, err := inspectorOf(reader).RecordedShards(env.ctx); err != nil || n != 0 {
 		t.Fatalf("RecordedShards before any worker = %d, %v; want 0", n, err)
 	}
@@ -389,7 +391,7 @@ func TestRecordedShardsAndLanes(t *testing.T) {
 	if d := cmp.Diff(before, env.snapshot(t)); d != "" {
 		t.Errorf("a reader wrote (-before +after):\n%s", d)
 	}
-	w := env.store(t, "w1", Options{Shards: 4}, "fcm", "apple")
+	w := env.store(t, "w1", stream.Options{Shards: 4}, "fcm", "apple")
 	// A lane of a provider the registry lost, on shard 2 only, and a key that only looks like a
 	// lane.
 	if err := env.c.XAdd(env.ctx, redisXAdd(w.Keys(2).Lane("retired"), "{}")).Err(); err != nil {
@@ -408,20 +410,8 @@ func TestRecordedShardsAndLanes(t *testing.T) {
 	if d := cmp.Diff(want, lanes); d != "" {
 		t.Errorf("AllLanes (-want +got):\n%s", d)
 	}
-	if err := NewInspector(env.c, Options{Shards: 2}).VerifyShards(env.ctx); err == nil || !strings.Contains(err.Error(), "use --shards 4") {
+	if err := New(env.c, stream.Options{Shards: 2}).VerifyShards(env.ctx); err == nil || !strings.Contains(err.Error(), "use --shards 4") {
 		t.Errorf("VerifyShards with 2 of 4: %v", err)
-	}
-}
-
-func TestMemory(t *testing.T) {
-	env := newEnv(t)
-	mem, err := NewInspector(env.c, Options{}).Memory(env.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(mem) != 1 || mem[0].Addr != env.srv.Addr() || mem[0].Role != "master" || mem[0].UsedMemory <= 0 ||
-		mem[0].PeakMemory < mem[0].UsedMemory/2 || mem[0].Policy != "noeviction" {
-		t.Errorf("Memory = %+v; want one master at %s with its figures", mem, env.srv.Addr())
 	}
 }
 
@@ -431,7 +421,7 @@ func TestOperatorQueriesOnACluster(t *testing.T) {
 		t.Skip("starts a Redis Cluster")
 	}
 	cl := redistest.StartCluster(t, redistest.ClusterMasters(3), redistest.ClusterReplicas(0))
-	s, err := Open(cl.URL(), OpenOptions{Options: Options{Shards: 8, Consumer: "w1"}})
+	s, err := stream.Open(cl.URL(), stream.OpenOptions{Options: stream.Options{Shards: 8, Consumer: "w1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -446,7 +436,7 @@ func TestOperatorQueriesOnACluster(t *testing.T) {
 	if len(lanes) != 8 {
 		t.Errorf("AllLanes found the lanes of %d shards, want 8 (spread over 3 masters): %v", len(lanes), lanes)
 	}
-	mem, err := inspectorOf(s).Memory(context.Background())
+	mem, err := stream.KeyspaceOf(s).Memory(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package stream
+package inspect
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/webpush-gateway/webpush-gateway/job"
+	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/stream/internal/scan"
 )
 
 // JobReport is where Inspect found a job. A job is in one place at a time, but a copy enqueued
@@ -84,7 +86,7 @@ type DelayedJob struct {
 // LedgerEntry is a ledger record where it lies.
 type LedgerEntry struct {
 	EntryID string
-	Result
+	stream.Result
 }
 
 // acceptedMark is the jobs index's value for a job an attempt delivered while its entry was
@@ -97,7 +99,7 @@ const acceptedMark = "accepted"
 // round trip, the intake and the lane oldest first, the ledger and the dead stream newest
 // first, each at most scanLimit entries (0: all); JobReport.Cut names those cut short.
 func (s *Inspector) Inspect(ctx context.Context, id string, scanLimit int) (JobReport, error) {
-	shard := ShardOf(id, s.o.Shards)
+	shard := stream.ShardOf(id, s.o.Shards)
 	k := s.Keys(shard)
 	rep := JobReport{ID: id, Shard: shard}
 
@@ -108,7 +110,7 @@ func (s *Inspector) Inspect(ctx context.Context, id string, scanLimit int) (JobR
 	_, _ = pipe.Exec(ctx) // each command's error is looked at below
 	for _, c := range []redis.Cmder{held, due, data} {
 		if err := c.Err(); err != nil && !errors.Is(err, redis.Nil) {
-			return rep, fmt.Errorf("stream: inspect %s: %w", id, err)
+			return rep, fmt.Errorf("inspect: inspect %s: %w", id, err)
 		}
 	}
 	rep.Held = held.Val()
@@ -117,12 +119,11 @@ func (s *Inspector) Inspect(ctx context.Context, id string, scanLimit int) (JobR
 		// the entry's new owner acknowledges it unsent.
 		rep.Held = ""
 	}
-	keys, args := s.wasSentCall(shard, id)
-	sent, err := wasSentScript.Run(ctx, s.c, keys, args...).Int64()
+	sent, err := s.ks.WasSent(ctx, shard, id)
 	if err != nil {
-		return rep, fmt.Errorf("stream: inspect %s: sent mark: %w", id, err)
+		return rep, fmt.Errorf("inspect: inspect %s: %w", id, err)
 	}
-	rep.Sent = sent == 1
+	rep.Sent = sent
 	if due.Err() == nil {
 		rep.Delayed = delayedJob(due.Val(), data.Val())
 	}
@@ -142,10 +143,10 @@ func (s *Inspector) Inspect(ctx context.Context, id string, scanLimit int) (JobR
 			}
 		}
 	}
-	cut, err := s.scanRange(ctx, k.Results, "-", "+", true, scanLimit, func(m redis.XMessage) bool {
+	cut, err := scan.Range(ctx, s.c, k.Results, "-", "+", true, scanLimit, func(m redis.XMessage) bool {
 		f := m.Values
 		if str(f["id"]) == id {
-			rep.Results = append(rep.Results, LedgerEntry{EntryID: m.ID, Result: Result{
+			rep.Results = append(rep.Results, LedgerEntry{EntryID: m.ID, Result: stream.Result{
 				ID: id, Provider: str(f["provider"]), Code: str(f["code"]), Status: atoi(f["status"]),
 				Detail: str(f["detail"]), Attempt: atoi(f["attempt"]),
 				Latency: time.Duration(atoi(f["latency_ms"])) * time.Millisecond,
@@ -169,29 +170,29 @@ func (s *Inspector) Inspect(ctx context.Context, id string, scanLimit int) (JobR
 	return rep, nil
 }
 
-// findEntries reads stream (the intake, or a lane) oldest first for entries whose job is id,
-// with the pending state of each; all of them, or the first when !all.
-func (s *Inspector) findEntries(ctx context.Context, rep *JobReport, stream, id string, scanLimit int, all bool) ([]StreamPlace, error) {
+// findEntries reads the stream at key (the intake, or a lane) oldest first for entries whose
+// job is id, with the pending state of each; all of them, or the first when !all.
+func (s *Inspector) findEntries(ctx context.Context, rep *JobReport, key, id string, scanLimit int, all bool) ([]StreamPlace, error) {
 	var found []StreamPlace
-	cut, err := s.scanRange(ctx, stream, "-", "+", false, scanLimit, func(m redis.XMessage) bool {
+	cut, err := scan.Range(ctx, s.c, key, "-", "+", false, scanLimit, func(m redis.XMessage) bool {
 		if jobID(str(m.Values["job"])) != id {
 			return true
 		}
-		found = append(found, StreamPlace{Key: stream, EntryID: m.ID, Attempt: atoi(m.Values["attempt"])})
+		found = append(found, StreamPlace{Key: key, EntryID: m.ID, Attempt: atoi(m.Values["attempt"])})
 		return all
 	})
 	if err != nil {
 		return nil, err
 	}
 	if cut {
-		rep.Cut = append(rep.Cut, stream)
+		rep.Cut = append(rep.Cut, key)
 	}
 	for i := range found {
 		p, err := s.c.XPendingExt(ctx, &redis.XPendingExtArgs{
-			Stream: stream, Group: Group, Start: found[i].EntryID, End: found[i].EntryID, Count: 1,
+			Stream: key, Group: stream.Group, Start: found[i].EntryID, End: found[i].EntryID, Count: 1,
 		}).Result()
-		if err != nil && !isNoGroup(err) {
-			return nil, fmt.Errorf("stream: pending of %s %s: %w", stream, found[i].EntryID, err)
+		if err != nil && !scan.NoGroup(err) {
+			return nil, fmt.Errorf("inspect: pending of %s %s: %w", key, found[i].EntryID, err)
 		}
 		if len(p) == 1 {
 			found[i].Pending = &PendingEntry{Consumer: p[0].Consumer, Idle: p[0].Idle, Deliveries: p[0].RetryCount}

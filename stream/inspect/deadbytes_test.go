@@ -1,4 +1,4 @@
-package stream
+package inspect
 
 import (
 	"fmt"
@@ -6,13 +6,14 @@ import (
 	"testing"
 
 	"github.com/webpush-gateway/webpush-gateway/job"
+	"github.com/webpush-gateway/webpush-gateway/stream"
 )
 
 // deadRecordBound is what one dead record of an invalid job may cost the dead stream at most:
 // the first MaxInvalidJobBytes of the job and the record's other fields, with room for the
 // stream's own overhead (a record that large fills a listpack node of its own, which the
 // allocator rounds up to its next size class).
-const deadRecordBound = MaxInvalidJobBytes + 2<<10
+const deadRecordBound = stream.MaxInvalidJobBytes + 2<<10
 
 // TestDeadStreamOfInvalidJobsIsBoundedInBytes: 1,000 invalid jobs of 64 KiB each, those the
 // worker's validation refuses (ToDead) and those the read refuses in Redis (over the entry
@@ -24,17 +25,17 @@ func TestDeadStreamOfInvalidJobsIsBoundedInBytes(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		size int
-		dead func(t *testing.T, env *env, s *Store, n int)
+		dead func(t *testing.T, env *env, s *stream.Store, n int)
 	}{
-		{"refused by the worker", job.MaxEntryBytes, func(t *testing.T, env *env, s *Store, n int) {
+		{"refused by the worker", job.MaxEntryBytes, func(t *testing.T, env *env, s *stream.Store, n int) {
 			for _, e := range env.readIntake(t, s, n) {
-				d := DeadRecord{ID: jobID(e.Fields["job"]), Code: "INVALID_JOB", Reason: `unknown field "colour"`, Job: e.Fields["job"], JobInvalid: true, At: t0}
+				d := stream.DeadRecord{ID: jobID(e.Fields["job"]), Code: "INVALID_JOB", Reason: `unknown field "colour"`, Job: e.Fields["job"], JobInvalid: true, At: t0}
 				if ok, err := s.ToDead(env.ctx, e, d); err != nil || !ok {
 					t.Fatalf("ToDead = %v, %v", ok, err)
 				}
 			}
 		}},
-		{"refused by the read", job.MaxEntryBytes + 1, func(t *testing.T, env *env, s *Store, n int) {
+		{"refused by the read", job.MaxEntryBytes + 1, func(t *testing.T, env *env, s *stream.Store, n int) {
 			got, refused, err := s.ReadIntake(env.ctx, 0, n, 0)
 			if err != nil || len(got) != 0 || len(refused) != n {
 				t.Fatalf("ReadIntake = %d entries, %d refused, %v; want %d refused", len(got), len(refused), err, n)
@@ -73,10 +74,10 @@ func TestDeadStreamOfInvalidJobsIsBoundedInBytes(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, r := range recs {
-				if len(r.Job) != MaxInvalidJobBytes || r.JobBytes != c.size || r.Note != fmt.Sprintf("job cut to its first %d of %d bytes", MaxInvalidJobBytes, c.size) ||
+				if len(r.Job) != stream.MaxInvalidJobBytes || r.JobBytes != c.size || r.Note != fmt.Sprintf("job cut to its first %d of %d bytes", stream.MaxInvalidJobBytes, c.size) ||
 					!strings.HasPrefix(r.ID, "bad-") {
 					t.Fatalf("dead record %s: id %q, job of %d bytes, job_bytes %d, note %q; want its id, the first %d bytes, %d and a note",
-						r.EntryID, r.ID, len(r.Job), r.JobBytes, r.Note, MaxInvalidJobBytes, c.size)
+						r.EntryID, r.ID, len(r.Job), r.JobBytes, r.Note, stream.MaxInvalidJobBytes, c.size)
 				}
 			}
 			if v, _, err := inspectorOf(s).ReplayDead(env.ctx, 0, recs[0].EntryID); err != nil || v != ReplayCut {
@@ -91,12 +92,12 @@ func TestDeadStreamOfInvalidJobsIsBoundedInBytes(t *testing.T) {
 func TestDeadRecordOfAValidJobReplays(t *testing.T) {
 	env, s := newStore(t, "fcm")
 	raw := `{"id":"key-1","subscription":{"endpoint":"` + testEndpoint + `"},"payload":"` + strings.Repeat("p", 3900) + `","recipient":"` + strings.Repeat("r", 256) + `"}`
-	if len(raw) <= MaxInvalidJobBytes {
-		t.Fatalf("the job is %d bytes, want more than %d", len(raw), MaxInvalidJobBytes)
+	if len(raw) <= stream.MaxInvalidJobBytes {
+		t.Fatalf("the job is %d bytes, want more than %d", len(raw), stream.MaxInvalidJobBytes)
 	}
 	env.enqueue(t, s, raw)
 	e := env.readIntake(t, s, 1)[0]
-	d := DeadRecord{ID: "key-1", Code: "INVALID_JOB", Reason: `vapid_key: no key named "x" is configured`, Job: raw, At: t0}
+	d := stream.DeadRecord{ID: "key-1", Code: "INVALID_JOB", Reason: `vapid_key: no key named "x" is configured`, Job: raw, At: t0}
 	if ok, err := s.ToDead(env.ctx, e, d); err != nil || !ok {
 		t.Fatalf("ToDead = %v, %v", ok, err)
 	}

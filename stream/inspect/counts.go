@@ -1,4 +1,4 @@
-package stream
+package inspect
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/webpush-gateway/webpush-gateway/job"
+	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/stream/internal/scan"
 )
 
 // Counts sums over the shards the length of every stream and set: "intake", "lane:<provider>",
@@ -16,7 +18,7 @@ func (s *Inspector) Counts(ctx context.Context) (map[string]int64, error) {
 	out := map[string]int64{}
 	for shard := 0; shard < s.o.Shards; shard++ {
 		k := s.Keys(shard)
-		lanes, err := s.lanes(ctx, shard, nil)
+		lanes, err := s.ks.Lanes(ctx, shard)
 		if err != nil {
 			return nil, err
 		}
@@ -25,19 +27,19 @@ func (s *Inspector) Counts(ctx context.Context) (map[string]int64, error) {
 			"intake": pipe.XLen(ctx, k.Intake), "delayed": pipe.ZCard(ctx, k.Delayed),
 			"results": pipe.XLen(ctx, k.Results), "gone": pipe.XLen(ctx, k.Gone), "dead": pipe.XLen(ctx, k.Dead),
 		}
-		pend := []*redis.XPendingCmd{pipe.XPending(ctx, k.Intake, Group)}
+		pend := []*redis.XPendingCmd{pipe.XPending(ctx, k.Intake, stream.Group)}
 		for _, p := range lanes {
 			for _, c := range job.Classes {
-				lens[LaneName(p, c)] = pipe.XLen(ctx, k.LaneOf(p, c))
-				pend = append(pend, pipe.XPending(ctx, k.LaneOf(p, c), Group))
+				lens[stream.LaneName(p, c)] = pipe.XLen(ctx, k.LaneOf(p, c))
+				pend = append(pend, pipe.XPending(ctx, k.LaneOf(p, c), stream.Group))
 			}
 		}
-		if _, err := pipe.Exec(ctx); err != nil && !isNoGroup(err) {
-			return nil, fmt.Errorf("stream: counts: %w", err)
+		if _, err := pipe.Exec(ctx); err != nil && !scan.NoGroup(err) {
+			return nil, fmt.Errorf("inspect: counts: %w", err)
 		}
 		for name, c := range lens {
 			if c.Err() != nil {
-				return nil, fmt.Errorf("stream: counts %s: %w", name, c.Err())
+				return nil, fmt.Errorf("inspect: counts %s: %w", name, c.Err())
 			}
 			out[name] += c.Val()
 		}
@@ -45,8 +47,8 @@ func (s *Inspector) Counts(ctx context.Context) (map[string]int64, error) {
 		for _, c := range pend {
 			if c.Err() == nil {
 				out["pending"] += c.Val().Count
-			} else if !isNoGroup(c.Err()) {
-				return nil, fmt.Errorf("stream: counts pending: %w", c.Err())
+			} else if !scan.NoGroup(c.Err()) {
+				return nil, fmt.Errorf("inspect: counts pending: %w", c.Err())
 			}
 		}
 	}

@@ -1,4 +1,4 @@
-package stream
+package inspect
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sort"
 	"time"
+
+	"github.com/webpush-gateway/webpush-gateway/stream"
 )
 
 // Pause is an operator's pause of a provider: every replica's lanes of it stop reading at their
@@ -23,26 +25,26 @@ func (s *Inspector) PauseProvider(ctx context.Context, p Pause) error {
 	if err != nil {
 		return err
 	}
-	if err := s.c.HSet(ctx, pausedKey(s.o.Prefix), p.Provider, b).Err(); err != nil {
-		return fmt.Errorf("stream: pause %s: %w", p.Provider, err)
+	if err := s.c.HSet(ctx, stream.PausedKey(s.o.Prefix), p.Provider, b).Err(); err != nil {
+		return fmt.Errorf("inspect: pause %s: %w", p.Provider, err)
 	}
 	return nil
 }
 
 // ResumeProvider removes provider's pause; false when it was not paused.
 func (s *Inspector) ResumeProvider(ctx context.Context, provider string) (bool, error) {
-	n, err := s.c.HDel(ctx, pausedKey(s.o.Prefix), provider).Result()
+	n, err := s.c.HDel(ctx, stream.PausedKey(s.o.Prefix), provider).Result()
 	if err != nil {
-		return false, fmt.Errorf("stream: resume %s: %w", provider, err)
+		return false, fmt.Errorf("inspect: resume %s: %w", provider, err)
 	}
 	return n == 1, nil
 }
 
 // Pauses lists the paused providers, by provider id.
 func (s *Inspector) Pauses(ctx context.Context) ([]Pause, error) {
-	m, err := s.c.HGetAll(ctx, pausedKey(s.o.Prefix)).Result()
+	m, err := s.c.HGetAll(ctx, stream.PausedKey(s.o.Prefix)).Result()
 	if err != nil {
-		return nil, fmt.Errorf("stream: pauses: %w", err)
+		return nil, fmt.Errorf("inspect: pauses: %w", err)
 	}
 	out := make([]Pause, 0, len(m))
 	for id, raw := range m {
@@ -63,21 +65,10 @@ type ReplicaState struct {
 	State json.RawMessage
 }
 
-// WorkerState is what a worker replica publishes with its heartbeat (ReplicaState.State), for
-// the operators' status: one type for the worker that writes it and the status that reads it.
-type WorkerState struct {
-	Version  string            `json:"version,omitempty"`
-	Breakers map[string]string `json:"breakers"` // provider id -> closed, half_open, open
-	// Proxies is the egress proxy (host:port) of each provider that sends through one, and
-	// ProxyBreakers the state of each proxy's breaker, as Breakers spells it.
-	Proxies       map[string]string `json:"proxies,omitempty"`
-	ProxyBreakers map[string]string `json:"proxy_breakers,omitempty"`
-}
-
 // Worker is the state r published, as a worker publishes it; a replica that published none (or
 // another kind of state) shows none.
-func (r ReplicaState) Worker() WorkerState {
-	var w WorkerState
+func (r ReplicaState) Worker() stream.WorkerState {
+	var w stream.WorkerState
 	_ = json.Unmarshal(r.State, &w)
 	if w.Breakers == nil {
 		w.Breakers = map[string]string{}
@@ -89,10 +80,10 @@ func (r ReplicaState) Worker() WorkerState {
 // state each published, by consumer name.
 func (s *Inspector) Replicas(ctx context.Context, now time.Time, staleAfter time.Duration) ([]ReplicaState, error) {
 	pipe := s.c.TxPipeline()
-	seen := pipe.ZRangeWithScores(ctx, ReplicasKey(s.o.Prefix), 0, -1)
-	states := pipe.HGetAll(ctx, statesKey(s.o.Prefix))
+	seen := pipe.ZRangeWithScores(ctx, stream.ReplicasKey(s.o.Prefix), 0, -1)
+	states := pipe.HGetAll(ctx, stream.StatesKey(s.o.Prefix))
 	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, fmt.Errorf("stream: replicas: %w", err)
+		return nil, fmt.Errorf("inspect: replicas: %w", err)
 	}
 	var out []ReplicaState
 	for _, z := range seen.Val() {

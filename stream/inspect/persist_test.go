@@ -1,10 +1,12 @@
-package stream
+package inspect
 
 import (
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/webpush-gateway/webpush-gateway/stream"
 )
 
 // TestStateSurvivesRedisKill: with AOF appendfsync always, everything a script wrote before
@@ -15,9 +17,9 @@ func TestStateSurvivesRedisKill(t *testing.T) {
 	k := s.Keys(0)
 	lanePending := env.laneEntry(t, s, "fcm", "pending-lane")
 	done := env.laneEntry(t, s, "fcm", "done")
-	mustOK(t)(s.Finish(env.ctx, done, Result{ID: "done", Provider: "fcm", Code: "ACCEPTED", Sent: true, At: t0}))
+	mustOK(t)(s.Finish(env.ctx, done, stream.Result{ID: "done", Provider: "fcm", Code: "ACCEPTED", Sent: true, At: t0}))
 	retry := env.laneEntry(t, s, "fcm", "retry")
-	if v, err := s.ToDelayed(env.ctx, retry, RetryRecord{ID: "retry", Provider: "fcm", Recipient: "r", Due: t0, Attempt: 1, Job: retry.Fields["job"]}); v != Queued || err != nil {
+	if v, err := s.ToDelayed(env.ctx, retry, stream.RetryRecord{ID: "retry", Provider: "fcm", Recipient: "r", Due: t0, Attempt: 1, Job: retry.Fields["job"]}); v != stream.Queued || err != nil {
 		t.Fatal(v, err)
 	}
 	env.enqueue(t, s, validJob("pending-intake"), validJob("unread"))
@@ -37,7 +39,7 @@ func TestStateSurvivesRedisKill(t *testing.T) {
 	}
 	// The owner can still finish its pending entry; scripts are re-sent after the restart
 	// flushed the script cache (EVALSHA falls back to EVAL).
-	mustOK(t)(s.Finish(env.ctx, lanePending, Result{ID: "pending-lane", Provider: "fcm", Code: "ACCEPTED", At: t0}))
+	mustOK(t)(s.Finish(env.ctx, lanePending, stream.Result{ID: "pending-lane", Provider: "fcm", Code: "ACCEPTED", At: t0}))
 	if sent, err := s.WasSent(env.ctx, 0, "done"); !sent || err != nil {
 		t.Errorf("sent mark lost: %v, %v", sent, err)
 	}

@@ -1,4 +1,4 @@
-package stream
+package inspect
 
 import (
 	"context"
@@ -65,8 +65,8 @@ type InspectLedger struct {
 	At        time.Time `json:"at"`
 }
 
-// InspectDead is a dead record of the job without the job (which carries the subscription): `dead show`
-// prints the whole record.
+// InspectDead is a dead record of the job without the job (which carries the subscription):
+// `dead show` prints the whole record.
 type InspectDead struct {
 	EntryID  string    `json:"entry_id"`
 	Code     string    `json:"code"`
@@ -95,7 +95,7 @@ func (s *Inspector) InspectReport(ctx context.Context, id string, scanLimit int,
 	for _, r := range replicas {
 		alive[r.Consumer] = true
 	}
-	return rep.report(orDefaultPrefix(s.o.Prefix), scanLimit, alive), nil
+	return rep.report(s.o.Prefix, scanLimit, alive), nil
 }
 
 func (rep JobReport) report(prefix string, scanLimit int, alive map[string]bool) InspectReport {
