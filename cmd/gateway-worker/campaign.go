@@ -7,8 +7,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/webpush-gateway/webpush-gateway/internal/product/cli"
 	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/stream"
@@ -29,18 +27,18 @@ func cmdCampaignCreate(ctx context.Context, fs *cli.FlagSet, args []string, stdo
 	if err != nil {
 		return fs.Fail(err)
 	}
-	p, insp, rc, code := rf.openWriter(fs, stderr)
+	p, insp, closeRedis, code := rf.openWriter(fs, stderr)
 	if p == nil {
 		return code
 	}
-	defer rc.Close()
+	defer closeRedis()
 	id := cf.ID
 	if st, err := insp.Campaign(ctx, id, time.Now()); err == nil && st.HasMessage {
 		fmt.Fprintf(stdout, "campaign %s exists already (%s, %d recipients added): nothing written\n", id, st.State, st.Added)
 		return cli.ExitNo
 	}
 	// Redis's clock, not this host's: a dead record of this entry is written after it.
-	since, err := rc.Time(ctx).Result()
+	since, err := insp.Time(ctx)
 	if err == nil {
 		_, err = p.CreateCampaign(ctx, raw)
 	}
@@ -89,11 +87,11 @@ func cmdCampaignAdd(ctx context.Context, fs *cli.FlagSet, args []string, stdout,
 	if err != nil {
 		return fs.Fail(fmt.Errorf("%w; nothing written", err))
 	}
-	p, insp, rc, code := rf.openWriter(fs, stderr)
+	p, insp, closeRedis, code := rf.openWriter(fs, stderr)
 	if p == nil {
 		return code
 	}
-	defer rc.Close()
+	defer closeRedis()
 	written := 0
 	for written < len(recs) {
 		k, err := p.AddRecipients(ctx, id, recs[written:min(written+addChunk, len(recs))]...)
@@ -211,9 +209,9 @@ func (r *redisFlags) openCampaign(ctx context.Context, fs *cli.FlagSet, args []s
 }
 
 // openWriter checks the flags and opens one client, with a Producer and an Inspector over it,
-// for a command that writes campaign entries; the caller closes the client. On failure it has
-// printed why and returns the exit code.
-func (r *redisFlags) openWriter(fs *cli.FlagSet, stderr io.Writer) (*stream.Producer, *inspect.Inspector, redis.UniversalClient, int) {
+// for a command that writes campaign entries; the caller closes the client with the func it
+// returns. On failure it has printed why and returns the exit code.
+func (r *redisFlags) openWriter(fs *cli.FlagSet, stderr io.Writer) (*stream.Producer, *inspect.Inspector, func() error, int) {
 	if err := r.check(); err != nil {
 		return nil, nil, nil, fs.Fail(err)
 	}
@@ -222,5 +220,5 @@ func (r *redisFlags) openWriter(fs *cli.FlagSet, stderr io.Writer) (*stream.Prod
 	if err != nil {
 		return nil, nil, nil, failure(stderr, fs.Name(), cli.ExitUsage, fmt.Errorf("--redis: %w", err))
 	}
-	return stream.NewProducer(rc, r.prefix, r.shards), inspect.New(rc, o), rc, cli.ExitOK
+	return stream.NewProducer(rc, r.prefix, r.shards), inspect.New(rc, o), rc.Close, cli.ExitOK
 }

@@ -126,3 +126,45 @@ func TestOnlyCommandsPrintTablesAndReadFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestOnlyStreamTalksToRedis: stream and the packages below it are the product's only code that
+// talks to Redis, so of the product's packages only those and the commands, which hand the
+// clients a hook and a logger, may import go-redis.
+func TestOnlyStreamTalksToRedis(t *testing.T) {
+	const goRedis = "github.com/redis/go-redis"
+	found := false
+	for _, p := range productPackages(t) {
+		talks := slices.ContainsFunc(p.Imports, func(imp string) bool { return imp == goRedis || strings.HasPrefix(imp, goRedis+"/") })
+		found = found || talks && under(p.ImportPath, "stream")
+		if talks && p.Name != "main" && !under(p.ImportPath, "stream") {
+			t.Errorf("%s imports go-redis: only stream/ talks to Redis; add what it needs there", p.ImportPath)
+		}
+	}
+	if !found {
+		t.Fatal("no package under stream/ imports go-redis: not the imports this test is about")
+	}
+}
+
+// TestTheWorkerNeverLinksTheInspector: the operators' queries (stream/inspect) may scan and be
+// slow, and are no part of delivering: nothing the worker runs (dispatch and all it links, the
+// worker's stream among them) imports them. Only a command may.
+func TestTheWorkerNeverLinksTheInspector(t *testing.T) {
+	const inspect = module + "/stream/inspect"
+	worker := goList(t, "-deps", "./dispatch")
+	if !slices.ContainsFunc(worker, func(p goPackage) bool { return p.ImportPath == module+"/stream" }) {
+		t.Fatalf("go list -deps ./dispatch gave %d packages without stream: not the worker's list", len(worker))
+	}
+	for _, p := range worker {
+		if p.ImportPath == inspect {
+			t.Errorf("the worker (dispatch) links %s", inspect)
+		}
+		if slices.Contains(p.Imports, inspect) {
+			t.Errorf("%s, which the worker links, imports %s", p.ImportPath, inspect)
+		}
+	}
+	for _, p := range productPackages(t) {
+		if slices.Contains(p.Imports, inspect) && p.Name != "main" {
+			t.Errorf("%s imports %s: only the commands use the operators' queries", p.ImportPath, inspect)
+		}
+	}
+}

@@ -1,6 +1,10 @@
 package inspect
 
 import (
+	"context"
+	"fmt"
+	"time"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/webpush-gateway/webpush-gateway/stream"
@@ -50,6 +54,17 @@ func (s *Inspector) Close() error {
 // Shards is the number of shards the Inspector reads: Options.Shards, or Options.ReshardFrom
 // when that is larger, as a Store does.
 func (s *Inspector) Shards() int { return s.ks.Shards() }
+
+// Time is Redis's clock (TIME), which the times a worker writes follow (its records' entry ids):
+// a command that looks for what a worker wrote after a moment takes the moment from it, not
+// from its own host's clock.
+func (s *Inspector) Time(ctx context.Context) (time.Time, error) {
+	t, err := s.c.Time(ctx).Result()
+	if err != nil {
+		return time.Time{}, fmt.Errorf("inspect: redis time: %w", err)
+	}
+	return t, nil
+}
 
 // Keys are the keys of shard.
 func (s *Inspector) Keys(shard int) stream.Keys { return stream.KeysFor(s.o.Prefix, shard) }
