@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/redistest"
-	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/stream/inspect"
 )
 
 // BenchmarkCampaignMillion: one campaign of 1,000,000 FCM recipients behind a paused FCM, as
@@ -24,7 +24,7 @@ func BenchmarkCampaignMillion(b *testing.B) {
 	const n = 1_000_000
 	e := newEnv(b, envOptions{redis: []redistest.Option{redistest.WithConfig("appendonly", "no")}})
 	ctx := context.Background()
-	if err := e.inspector().PauseProvider(ctx, stream.Pause{Provider: "fcm", Reason: "bench", At: e.clock.Now()}); err != nil {
+	if err := e.inspector().PauseProvider(ctx, inspect.Pause{Provider: "fcm", Reason: "bench", At: e.clock.Now()}); err != nil {
 		b.Fatal(err)
 	}
 	e.start(e.config(e.store))

@@ -14,6 +14,7 @@ import (
 	jobfmt "github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/stream/inspect"
 )
 
 // createCampaign writes campaign c (its JSON members) and waits until the worker created it.
@@ -51,7 +52,7 @@ func (e *env) addRecipients(id string, rs ...any) {
 }
 
 // campaignStatus is campaign id's status now.
-func (e *env) campaignStatus(id string) *stream.CampaignStatus {
+func (e *env) campaignStatus(id string) *inspect.CampaignStatus {
 	e.t.Helper()
 	st, err := e.inspector().Campaign(context.Background(), id, time.Now())
 	if err != nil {
@@ -315,7 +316,7 @@ func TestCampaignBehindPausedProviderCostsItsSubscriptions(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
 	ctx := context.Background()
-	if err := e.inspector().PauseProvider(ctx, stream.Pause{Provider: "fcm", Reason: "test", At: e.clock.Now()}); err != nil {
+	if err := e.inspector().PauseProvider(ctx, inspect.Pause{Provider: "fcm", Reason: "test", At: e.clock.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	e.start(e.config(e.store))
@@ -435,7 +436,7 @@ func TestCampaignJobsInALaneFollowTheState(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	ctx := context.Background()
 	ins := e.inspector()
-	if err := ins.PauseProvider(ctx, stream.Pause{Provider: "fcm", Reason: "test", At: e.clock.Now()}); err != nil {
+	if err := ins.PauseProvider(ctx, inspect.Pause{Provider: "fcm", Reason: "test", At: e.clock.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	w := e.start(e.config(e.store))

@@ -146,7 +146,7 @@ type Config struct {
 	StatsEvery time.Duration
 	// Upstream, when set, is read by the statistics loop for the upstreams' consumer groups on
 	// the record streams and Redis's memory (their gauges), and at start for Redis's settings
-	// (a warning when AOF is off or maxmemory unset): stream.InspectorOf the Store. Nil reads
+	// (a warning when AOF is off or maxmemory unset): stream.KeyspaceOf the Store. Nil reads
 	// none of them.
 	Upstream UpstreamReader
 	// EndpointHashKey keys the endpoint hash in the log line of every terminal outcome

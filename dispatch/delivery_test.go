@@ -230,7 +230,7 @@ func TestRedeliveredJobWithSentMarkIsNotSentAgain(t *testing.T) {
 	ctx := context.Background()
 	lane := e.store.Keys(0).Lane("fcm")
 	e.xadd(lane, "job", string(j), "provider", "fcm", "attempt", "0", "enqueued_at", strconv.FormatInt(e.clock.Now().UnixMilli(), 10))
-	if got, err := ghost.ReadLane(ctx, 0, "fcm", jobfmt.ClassTransactional, 10, 0); err != nil || len(got) != 1 {
+	if got, _, err := ghost.ReadLanes(ctx, 0, "fcm", stream.LaneRead{Total: 10}); err != nil || len(got) != 1 {
 		t.Fatalf("ghost ReadLane: %d entries, %v", len(got), err)
 	}
 

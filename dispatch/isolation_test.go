@@ -11,7 +11,7 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/registrytest"
 	"github.com/webpush-gateway/webpush-gateway/limits"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
-	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/stream/inspect"
 )
 
 // The breaker tests run on the real clock. gobreaker reads time.Now itself, and these tests
@@ -405,7 +405,7 @@ func TestPausedProviderWaitsInRedis(t *testing.T) {
 	e := newEnv(t, envOptions{registry: testRegistry(nil)})
 	apple := e.subscribe(pushsim.Apple, e.key)
 	fcm := e.subscribe(pushsim.FCM, e.key)
-	if err := e.inspector().PauseProvider(context.Background(), stream.Pause{Provider: "apple", Reason: "test", At: e.clock.Now()}); err != nil {
+	if err := e.inspector().PauseProvider(context.Background(), inspect.Pause{Provider: "apple", Reason: "test", At: e.clock.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	e.start(e.config(e.store))

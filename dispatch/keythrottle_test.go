@@ -11,6 +11,7 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/limits"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/stream/inspect"
 	"github.com/webpush-gateway/webpush-gateway/telemetry"
 	"github.com/webpush-gateway/webpush-gateway/vapid"
 )
@@ -143,8 +144,8 @@ func TestOneKeysRetryAfterParksOnlyThatKey(t *testing.T) {
 	if v := g.Value(t, telemetry.KeyParkedUntilSeconds, "provider", "fcm", "key", "a"); v < float64(throttledAt.Add(24*time.Hour-time.Minute).Unix()) {
 		t.Errorf("%s{fcm,a} = %v, want the Retry-After's end", telemetry.KeyParkedUntilSeconds, v)
 	}
-	insp := stream.NewInspector(e.redis.Client(t), stream.Options{Prefix: prefix, Shards: e.shards})
-	var rep stream.StatusReport
+	insp := inspect.New(e.redis.Client(t), stream.Options{Prefix: prefix, Shards: e.shards})
+	var rep inspect.StatusReport
 	waitFor(t, "key a's park in the status", func() bool {
 		rep, err = insp.Status(context.Background(), 5*time.Second, time.Now())
 		return err == nil && len(rep.KeyParks) == 1

@@ -192,7 +192,7 @@ func TestReclaimedLaneEntryIsSentOnceFromItsLane(t *testing.T) {
 	e.laneEntry("fcm", 0, job("sent-already", sub, "x"))
 	e.laneEntry("fcm", 0, job("sent-already", sub, "x"))
 	ghost := e.newStore("ghost")
-	read, err := ghost.ReadLane(context.Background(), 0, "fcm", jobfmt.ClassTransactional, 3, 0)
+	read, _, err := ghost.ReadLanes(context.Background(), 0, "fcm", stream.LaneRead{Total: 3})
 	if err != nil || len(read) != 3 {
 		t.Fatalf("ghost read %d lane entries (%v), want 3", len(read), err)
 	}
@@ -229,7 +229,7 @@ func TestStartHandsBackWhatItsNameLeft(t *testing.T) {
 	sub := e.subscribe(pushsim.FCM, e.key)
 	e.laneEntry("fcm", 0, job("left-behind", sub, "x"))
 	before := e.newStore(e.store.Consumer())
-	if got, err := before.ReadLane(context.Background(), 0, "fcm", jobfmt.ClassTransactional, 1, 0); err != nil || len(got) != 1 {
+	if got, _, err := before.ReadLanes(context.Background(), 0, "fcm", stream.LaneRead{Total: 1}); err != nil || len(got) != 1 {
 		t.Fatalf("the earlier process read %d entries (%v), want 1", len(got), err)
 	}
 	began := time.Now()

@@ -10,7 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/redistest"
-	jobfmt "github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/stream"
 )
@@ -91,7 +90,7 @@ func TestSecondSendAfterTakeoverIsWarned(t *testing.T) {
 	sub := e.subscribe(pushsim.FCM, e.key)
 	raw := job("taken", sub, "twice")
 	e.laneEntry("fcm", 0, raw)
-	read, err := e.store.ReadLane(ctx, 0, "fcm", jobfmt.ClassTransactional, 1, 0)
+	read, _, err := e.store.ReadLanes(ctx, 0, "fcm", stream.LaneRead{Total: 1})
 	if err != nil || len(read) != 1 {
 		t.Fatalf("ReadLane: %d entries, %v", len(read), err)
 	}
@@ -111,7 +110,7 @@ func TestSecondSendAfterTakeoverIsWarned(t *testing.T) {
 	if n, err := otherStore.Requeue(ctx, 0, read[0].Stream, stream.Requeue{Count: 10}); err != nil || n.Entries != 1 {
 		t.Fatalf("w2 Requeue: %+v, %v", n, err)
 	}
-	got, err := otherStore.ReadLane(ctx, 0, "fcm", jobfmt.ClassTransactional, 1, 0)
+	got, _, err := otherStore.ReadLanes(ctx, 0, "fcm", stream.LaneRead{Total: 1})
 	if err != nil || len(got) != 1 {
 		t.Fatalf("w2 ReadLane: %d entries, %v", len(got), err)
 	}

@@ -10,7 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/redistest"
-	jobfmt "github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/stream"
 )
 
@@ -141,7 +140,7 @@ func TestOrphanLanesAreReportedAtStart(t *testing.T) {
 	for range 3 {
 		e.xadd(old.Keys(1).Lane("retired"), "job", `{"id":"x"}`, "provider", "retired", "attempt", "0", "enqueued_at", "1")
 	}
-	if got, err := old.ReadLane(context.Background(), 1, "retired", jobfmt.ClassTransactional, 1, 0); err != nil || len(got) != 1 {
+	if got, _, err := old.ReadLanes(context.Background(), 1, "retired", stream.LaneRead{Total: 1}); err != nil || len(got) != 1 {
 		t.Fatalf("ReadLane: %d entries, %v", len(got), err)
 	}
 	e.start(e.config(e.store))

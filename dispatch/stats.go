@@ -61,7 +61,7 @@ func (st *stats) round(ctx context.Context) error {
 
 // UpstreamReader is what a worker reads of Redis for the operators beyond its own keys: the
 // consumer groups upstreams read the record streams with, and each node's memory and
-// persistence. *stream.Inspector is one (stream.InspectorOf the worker's Store).
+// persistence. *stream.Keyspace is one (stream.KeyspaceOf the worker's Store).
 type UpstreamReader interface {
 	UpstreamGroups(ctx context.Context, shard int) ([]stream.UpstreamGroup, error)
 	Memory(ctx context.Context) ([]stream.NodeMemory, error)

@@ -10,7 +10,7 @@ import (
 
 // Store is what a worker needs of Redis: the reads and state changes of its loops, each of
 // which names the few methods it calls below. *stream.Store is one; the operators' queries are
-// the inspector's, which a worker never needs.
+// stream/inspect's, which a worker never needs.
 type Store interface {
 	storeLayout
 	startupStore

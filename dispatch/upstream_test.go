@@ -49,7 +49,7 @@ func TestUpstreamGaugesAndRedisWarnings(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := e.config(e.store)
-	cfg.Metrics, cfg.StatsEvery, cfg.Upstream = m, 50*time.Millisecond, stream.InspectorOf(e.store)
+	cfg.Metrics, cfg.StatsEvery, cfg.Upstream = m, 50*time.Millisecond, stream.KeyspaceOf(e.store)
 	e.start(cfg)
 	waitFor(t, "the upstream group's gauges", func() bool {
 		lag, ok := metricstest.Gather(t, reg).Lookup(telemetry.UpstreamGroupLag, "stream", "results", "group", "pruner")

@@ -47,10 +47,6 @@ var (
 	//go:embed campaign_settle.lua
 	campaignSettleLua    string
 	campaignSettleScript = redis.NewScript(campaignSettleLua)
-
-	//go:embed campaign_state.lua
-	campaignStateLua    string
-	campaignStateScript = redis.NewScript(campaignStateLua)
 )
 
 // Campaign states, as the campaign's hash keeps them.

@@ -46,7 +46,7 @@ func BenchmarkRedisCPUPerJob(b *testing.B) {
 							return err
 						})
 					},
-					func() { lane, _ = s.ReadLane(ctx, 0, "fcm", job.ClassTransactional, batch, 0) },
+					func() { lane, _ = s.readLane(ctx, 0, "fcm", job.ClassTransactional, batch, 0) },
 					func() {
 						all(b, lane, func(e Entry) error {
 							_, err := s.Finish(ctx, e, Result{ID: jobID(e.Fields["job"]), Provider: "fcm", Code: "ACCEPTED", Status: 201, Sent: true, At: t0})

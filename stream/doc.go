@@ -1,6 +1,7 @@
-// Package stream is the only package that talks to Redis. It holds how every command connects
-// (Open, OpenInspector), the key layout (keys.go), the worker's Store, the operators' Inspector
-// with the text its reports print as, and one Lua script per state change of a delivery job:
+// Package stream is the worker's side of Redis: with the packages below it (stream/inspect,
+// the operators' queries), the only code that talks to Redis. It holds how every command
+// connects (Open, OpenClient), the key layout (keys.go), the worker's Store, the producer, and
+// one Lua script per state change of a delivery job:
 //
 //	intake --ToLane--> lane:<provider> --Finish--> results (+ gone, + the window)
 //	   \                  |   \--ToDelayed--> delayed --PromoteDue--> lane:<provider>
@@ -15,4 +16,16 @@
 //
 // Every key of shard s is "<prefix>:{s}:..." so that one shard lives in one Redis Cluster hash
 // slot and every script touches a single slot.
+//
+// Two audiences read these keys. Store is the worker's (dispatch uses it through interfaces of
+// its own); the operators' queries and commands (status, where a job is, dead records, pauses,
+// cancels, campaigns, audit) are stream/inspect's Inspector, which nothing the worker runs
+// imports. What the operators' package needs of this one is all it exports beyond the worker's
+// and the producer's API: the key layout (Keys, KeysFor, ShardOf, ReplicasKey, StatesKey,
+// PausedKey, ShardsKey, CampaignKeysFor), OpenClient for the Inspector's one client, and
+// Keyspace, the reads both audiences make of a prefix (queue statistics, the upstreams'
+// consumer groups, Redis's memory, the sent mark, the parked senders, the shards a larger count
+// left) with the two worker scripts an operator's command runs too (a cancelled campaign's
+// drain, and the campaigns' functions of camp.lua: WithCampaignLib). Both page through Redis
+// with stream/internal/scan.
 package stream

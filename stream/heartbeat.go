@@ -46,7 +46,7 @@ func (s *Store) Heartbeat(ctx context.Context, now time.Time, staleAfter time.Du
 	if state == "" {
 		state = "{}"
 	}
-	v, err := heartbeatScript.Run(ctx, s.c, []string{ReplicasKey(s.o.Prefix), statesKey(s.o.Prefix), pausedKey(s.o.Prefix)},
+	v, err := heartbeatScript.Run(ctx, s.c, []string{ReplicasKey(s.o.Prefix), StatesKey(s.o.Prefix), PausedKey(s.o.Prefix)},
 		s.o.Consumer, ms(now), durMs(staleAfter), state).Slice()
 	if err != nil {
 		return Beat{}, fmt.Errorf("stream: heartbeat: %w", err)
@@ -82,7 +82,7 @@ func (s *Store) Leave(ctx context.Context) error {
 	}
 	pipe := s.c.TxPipeline() // both keys share the {hb} tag
 	pipe.ZRem(ctx, ReplicasKey(s.o.Prefix), s.o.Consumer)
-	pipe.HDel(ctx, statesKey(s.o.Prefix), s.o.Consumer)
+	pipe.HDel(ctx, StatesKey(s.o.Prefix), s.o.Consumer)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("stream: leave: %w", err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/redistest"
 	"github.com/webpush-gateway/webpush-gateway/job"
+	"github.com/webpush-gateway/webpush-gateway/stream/internal/scan"
 )
 
 // A real P-256 point and auth secret, as a browser's PushSubscription.toJSON gives them.
@@ -131,7 +132,7 @@ func (e *env) readIntake(t *testing.T, s *Store, n int) []Entry {
 // readLane reads exactly n lane entries of provider on shard 0 for s.
 func (e *env) readLane(t *testing.T, s *Store, provider string, n int) []Entry {
 	t.Helper()
-	got, err := s.ReadLane(e.ctx, 0, provider, job.ClassTransactional, n, 0)
+	got, err := s.readLane(e.ctx, 0, provider, job.ClassTransactional, n, 0)
 	if err != nil {
 		t.Fatalf("ReadLane: %v", err)
 	}
@@ -254,8 +255,14 @@ func (e *env) copyInLane(t *testing.T, s *Store, provider, id string) Entry {
 	return e.readLane(t, s, provider, 1)[0]
 }
 
-// inspectorOf is an Inspector on s's client and options.
-func inspectorOf(s *Store) *Inspector { return NewInspector(s.c, s.o) }
+// jobID is the id of a raw job, "" when it has none.
+func jobID(raw string) string {
+	id, _ := job.PeekID([]byte(raw))
+	return id
+}
+
+// compareIDs orders stream entry ids as Redis does (scan.CompareIDs).
+func compareIDs(a, b string) int { return scan.CompareIDs(a, b) }
 
 // takeOver is what another replica does with the idle entries of stream (on shard 0) whose
 // consumers are not in alive: its reclaimer hands them back (Requeue, minIdle, at most

@@ -77,6 +77,6 @@ func keyParks(ctx context.Context, c redis.Scripter, prefix string, now time.Tim
 }
 
 // KeyParks lists the senders parked at now (KeyPark), by provider and key.
-func (s *Inspector) KeyParks(ctx context.Context, now time.Time) ([]KeyPark, error) {
+func (s *Keyspace) KeyParks(ctx context.Context, now time.Time) ([]KeyPark, error) {
 	return keyParks(ctx, s.c, s.o.Prefix, now, nil)
 }

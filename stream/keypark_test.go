@@ -8,8 +8,8 @@ import (
 )
 
 // TestKeyParksThroughTheHeartbeat: a park one replica hands its heartbeat is what every
-// replica's next beat and the Inspector read; a shorter park of the same sender leaves it; it
-// ends on its own at its time, and the hash expires with its last park.
+// replica's next beat and the operators' read (Keyspace.KeyParks); a shorter park of the same
+// sender leaves it; it ends on its own at its time, and the hash expires with its last park.
 func TestKeyParksThroughTheHeartbeat(t *testing.T) {
 	env := newEnv(t)
 	a := env.store(t, "replica-a", Options{})
@@ -31,7 +31,7 @@ func TestKeyParksThroughTheHeartbeat(t *testing.T) {
 	if d := cmp.Diff([]KeyPark{park, other}, beat.KeyParks); d != "" {
 		t.Errorf("parks after the second beat (-want +got):\n%s", d)
 	}
-	insp := NewInspector(env.c, Options{})
+	insp := NewKeyspace(env.c, Options{})
 	got, err := insp.KeyParks(env.ctx, t0.Add(2*time.Hour))
 	if err != nil {
 		t.Fatal(err)

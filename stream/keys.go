@@ -89,16 +89,24 @@ func ReplicasKey(prefix string) string {
 	return orDefaultPrefix(prefix) + ":{hb}:replicas"
 }
 
-// statesKey is the HASH of the live replicas' states under prefix: consumer name -> JSON,
-// written with each heartbeat, in the replicas set's "{hb}" slot.
-func statesKey(prefix string) string {
+// StatesKey is the HASH of the live replicas' states under prefix (DefaultPrefix when empty):
+// consumer name -> JSON (a WorkerState for a worker), written with each heartbeat, in the
+// replicas set's "{hb}" slot.
+func StatesKey(prefix string) string {
 	return orDefaultPrefix(prefix) + ":{hb}:states"
 }
 
-// pausedKey is the HASH of the providers an operator paused under prefix: provider id -> JSON
-// (who, when, why). Every replica reads it with its heartbeat.
-func pausedKey(prefix string) string {
+// PausedKey is the HASH of the providers an operator paused under prefix (DefaultPrefix when
+// empty): provider id -> JSON (who, when, why; stream/inspect writes it). Every replica reads
+// its fields with its heartbeat.
+func PausedKey(prefix string) string {
 	return orDefaultPrefix(prefix) + ":{hb}:paused"
+}
+
+// CampaignKeysFor are the keys of campaign id on shard under prefix (DefaultPrefix when
+// empty); campaign.go describes what each holds.
+func CampaignKeysFor(prefix string, shard int, id string) CampaignKeys {
+	return campaignKeys(prefix, shard, id)
 }
 
 // ShardsKey is the key that records the shard count of prefix (DefaultPrefix when empty): the

@@ -79,7 +79,7 @@ func BenchmarkRedisMemoryPerJob(b *testing.B) {
 	}
 	fromLane := func(op func(Entry) error) {
 		for done := 0; done < n; {
-			es, err := s.ReadLane(ctx, 0, "fcm", job.ClassTransactional, 100, 0)
+			es, err := s.readLane(ctx, 0, "fcm", job.ClassTransactional, 100, 0)
 			if err != nil || len(es) == 0 {
 				b.Fatalf("ReadLane: %d entries, %v", len(es), err)
 			}

@@ -28,7 +28,7 @@ type OpenOptions struct {
 	ClientName                             string
 	DialTimeout, ReadTimeout, WriteTimeout time.Duration
 	// Hooks are added to every client Open makes, so one hook sees every command the Store
-	// sends (a CallCounter counts them all); OpenInspector and OpenClient add them to theirs.
+	// sends (a CallCounter counts them all); OpenClient adds them to its client.
 	Hooks []redis.Hook
 }
 
@@ -69,6 +69,21 @@ func Open(rawURL string, o OpenOptions) (*Store, error) {
 		addHooks(c, o.Hooks)
 	}
 	return s, nil
+}
+
+// OpenClient is a client of the Redis that rawURL names (the URLs of Open), of o.PoolSize
+// connections, with o's TLS, name, timeouts and hooks: the one client of the operators'
+// Inspector (stream/inspect.Open), of a Producer or Keyspace of a command's own, or of a tool
+// that reads Redis beyond the gateway's keys (the lab's INFO figures). The caller closes it.
+func OpenClient(rawURL string, o OpenOptions) (redis.UniversalClient, error) {
+	t, err := parseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	t.apply(o)
+	c := t.client(o.PoolSize)
+	addHooks(c, o.Hooks)
+	return c, nil
 }
 
 func addHooks(c redis.UniversalClient, hooks []redis.Hook) {

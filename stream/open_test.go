@@ -60,7 +60,7 @@ func TestOpenCloseLeavesNothingRunning(t *testing.T) {
 	if _, _, err := s.ReadIntake(env.ctx, 0, job.ClassTransactional, 10, 50*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.ReadLane(env.ctx, 0, "fcm", job.ClassTransactional, 10, 50*time.Millisecond); err != nil {
+	if _, err := s.readLane(env.ctx, 0, "fcm", job.ClassTransactional, 10, 50*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	if n := connections(t, env, "gw-leak"); n < 3 {

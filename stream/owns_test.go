@@ -77,7 +77,7 @@ func TestLanesListsLanesOutsideTheRegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 	gone := New(env.c, env.c, Options{Shards: 2, Consumer: "gone"})
-	if got, err := gone.ReadLane(env.ctx, 1, "retired", job.ClassTransactional, 1, 0); err != nil || len(got) != 1 {
+	if got, err := gone.readLane(env.ctx, 1, "retired", job.ClassTransactional, 1, 0); err != nil || len(got) != 1 {
 		t.Fatalf("ReadLane: %d entries, %v", len(got), err)
 	}
 

@@ -135,24 +135,3 @@ func (s *Store) checkLeftovers(ctx context.Context) error {
 	return fmt.Errorf("%w: prefix %q has jobs in shards this process does not read (it reads 0 to %d): %s; a larger shard count left them, so run the workers with --reshard-from %d (Options.ReshardFrom) until those shards are empty (docs/operations.md)",
 		ErrShardCount, s.o.Prefix, s.Shards()-1, strings.Join(busy, ", "), left[len(left)-1]+1)
 }
-
-// LeftShards are the shards beyond the ones the Inspector reads that still hold a queue or a
-// record: what a larger shard count left (docs/operations.md, "Changing the shard count").
-func (s *Inspector) LeftShards(ctx context.Context) ([]int, error) {
-	return s.leftoverShards(ctx, s.Shards())
-}
-
-// auditShards are the shards whose records and queues Audit reads: every shard the Inspector
-// reads, and any beyond them that a larger shard count left (their records are still the
-// jobs' records).
-func (s *Inspector) auditShards(ctx context.Context) ([]int, error) {
-	left, err := s.leftoverShards(ctx, s.Shards())
-	if err != nil {
-		return nil, err
-	}
-	out := make([]int, 0, s.Shards()+len(left))
-	for shard := range s.Shards() {
-		out = append(out, shard)
-	}
-	return append(out, left...), nil
-}

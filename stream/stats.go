@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -50,11 +49,6 @@ type QueueStat struct {
 // script of a constant number of commands per key (never a scan of a stream). now decides which
 // retries are due. The worker reads them for its metrics.
 func (s *Store) QueueStats(ctx context.Context, shard int, providers []string, now time.Time) ([]QueueStat, error) {
-	return s.queueStats(ctx, shard, providers, now)
-}
-
-// QueueStats is Store.QueueStats, as an operator reads it (gateway-worker status).
-func (s *Inspector) QueueStats(ctx context.Context, shard int, providers []string, now time.Time) ([]QueueStat, error) {
 	return s.queueStats(ctx, shard, providers, now)
 }
 
@@ -110,16 +104,6 @@ func (s *keyspace) queueStats(ctx context.Context, shard int, providers []string
 // WrittenAt is when the entry was added to its stream, by Redis's clock: the milliseconds part
 // of its id (zero for an id without them).
 func (e Entry) WrittenAt() time.Time { return entryTime(e.ID) }
-
-// entryTime is when a stream entry was added: the milliseconds part of its id.
-func entryTime(id string) time.Time {
-	msPart, _, _ := strings.Cut(id, "-")
-	n, err := strconv.ParseInt(msPart, 10, 64)
-	if err != nil {
-		return time.Time{}
-	}
-	return time.UnixMilli(n)
-}
 
 func boolInt(b bool) int {
 	if b {

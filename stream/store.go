@@ -73,7 +73,8 @@ type Options struct {
 }
 
 // Store runs the worker's Redis operations: its reads, the state changes of its jobs, its
-// heartbeat and upkeep. The operators' queries are Inspector's. It is safe for concurrent use.
+// heartbeat and upkeep. The operators' queries are stream/inspect's. It is safe for concurrent
+// use.
 type Store struct {
 	keyspace                         // the main client (short commands and scripts) and Options, immutable after New
 	blocking redis.UniversalClient   // XREADGROUP BLOCK only, so blocked reads cannot starve c
@@ -443,10 +444,10 @@ func (s *Store) readIntake(ctx context.Context, shard int, stream string, count 
 	return entries, refused, last, nil
 }
 
-// ReadLane reads up to count new entries of provider's lane of class on shard, blocking up to
-// block (block <= 0 does not block). No entry is (nil, nil). Lane entries are written only by
-// this package's scripts, from checked intake entries, so their size is bounded.
-func (s *Store) ReadLane(ctx context.Context, shard int, provider string, class job.Class, count int, block time.Duration) ([]Entry, error) {
+// readLane reads up to count new entries of provider's lane of class on shard, blocking up to
+// block (block <= 0 does not block): a lane's reads are ReadLanes'; tests and benchmarks take
+// one lane's entries with this.
+func (s *Store) readLane(ctx context.Context, shard int, provider string, class job.Class, count int, block time.Duration) ([]Entry, error) {
 	return s.read(ctx, shard, s.Keys(shard).LaneOf(provider, class), count, block)
 }
 

@@ -58,7 +58,7 @@ func TestNoTrimOfGroupedStreams(t *testing.T) {
 		}
 		// Lane consumers read some and finish, retry, or ack some of what they hold.
 		for _, p := range providers {
-			got, err := s.ReadLane(env.ctx, 0, p, job.ClassTransactional, rng.IntN(5), 0)
+			got, err := s.readLane(env.ctx, 0, p, job.ClassTransactional, rng.IntN(5), 0)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -42,8 +42,8 @@ var recordStreams = []string{"results", "gone", "dead"}
 // UpstreamGroups reads the consumer groups on the ledger, gone and dead streams of shard, by
 // stream and then group name: one script of a constant number of commands per group. The
 // worker's statistics loop reads it for the metrics, `gateway-worker status` for its table.
-func (s *Inspector) UpstreamGroups(ctx context.Context, shard int) ([]UpstreamGroup, error) {
-	k := s.Keys(shard)
+func (s *Keyspace) UpstreamGroups(ctx context.Context, shard int) ([]UpstreamGroup, error) {
+	k := KeysFor(s.o.Prefix, shard)
 	keys := []string{k.Results, k.Gone, k.Dead}
 	v, err := upstreamGroupsScript.Run(ctx, s.c, keys).Slice()
 	if err != nil {
@@ -79,24 +79,4 @@ func (s *Inspector) UpstreamGroups(ctx context.Context, shard int) ([]UpstreamGr
 		return out[i].Group < out[j].Group
 	})
 	return out, nil
-}
-
-// InspectorOf is an Inspector over s's main client and Options, for the reads a worker makes of
-// what the operators' queries read too (the upstream's consumer groups, Redis's memory and
-// persistence). It shares s's connections: closing s ends it, and its Close closes nothing.
-func InspectorOf(s *Store) *Inspector {
-	return NewInspector(s.c, s.o)
-}
-
-// upstreamStatus adds the consumer groups of every shard's record streams to rep.
-func (s *Inspector) upstreamStatus(ctx context.Context, rep *StatusReport) error {
-	rep.UpstreamGroups = []UpstreamGroup{}
-	for shard := range s.Shards() {
-		g, err := s.UpstreamGroups(ctx, shard)
-		if err != nil {
-			return err
-		}
-		rep.UpstreamGroups = append(rep.UpstreamGroups, g...)
-	}
-	return nil
 }

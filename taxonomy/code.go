@@ -71,7 +71,7 @@ const (
 	Blocked Code = "BLOCKED"
 
 	// Canceled: an operator cancelled the job before any worker read it (gateway-worker cancel,
-	// stream.Inspector.Cancel); nothing was sent. Decided by the gateway, never by a service.
+	// stream/inspect.Inspector.Cancel); nothing was sent. Decided by the gateway, never by a service.
 	Canceled Code = "CANCELED"
 )
 

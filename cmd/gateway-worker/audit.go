@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 
 	"github.com/webpush-gateway/webpush-gateway/internal/product/cli"
 	"github.com/webpush-gateway/webpush-gateway/job"
-	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/stream/inspect"
 )
 
 // auditJSON is what `audit --json` prints: the report, with the snake_case keys of send's.
@@ -61,7 +63,7 @@ func cmdAudit(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stder
 	defer st.Close()
 	if *campaign != "" {
 		var err error
-		if ids, err = st.CampaignRecipientIDs(ctx, *campaign); errors.Is(err, stream.ErrNoCampaign) {
+		if ids, err = st.CampaignRecipientIDs(ctx, *campaign); errors.Is(err, inspect.ErrNoCampaign) {
 			fmt.Fprintf(stdout, "no campaign %s under prefix %s\n", *campaign, rf.prefix)
 			return cli.ExitNo
 		} else if err != nil {
@@ -87,10 +89,39 @@ func cmdAudit(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stder
 			return code
 		}
 	} else {
-		stream.WriteAudit(stdout, rep, byCode)
+		writeAudit(stdout, rep, byCode)
 	}
 	if rep.ExactlyOne != rep.Total {
 		return cli.ExitNo
 	}
 	return cli.ExitOK
+}
+
+// writeAudit writes rep, and the records counted by code (byCode, as Audit returns them), as
+// `gateway-worker audit` prints them: the counts, where the jobs without a record are, and the
+// first ten ids missing a record and the first ten with more than one.
+func writeAudit(w io.Writer, rep inspect.AuditReport, byCode map[string]int) {
+	fmt.Fprintf(w, "jobs:                     %d\n", rep.Total)
+	fmt.Fprintf(w, "exactly one terminal:     %d\n", rep.ExactlyOne)
+	fmt.Fprintf(w, "none yet:                 %d\n", rep.None)
+	for _, k := range slices.Sorted(maps.Keys(rep.NoneWhere)) {
+		label := k
+		if k == "nowhere" {
+			label = "nowhere (LOST)"
+		}
+		fmt.Fprintf(w, "  %-22s  %d\n", label, rep.NoneWhere[k])
+	}
+	fmt.Fprintf(w, "more than one terminal:   %d\n", rep.MoreThanOne)
+	for _, id := range rep.Duplicated[:min(10, len(rep.Duplicated))] {
+		fmt.Fprintf(w, "  duplicated: %s\n", id)
+	}
+	for _, id := range rep.Missing[:min(10, len(rep.Missing))] {
+		fmt.Fprintf(w, "  missing:    %s\n", id)
+	}
+	if len(byCode) > 0 {
+		fmt.Fprintln(w, "terminal records by code:")
+		for _, code := range slices.Sorted(maps.Keys(byCode)) {
+			fmt.Fprintf(w, "  %-22s  %d\n", code, byCode[code])
+		}
+	}
 }

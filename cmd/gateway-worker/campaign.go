@@ -7,11 +7,10 @@ import (
 	"io"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/webpush-gateway/webpush-gateway/internal/product/cli"
 	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/stream/inspect"
 )
 
 func cmdCampaignCreate(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stderr io.Writer) int {
@@ -28,25 +27,25 @@ func cmdCampaignCreate(ctx context.Context, fs *cli.FlagSet, args []string, stdo
 	if err != nil {
 		return fs.Fail(err)
 	}
-	p, insp, rc, code := rf.openWriter(fs, stderr)
+	p, insp, closeRedis, code := rf.openWriter(fs, stderr)
 	if p == nil {
 		return code
 	}
-	defer rc.Close()
+	defer closeRedis()
 	id := cf.ID
 	if st, err := insp.Campaign(ctx, id, time.Now()); err == nil && st.HasMessage {
 		fmt.Fprintf(stdout, "campaign %s exists already (%s, %d recipients added): nothing written\n", id, st.State, st.Added)
 		return cli.ExitNo
 	}
 	// Redis's clock, not this host's: a dead record of this entry is written after it.
-	since, err := rc.Time(ctx).Result()
+	since, err := insp.Time(ctx)
 	if err == nil {
 		_, err = p.CreateCampaign(ctx, raw)
 	}
 	if err != nil {
 		return redisFailure(stderr, fs.Name(), err)
 	}
-	var st *stream.CampaignStatus
+	var st *inspect.CampaignStatus
 	reason := ""
 	if *wait > 0 {
 		if st, reason, err = insp.AwaitCampaign(ctx, id, since, *wait); err != nil {
@@ -88,11 +87,11 @@ func cmdCampaignAdd(ctx context.Context, fs *cli.FlagSet, args []string, stdout,
 	if err != nil {
 		return fs.Fail(fmt.Errorf("%w; nothing written", err))
 	}
-	p, insp, rc, code := rf.openWriter(fs, stderr)
+	p, insp, closeRedis, code := rf.openWriter(fs, stderr)
 	if p == nil {
 		return code
 	}
-	defer rc.Close()
+	defer closeRedis()
 	written := 0
 	for written < len(recs) {
 		k, err := p.AddRecipients(ctx, id, recs[written:min(written+addChunk, len(recs))]...)
@@ -102,7 +101,7 @@ func cmdCampaignAdd(ctx context.Context, fs *cli.FlagSet, args []string, stdout,
 		}
 	}
 	fmt.Fprintf(stdout, "added %d recipients to campaign %s from %s\n", written, id, name)
-	if st, err := insp.Campaign(ctx, id, time.Now()); errors.Is(err, stream.ErrNoCampaign) || (err == nil && !st.HasMessage) {
+	if st, err := insp.Campaign(ctx, id, time.Now()); errors.Is(err, inspect.ErrNoCampaign) || (err == nil && !st.HasMessage) {
 		fmt.Fprintf(stdout, "campaign %s is not created yet: its recipients wait for its create entry (`gateway-worker campaign create --id %s`)\n", id, id)
 	}
 	return cli.ExitOK
@@ -122,7 +121,7 @@ func cmdCampaignStatus(ctx context.Context, fs *cli.FlagSet, args []string, stdo
 	case st != nil && *asJSON:
 		return printJSON(fs, stdout, stderr, st)
 	case st != nil:
-		stream.WriteCampaignStatus(stdout, st, time.Now())
+		writeCampaignStatus(stdout, st, time.Now())
 		return cli.ExitOK
 	}
 	list, err := insp.CampaignList(ctx, time.Now())
@@ -134,7 +133,7 @@ func cmdCampaignStatus(ctx context.Context, fs *cli.FlagSet, args []string, stdo
 	case len(list) == 0:
 		fmt.Fprintf(stdout, "no campaigns under prefix %s\n", rf.prefix)
 	default:
-		stream.WriteCampaignList(stdout, list)
+		writeCampaignList(stdout, list)
 	}
 	return cli.ExitOK
 }
@@ -185,7 +184,7 @@ func cmdCampaignState(state string) func(context.Context, *cli.FlagSet, []string
 // with the status of the campaign its ID argument names (nil for `ls`, which takes none). On
 // failure, a campaign that does not exist included, it has printed why and returns no
 // Inspector and the exit code.
-func (r *redisFlags) openCampaign(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stderr io.Writer) (*stream.Inspector, *stream.CampaignStatus, int) {
+func (r *redisFlags) openCampaign(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stderr io.Writer) (*inspect.Inspector, *inspect.CampaignStatus, int) {
 	if code, ok := fs.Parse(args); !ok {
 		return nil, nil, code
 	}
@@ -200,7 +199,7 @@ func (r *redisFlags) openCampaign(ctx context.Context, fs *cli.FlagSet, args []s
 	st, err := insp.Campaign(ctx, id, time.Now())
 	if err != nil {
 		insp.Close()
-		if errors.Is(err, stream.ErrNoCampaign) {
+		if errors.Is(err, inspect.ErrNoCampaign) {
 			fmt.Fprintf(stdout, "no campaign %s under prefix %s\n", id, r.prefix)
 			return nil, nil, cli.ExitNo
 		}
@@ -210,9 +209,9 @@ func (r *redisFlags) openCampaign(ctx context.Context, fs *cli.FlagSet, args []s
 }
 
 // openWriter checks the flags and opens one client, with a Producer and an Inspector over it,
-// for a command that writes campaign entries; the caller closes the client. On failure it has
-// printed why and returns the exit code.
-func (r *redisFlags) openWriter(fs *cli.FlagSet, stderr io.Writer) (*stream.Producer, *stream.Inspector, redis.UniversalClient, int) {
+// for a command that writes campaign entries; the caller closes the client with the func it
+// returns. On failure it has printed why and returns the exit code.
+func (r *redisFlags) openWriter(fs *cli.FlagSet, stderr io.Writer) (*stream.Producer, *inspect.Inspector, func() error, int) {
 	if err := r.check(); err != nil {
 		return nil, nil, nil, fs.Fail(err)
 	}
@@ -221,5 +220,5 @@ func (r *redisFlags) openWriter(fs *cli.FlagSet, stderr io.Writer) (*stream.Prod
 	if err != nil {
 		return nil, nil, nil, failure(stderr, fs.Name(), cli.ExitUsage, fmt.Errorf("--redis: %w", err))
 	}
-	return stream.NewProducer(rc, r.prefix, r.shards), stream.NewInspector(rc, o), rc, cli.ExitOK
+	return stream.NewProducer(rc, r.prefix, r.shards), inspect.New(rc, o), rc.Close, cli.ExitOK
 }

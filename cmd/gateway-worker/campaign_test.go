@@ -18,6 +18,7 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/stream/inspect"
 )
 
 // campaignRig is a real Redis, pushsim, a VAPID key the simulator's subscriptions are made
@@ -104,10 +105,10 @@ func (r *campaignRig) worker() {
 
 // status is campaign id's status as `campaign status --json` prints it; no State when the
 // campaign does not exist (yet).
-func (r *campaignRig) status(id string) stream.CampaignStatus {
+func (r *campaignRig) status(id string) inspect.CampaignStatus {
 	r.t.Helper()
 	code, stdout, stderr := run(r.t, "campaign", "status", "--redis", r.url, "--json", id)
-	var st stream.CampaignStatus
+	var st inspect.CampaignStatus
 	if code == 1 && strings.HasPrefix(stdout, "no campaign "+id+" ") {
 		return st
 	}
@@ -118,7 +119,7 @@ func (r *campaignRig) status(id string) stream.CampaignStatus {
 }
 
 // await polls campaign id's status until ok says it is as wanted, for at most 30 s.
-func (r *campaignRig) await(id, what string, ok func(stream.CampaignStatus) bool) stream.CampaignStatus {
+func (r *campaignRig) await(id, what string, ok func(inspect.CampaignStatus) bool) inspect.CampaignStatus {
 	r.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -185,7 +186,7 @@ func TestCampaignCreateAndSend(t *testing.T) {
 	}
 
 	r.worker()
-	r.await("early", "created", func(st stream.CampaignStatus) bool { return st.State == stream.CampaignRunning })
+	r.await("early", "created", func(st inspect.CampaignStatus) bool { return st.State == stream.CampaignRunning })
 	code, stdout, stderr = run(t, "campaign", "create", "--redis", r.url, "--id", "spring", "--payload-file", message,
 		"--urgency", "high", "--ttl", "600", "--topic", "spring")
 	if code != 0 || !strings.Contains(stdout, "campaign spring created (running, bulk)") {
@@ -208,7 +209,7 @@ func TestCampaignCreateAndSend(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, "added 7 recipients to campaign spring from "+all) {
 		t.Fatalf("add: exit %d\n%s%s", code, stdout, stderr)
 	}
-	st := r.await("spring", "done", func(st stream.CampaignStatus) bool { return st.Done == 7 })
+	st := r.await("spring", "done", func(st inspect.CampaignStatus) bool { return st.Done == 7 })
 	if st.Added != 7 || st.Queued != 0 || st.InLanes != 0 || st.Finished["ACCEPTED"] != 6 || st.Finished["INVALID_JOB"] != 1 || st.Class != "bulk" {
 		t.Errorf("status once done: %+v; want 7 added, 6 ACCEPTED and 1 INVALID_JOB, bulk", st)
 	}
@@ -239,7 +240,7 @@ func TestCampaignCreateAndSend(t *testing.T) {
 	if code != 0 || !regexpMatch(`(?m)^early\s+running\s+bulk\s+0\s+0\s+0\s+0$`, stdout) || !regexpMatch(`(?m)^spring\s+running\s+bulk\s+7\s+0\s+0\s+7$`, stdout) || strings.Contains(stdout, "nokey") {
 		t.Errorf("ls: exit %d:\n%s", code, stdout)
 	}
-	var list []stream.CampaignStatus
+	var list []inspect.CampaignStatus
 	if code, stdout, _ := run(t, "campaign", "ls", "--redis", r.url, "--json"); code != 0 || json.Unmarshal([]byte(stdout), &list) != nil || len(list) != 2 || list[1].ID != "spring" || list[1].Done != 7 {
 		t.Errorf("ls --json: exit %d, %v:\n%s", code, list, stdout)
 	}
@@ -272,8 +273,8 @@ func TestCampaignPauseResumeCancel(t *testing.T) {
 			t.Fatalf("add %s: exit %d\n%s%s", id, code, stdout, stderr)
 		}
 	}
-	r.await("later", "queued", func(st stream.CampaignStatus) bool { return st.Queued == 2 && st.QueuedBy["wns"] == 2 })
-	r.await("stopme", "queued", func(st stream.CampaignStatus) bool { return st.Queued == 3 })
+	r.await("later", "queued", func(st inspect.CampaignStatus) bool { return st.Queued == 2 && st.QueuedBy["wns"] == 2 })
+	r.await("stopme", "queued", func(st inspect.CampaignStatus) bool { return st.Queued == 3 })
 	time.Sleep(500 * time.Millisecond) // rounds enough for a paused campaign's expansion to be seen not to happen
 	if n := r.sim.Stats().Requests; n != 0 {
 		t.Fatalf("pushsim served %d requests while both campaigns were paused; want none", n)
@@ -293,7 +294,7 @@ func TestCampaignPauseResumeCancel(t *testing.T) {
 	if code, stdout, _ := run(t, "campaign", "resume", "--redis", r.url, "later"); code != 0 || !strings.Contains(stdout, "resumed campaign later") {
 		t.Errorf("resume: exit %d, %q", code, stdout)
 	}
-	r.await("later", "done", func(st stream.CampaignStatus) bool { return st.Done == 2 && st.Finished["ACCEPTED"] == 2 })
+	r.await("later", "done", func(st inspect.CampaignStatus) bool { return st.Done == 2 && st.Finished["ACCEPTED"] == 2 })
 	for _, sub := range later {
 		if ds := r.sim.DeliveriesFor(sub.Endpoint); len(ds) != 1 || !bytes.Equal(ds[0].Plaintext, binary) {
 			t.Errorf("deliveries to a resumed campaign's recipient: %+v; want one, the binary payload", ds)
@@ -352,7 +353,7 @@ func TestCampaignPace(t *testing.T) {
 	if !estimate {
 		t.Errorf("status never gave an estimate of the time left while recipients waited; last:\n%s", text)
 	}
-	r.await("paced", "done", func(st stream.CampaignStatus) bool { return st.Done == 4 })
+	r.await("paced", "done", func(st inspect.CampaignStatus) bool { return st.Done == 4 })
 	var first, last time.Time
 	for _, sub := range subs {
 		ds := r.sim.DeliveriesFor(sub.Endpoint)
@@ -395,7 +396,7 @@ func TestAuditCampaign(t *testing.T) {
 	if code, stdout, stderr := run(t, "campaign", "add", "--redis", r.url, "held", all); code != 0 {
 		t.Fatalf("add: exit %d\n%s%s", code, stdout, stderr)
 	}
-	r.await("held", "queued", func(st stream.CampaignStatus) bool { return st.Added == 3 && st.Queued == 2 && st.Done == 1 })
+	r.await("held", "queued", func(st inspect.CampaignStatus) bool { return st.Added == 3 && st.Queued == 2 && st.Done == 1 })
 
 	code, stdout, _ := run(t, "audit", "--redis", r.url, "--campaign", "held")
 	for _, want := range []string{"jobs:                     3\n", "exactly one terminal:     1\n", "none yet:                 2\n  campaign                2\n",
@@ -417,7 +418,7 @@ func TestAuditCampaign(t *testing.T) {
 	if code, stdout, _ := run(t, "campaign", "resume", "--redis", r.url, "held"); code != 0 {
 		t.Fatalf("resume: exit %d, %q", code, stdout)
 	}
-	r.await("held", "done", func(st stream.CampaignStatus) bool { return st.Done == 3 })
+	r.await("held", "done", func(st inspect.CampaignStatus) bool { return st.Done == 3 })
 	code, stdout, stderr := run(t, "audit", "--redis", r.url, "--campaign", "held")
 	if code != 0 || !strings.Contains(stdout, "exactly one terminal:     3\n") || !strings.Contains(stdout, "terminal records by code:\n  ACCEPTED                2\n  INVALID_JOB             1\n") {
 		t.Errorf("audit of the sent campaign: exit %d; want 0, 2 ACCEPTED and 1 INVALID_JOB:\n%s%s", code, stdout, stderr)

@@ -7,7 +7,7 @@ import (
 
 	"github.com/webpush-gateway/webpush-gateway/internal/product/cli"
 	"github.com/webpush-gateway/webpush-gateway/job"
-	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/stream/inspect"
 )
 
 func cmdCancel(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stderr io.Writer) int {
@@ -35,12 +35,12 @@ func cmdCancel(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stde
 	notStopped := 0
 	for _, r := range res {
 		switch r.State {
-		case stream.Canceled:
-			fmt.Fprintf(stdout, "%s: cancelled (it waited in %s); its ledger record is %s\n", r.ID, r.Where, stream.CodeCanceled)
-		case stream.CancelInFlight:
+		case inspect.Canceled:
+			fmt.Fprintf(stdout, "%s: cancelled (it waited in %s); its ledger record is %s\n", r.ID, r.Where, inspect.CodeCanceled)
+		case inspect.CancelInFlight:
 			notStopped++
 			fmt.Fprintf(stdout, "%s: not cancelled: in flight (a worker has read it from %s); it ends with its own record\n", r.ID, r.Where)
-		case stream.CancelSent:
+		case inspect.CancelSent:
 			notStopped++
 			fmt.Fprintf(stdout, "%s: not cancelled: sent (its push service accepted it already)\n", r.ID)
 		default:

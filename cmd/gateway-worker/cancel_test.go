@@ -71,7 +71,7 @@ func TestCancelCommand(t *testing.T) {
 	// A retry due now: a worker would promote and send it at once.
 	enqueue("c-delayed", "")
 	route("c-delayed", job.ClassTransactional)
-	lane, err := st.ReadLane(ctx, 0, "apple", job.ClassTransactional, 1, 0)
+	lane, _, err := st.ReadLanes(ctx, 0, "apple", stream.LaneRead{Total: 1})
 	if err != nil || len(lane) != 1 {
 		t.Fatalf("ReadLane: %v, %v", lane, err)
 	}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/internal/product/cli"
-	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/stream/inspect"
 )
 
 // deadFlags are the flags of the dead commands that choose records.
@@ -19,7 +19,7 @@ type deadFlags struct {
 	reason, code, provider   string
 	since, until             string
 	limit                    int
-	filter                   stream.DeadFilter
+	filter                   inspect.DeadFilter
 	filtered                 bool // some filter was given
 	all, dryRun, yes, asJSON bool
 }
@@ -48,7 +48,7 @@ func (d *deadFlags) registerSelection(fs *cli.FlagSet, verb, done string) {
 // check reads the filters at now; it has printed the problem when it returns false.
 func (d *deadFlags) check(fs *cli.FlagSet, now time.Time) (int, bool) {
 	var err error
-	if d.filter, err = stream.NewDeadFilter(d.reason, d.code, d.provider, d.since, d.until, now); err != nil {
+	if d.filter, err = newDeadFilter(d.reason, d.code, d.provider, d.since, d.until, now); err != nil {
 		return fs.Fail(err), false
 	}
 	d.filtered = d.reason != "" || d.code != "" || d.provider != "" || d.since != "" || d.until != ""
@@ -86,11 +86,11 @@ func cmdDeadLs(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stde
 	}
 	if d.asJSON {
 		out := struct {
-			Records []stream.DeadView `json:"records"`
-			More    bool              `json:"more"`
-		}{Records: []stream.DeadView{}, More: more}
+			Records []deadView `json:"records"`
+			More    bool       `json:"more"`
+		}{Records: []deadView{}, More: more}
 		for _, r := range recs {
-			out.Records = append(out.Records, r.View(false))
+			out.Records = append(out.Records, viewOf(r, false))
 		}
 		return printJSON(fs, stdout, stderr, out)
 	}
@@ -108,7 +108,7 @@ func cmdDeadLs(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stde
 		if r.Note != "" {
 			reason += " [job cut: cannot be replayed]"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Ref(st.Shards()), cli.Printable(r.ID), r.Code, cli.Dash(r.Provider),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", entryRef(r, st.Shards()), cli.Printable(r.ID), r.Code, cli.Dash(r.Provider),
 			r.At.UTC().Format(time.RFC3339), reason)
 	}
 	_ = tw.Flush()
@@ -136,9 +136,17 @@ func cmdDeadShow(ctx context.Context, fs *cli.FlagSet, args []string, stdout, st
 	}
 	defer st.Close()
 	ref := fs.Arg(0)
-	found, ofJob, cut, err := st.ShowDead(ctx, ref, *scanLimit)
+	entry, isEntry, err := parseDeadRef(ref, st.Shards())
 	if err != nil {
-		return unavailableOrUsage(fs, stderr, err)
+		return fs.Fail(err)
+	}
+	var named *inspect.DeadRef
+	if isEntry {
+		named = &entry
+	}
+	found, ofJob, cut, err := st.ShowDead(ctx, named, ref, *scanLimit)
+	if err != nil {
+		return unavailable(stderr, fs.Name(), err)
 	}
 	if ofJob > 1 {
 		fmt.Fprintf(stderr, "%s: job %s has %d dead records; showing the newest (`dead ls` lists them)\n", fs.Name(), ref, ofJob)
@@ -154,15 +162,15 @@ func cmdDeadShow(ctx context.Context, fs *cli.FlagSet, args []string, stdout, st
 	case len(found) > 1:
 		var refs []string
 		for _, d := range found {
-			refs = append(refs, d.Ref(st.Shards()))
+			refs = append(refs, entryRef(d, st.Shards()))
 		}
 		return fs.Fail(fmt.Errorf("entry %s is on several shards: give one of %s", ref, strings.Join(refs, ", ")))
 	}
 	d := found[0]
 	if *asJSON {
-		return printJSON(fs, stdout, stderr, d.View(true))
+		return printJSON(fs, stdout, stderr, viewOf(d, true))
 	}
-	fmt.Fprintf(stdout, "entry     %s of %s\n", d.Ref(st.Shards()), st.Keys(d.Shard).Dead)
+	fmt.Fprintf(stdout, "entry     %s of %s\n", entryRef(d, st.Shards()), st.Keys(d.Shard).Dead)
 	fmt.Fprintf(stdout, "id        %s\n", cli.Printable(d.ID))
 	fmt.Fprintf(stdout, "code      %s\n", d.Code)
 	fmt.Fprintf(stdout, "reason    %s\n", d.Reason)
@@ -177,27 +185,17 @@ func cmdDeadShow(ctx context.Context, fs *cli.FlagSet, args []string, stdout, st
 	return cli.ExitOK
 }
 
-// unavailableOrUsage reports err as a refused argument when it is one (a shard out of range),
-// else as a Redis that could not be read.
-func unavailableOrUsage(fs *cli.FlagSet, stderr io.Writer, err error) int {
-	var bad *stream.BadRefError
-	if errors.As(err, &bad) {
-		return fs.Fail(err)
-	}
-	return unavailable(stderr, fs.Name(), err)
-}
-
 // selected parses the command line of replay or purge, checks it (and with confirm, whatever
 // else the command requires), opens Redis and resolves the chosen records. A nil Inspector
 // means the command ends with code, the reason printed.
-func (d *deadFlags) selected(ctx context.Context, fs *cli.FlagSet, args []string, stderr io.Writer, confirm func() error) (*stream.Inspector, *stream.DeadSelection, int) {
+func (d *deadFlags) selected(ctx context.Context, fs *cli.FlagSet, args []string, stderr io.Writer, confirm func() error) (*inspect.Inspector, *inspect.DeadSelection, int) {
 	if code, ok := fs.Parse(args); !ok {
 		return nil, nil, code
 	}
 	if code, ok := d.check(fs, time.Now()); !ok {
 		return nil, nil, code
 	}
-	if err := stream.CheckDeadChoice(fs.Args(), d.filtered, d.all); err != nil {
+	if err := checkDeadChoice(fs.Args(), d.filtered, d.all); err != nil {
 		return nil, nil, fs.Fail(err)
 	}
 	if confirm != nil {
@@ -209,13 +207,18 @@ func (d *deadFlags) selected(ctx context.Context, fs *cli.FlagSet, args []string
 	if st == nil {
 		return nil, nil, code
 	}
-	sel, err := st.SelectDead(ctx, fs.Args(), d.filter, d.limit)
+	refs, err := parseDeadRefs(fs.Args(), st.Shards())
 	if err != nil {
 		st.Close()
-		return nil, nil, unavailableOrUsage(fs, stderr, err)
+		return nil, nil, fs.Fail(err)
 	}
-	for _, ref := range sel.Missing { // replayed or purged before, or mistyped
-		fmt.Fprintf(stderr, "%s: %s: no such record (replayed or purged before, or never there)\n", fs.Name(), ref)
+	sel, err := st.SelectDead(ctx, refs, d.filter, d.limit)
+	if err != nil {
+		st.Close()
+		return nil, nil, unavailable(stderr, fs.Name(), err)
+	}
+	for _, r := range sel.Missing { // replayed or purged before, or mistyped
+		fmt.Fprintf(stderr, "%s: %s: no such record (replayed or purged before, or never there)\n", fs.Name(), refText(r))
 	}
 	return st, sel, cli.ExitOK
 }
@@ -239,31 +242,31 @@ func cmdDeadReplay(ctx context.Context, fs *cli.FlagSet, args []string, stdout, 
 		skipped++
 		fmt.Fprintf(stderr, "%s: not replayed: %s\n", fs.Name(), problem)
 	}
-	for _, p := range sel.Problems {
+	for _, p := range severalShards(sel, st.Shards()) {
 		skip(p)
 	}
 	byRef := fs.NArg() > 0
-	err := st.ReplaySelection(ctx, sel, stream.ReplayOptions{DryRun: d.dryRun, IncludeInvalid: *includeInvalid}, func(r stream.DeadEntry, v stream.ReplayVerdict, intakeID string) {
-		ref := r.Ref(st.Shards())
+	err := st.ReplaySelection(ctx, sel, inspect.ReplayOptions{DryRun: d.dryRun, IncludeInvalid: *includeInvalid}, func(r inspect.DeadEntry, v inspect.ReplayVerdict, intakeID string) {
+		ref := entryRef(r, st.Shards())
 		switch {
-		case v == stream.Replayed && d.dryRun:
+		case v == inspect.Replayed && d.dryRun:
 			replayed++
 			fmt.Fprintf(stdout, "would replay %s (job %s, %s)\n", ref, cli.Printable(r.ID), r.Code)
-		case v == stream.Replayed:
+		case v == inspect.Replayed:
 			replayed++
 			fmt.Fprintf(stdout, "replayed %s (job %s) as %s entry %s\n", ref, cli.Printable(r.ID), st.Keys(r.Shard).Intake, intakeID)
-		case v == stream.ReplayGone && byRef:
+		case v == inspect.ReplayGone && byRef:
 			// Found by the selection, gone at its replay: another replay or purge took it.
 			missing++
 			fmt.Fprintf(stderr, "%s: %s: no such record (replayed or purged meanwhile)\n", fs.Name(), ref)
-		case v == stream.ReplayGone:
+		case v == inspect.ReplayGone:
 			gone++
-		case v == stream.ReplayCut:
+		case v == inspect.ReplayCut:
 			skip(fmt.Sprintf("%s (job %s): its record keeps only the first bytes of its job; it cannot be replayed", ref, cli.Printable(r.ID)))
-		case v == stream.ReplayNoJob:
+		case v == inspect.ReplayNoJob:
 			skip(fmt.Sprintf("%s: the record holds no job to replay", ref))
-		case v == stream.ReplayFailsAgain:
-			why, _ := stream.FailsAgain(r.Code)
+		case v == inspect.ReplayFailsAgain:
+			why, _ := inspect.FailsAgain(r.Code)
 			skipped++
 			again++
 			fmt.Fprintf(stderr, "%s: skipped %s (job %s, %s): %s; --include-invalid replays it\n", fs.Name(), ref, cli.Printable(r.ID), r.Code, why)
@@ -308,16 +311,17 @@ func cmdDeadPurge(ctx context.Context, fs *cli.FlagSet, args []string, stdout, s
 		return code
 	}
 	defer st.Close()
-	chosen, purged, err := st.PurgeSelection(ctx, sel, d.dryRun, func(r stream.DeadEntry) {
+	chosen, purged, err := st.PurgeSelection(ctx, sel, d.dryRun, func(r inspect.DeadEntry) {
 		if d.dryRun {
-			fmt.Fprintf(stdout, "would purge %s (job %s, %s)\n", r.Ref(st.Shards()), cli.Printable(r.ID), r.Code)
+			fmt.Fprintf(stdout, "would purge %s (job %s, %s)\n", entryRef(r, st.Shards()), cli.Printable(r.ID), r.Code)
 		}
 	})
 	if err != nil {
 		fmt.Fprintf(stdout, "purged %d records before Redis failed\n", purged)
 		return unavailable(stderr, fs.Name(), err)
 	}
-	for _, p := range sel.Problems {
+	several := severalShards(sel, st.Shards())
+	for _, p := range several {
 		fmt.Fprintf(stderr, "%s: not purged: %s\n", fs.Name(), p)
 	}
 	if d.dryRun {
@@ -325,7 +329,7 @@ func cmdDeadPurge(ctx context.Context, fs *cli.FlagSet, args []string, stdout, s
 	} else {
 		fmt.Fprintf(stdout, "purged %d records\n", purged)
 	}
-	if len(sel.Problems) > 0 {
+	if len(several) > 0 {
 		return cli.ExitNo
 	}
 	return cli.ExitOK

@@ -67,7 +67,7 @@ func newDeadSet(t *testing.T) *deadSet {
 		if v, err := d.st.ToLane(ctx, in[0], provider, job.ClassTransactional, id, string(b), time.Now().UnixMilli()); err != nil || v != stream.Moved {
 			t.Fatalf("ToLane: %v, %v", v, err)
 		}
-		lane, err := d.st.ReadLane(ctx, shard, provider, job.ClassTransactional, 1, 0)
+		lane, _, err := d.st.ReadLanes(ctx, shard, provider, stream.LaneRead{Total: 1})
 		if err != nil || len(lane) != 1 {
 			t.Fatalf("ReadLane: %v, %v", lane, err)
 		}
@@ -102,28 +102,28 @@ func newDeadSet(t *testing.T) *deadSet {
 }
 
 // refs lists the records `dead ls --json` prints, by job id.
-func (d *deadSet) refs(t *testing.T, args ...string) map[string]stream.DeadView {
+func (d *deadSet) refs(t *testing.T, args ...string) map[string]deadView {
 	t.Helper()
 	code, stdout, stderr := run(t, append([]string{"dead", "ls", "--redis", d.srv.URL(), "--json"}, args...)...)
 	if code != 0 {
 		t.Fatalf("dead ls --json %v: exit %d: %s", args, code, stderr)
 	}
-	var out struct{ Records []stream.DeadView }
+	var out struct{ Records []deadView }
 	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
 		t.Fatalf("dead ls --json printed %q: %v", stdout, err)
 	}
-	m := map[string]stream.DeadView{}
+	m := map[string]deadView{}
 	for _, r := range out.Records {
 		m[r.ID] = r
 	}
 	return m
 }
 
-func ref(r stream.DeadView) string { return fmt.Sprintf("%d/%s", r.Shard, r.EntryID) }
+func ref(r deadView) string { return fmt.Sprintf("%d/%s", r.Shard, r.EntryID) }
 
 func TestDeadLsFilters(t *testing.T) {
 	d := newDeadSet(t)
-	ids := func(m map[string]stream.DeadView) []string {
+	ids := func(m map[string]deadView) []string {
 		var out []string
 		for id := range m {
 			out = append(out, id)
@@ -209,7 +209,7 @@ func TestDeadShow(t *testing.T) {
 	}
 	// By job id, as JSON: the job whole.
 	code, stdout, _ = run(t, "dead", "show", "--redis", d.srv.URL(), "--json", "invalid")
-	var rec stream.DeadView
+	var rec deadView
 	if err := json.Unmarshal([]byte(stdout), &rec); code != 0 || err != nil || rec.Job == nil || *rec.Job != d.jobs["invalid"] || rec.Code != "INVALID_JOB" {
 		t.Errorf("dead show --json invalid: exit %d, %s (%v)", code, stdout, err)
 	}

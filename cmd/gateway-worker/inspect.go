@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/internal/product/cli"
-	"github.com/webpush-gateway/webpush-gateway/stream"
 )
 
 // defaultScanLimit bounds how many entries inspect reads of each stream.
@@ -43,7 +42,7 @@ func cmdInspect(ctx context.Context, fs *cli.FlagSet, args []string, stdout, std
 			return code
 		}
 	} else {
-		stream.WriteInspect(stdout, out, now)
+		writeInspect(stdout, out, now)
 	}
 	if !out.Found {
 		return cli.ExitNo

@@ -16,6 +16,7 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/redistest"
 	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/stream/inspect"
 )
 
 // testJob is a valid job for the subscription of testdata/sub.json.
@@ -43,7 +44,7 @@ func testJob(t *testing.T, id string) string {
 type backlog struct {
 	srv  *redistest.Server
 	st   *stream.Store
-	insp *stream.Inspector // the operators' view of the same Redis
+	insp *inspect.Inspector // the operators' view of the same Redis
 	due  time.Time
 }
 
@@ -86,7 +87,7 @@ func newBacklog(t *testing.T) *backlog {
 	}
 	readLane := func(provider string, n int) []stream.Entry {
 		t.Helper()
-		es, err := st.ReadLane(ctx, 0, provider, job.ClassTransactional, n, 0)
+		es, _, err := st.ReadLanes(ctx, 0, provider, stream.LaneRead{Total: n})
 		if err != nil || len(es) != n {
 			t.Fatalf("ReadLane %s %d: %v, %v", provider, n, es, err)
 		}
@@ -106,7 +107,7 @@ func newBacklog(t *testing.T) *backlog {
 		}
 	}
 	lane := readLane("fcm", 3) // retry, done, flying
-	b := &backlog{srv: srv, st: st, insp: stream.NewInspector(c, stream.Options{}), due: time.Now().Add(time.Hour).Truncate(time.Millisecond)}
+	b := &backlog{srv: srv, st: st, insp: inspect.New(c, stream.Options{}), due: time.Now().Add(time.Hour).Truncate(time.Millisecond)}
 	if v, err := st.ToDelayed(ctx, lane[0], stream.RetryRecord{ID: "retry", Provider: "fcm", Due: b.due, Attempt: 1,
 		Job: lane[0].Fields["job"], EnqueuedAtMs: time.Now().UnixMilli(), Code: "PROVIDER_DOWN", Detail: "503 Service Unavailable"}); err != nil || v != stream.Queued {
 		t.Fatalf("ToDelayed: %v, %v", v, err)
@@ -133,7 +134,7 @@ func TestStatusShowsTheBacklog(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("status --json: exit %d: %s", code, stderr)
 	}
-	var rep stream.StatusReport
+	var rep inspect.StatusReport
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 		t.Fatalf("status --json printed %q: %v", stdout, err)
 	}
@@ -222,7 +223,7 @@ func TestStatusTakesTheRecordedShardCount(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	var rep stream.StatusReport
+	var rep inspect.StatusReport
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || rep.Shards != 3 || len(rep.Queues) != 3*8 {
 		t.Fatalf("status without --shards: %d shards, %d queues (%v); want the recorded 3 and 8 queues each (two intakes, fcm's two lanes)", rep.Shards, len(rep.Queues), err)
 	}
@@ -241,7 +242,7 @@ func TestStatusTakesTheRecordedShardCount(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, stdout, _ = run(t, "status", "--redis", srv.URL(), "--json")
-	rep = stream.StatusReport{}
+	rep = inspect.StatusReport{}
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || !cmp.Equal(rep.LeftShards, []int{4}) {
 		t.Fatalf("status --json with a job in shard 4 of 3: left shards %v (%v); want [4]", rep.LeftShards, err)
 	}
@@ -262,7 +263,7 @@ func TestStatusTakesTheRecordedShardCount(t *testing.T) {
 	c.XTrimMaxLen(context.Background(), stream.KeysFor("wp", 4).Intake, 0)
 	c.XAdd(context.Background(), &redis.XAddArgs{Stream: stream.KeysFor("wp", 4).Results, Values: []any{"id", "x", "code", "ACCEPTED"}})
 	_, stdout, _ = run(t, "status", "--redis", srv.URL(), "--json")
-	rep = stream.StatusReport{}
+	rep = inspect.StatusReport{}
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || len(rep.LeftShards) != 0 || len(rep.Queues) != 3*8 {
 		t.Errorf("status --json with shard 4 drained: left shards %v, %d queues (%v); want none and the 3 shards' 24", rep.LeftShards, len(rep.Queues), err)
 	}
@@ -338,7 +339,7 @@ func TestPauseShowsInStatusAndTheHeartbeat(t *testing.T) {
 		t.Fatalf("a worker's heartbeat after the pause: %+v, %v; want apple paused", beat, err)
 	}
 	_, stdout, _ = run(t, "status", "--redis", b.srv.URL(), "--json")
-	var rep stream.StatusReport
+	var rep inspect.StatusReport
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || len(rep.Paused) != 1 || rep.Paused[0].Provider != "apple" ||
 		rep.Paused[0].Reason != "incident 42" || rep.Paused[0].By == "" || time.Since(rep.Paused[0].At) > time.Minute {
 		t.Fatalf("status after the pause: %+v (%v)", rep.Paused, err)
@@ -387,7 +388,7 @@ func TestPauseShowsInStatusAndTheHeartbeat(t *testing.T) {
 	}
 	// A reason status could not print as one line is refused, and nothing is paused.
 	for _, reason := range []string{"line one\nfake: row", "bell\a", "\x1b[31mred", "next\u0085line", "\u202eesrever", "csi\x9b31m",
-		strings.Repeat("x", stream.MaxPauseReason+1)} {
+		strings.Repeat("x", maxPauseReason+1)} {
 		if code, _, stderr := run(t, "pause", "--redis", b.srv.URL(), "--reason", reason, "apple"); code != 2 || !strings.Contains(stderr, "--reason") {
 			t.Errorf("pause --reason %q: exit %d, %q; want 2 naming --reason", reason, code, stderr)
 		}
@@ -396,7 +397,7 @@ func TestPauseShowsInStatusAndTheHeartbeat(t *testing.T) {
 		t.Errorf("paused after refused reasons: %v, %v; want none", ps, err)
 	}
 	// A pause written by something else with a newline in its reason prints quoted on its row.
-	if err := b.insp.PauseProvider(context.Background(), stream.Pause{Provider: "wns", Reason: "a\nb", At: time.Now()}); err != nil {
+	if err := b.insp.PauseProvider(context.Background(), inspect.Pause{Provider: "wns", Reason: "a\nb", At: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	if _, stdout, _ = run(t, "status", "--redis", b.srv.URL()); !strings.Contains(stdout, `"a\nb"`) {

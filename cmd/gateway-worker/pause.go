@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/internal/product/cli"
-	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/stream/inspect"
 )
 
 func cmdPause(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stderr io.Writer) int {
@@ -23,7 +23,7 @@ func cmdPause(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stder
 		return code
 	}
 	provider := fs.Arg(0)
-	if err := stream.CheckPauseRequest(provider, *reason); err != nil {
+	if err := checkPauseRequest(provider, *reason); err != nil {
 		return fs.Fail(err)
 	}
 	st, reg, code := rf.openWithRegistry(ctx, fs, "gateway-pause", stderr)
@@ -43,7 +43,7 @@ func cmdPause(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stder
 				provider, registryName(rf.registry), rf.prefix, strings.Join(reg.IDs(), ", ")))
 		}
 	}
-	p := stream.Pause{Provider: provider, Reason: *reason, By: operator(), At: time.Now().UTC()}
+	p := inspect.Pause{Provider: provider, Reason: *reason, By: operator(), At: time.Now().UTC()}
 	if err := st.PauseProvider(ctx, p); err != nil {
 		return unavailable(stderr, fs.Name(), err)
 	}
@@ -59,7 +59,7 @@ func cmdResume(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stde
 		return code
 	}
 	provider := fs.Arg(0)
-	if err := stream.CheckProviderID(provider); err != nil {
+	if err := checkProviderID(provider); err != nil {
 		return fs.Fail(err)
 	}
 	st, code := rf.openReader(ctx, fs, "gateway-pause", stderr)

@@ -10,6 +10,7 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/internal/product/cli"
 	"github.com/webpush-gateway/webpush-gateway/providers"
 	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/stream/inspect"
 )
 
 // redisFlags are the flags every command that talks to Redis shares.
@@ -72,13 +73,13 @@ func (r *redisFlags) check() error {
 // prefix (1 when none is); a count given that differs from the recorded one is refused. On
 // failure it has printed why and returns the exit code: ExitUsage for a flag, URL or shard
 // count refused, ExitUnavailable for a Redis that could not be read.
-func (r *redisFlags) openReader(ctx context.Context, fs *cli.FlagSet, client string, stderr io.Writer) (*stream.Inspector, int) {
+func (r *redisFlags) openReader(ctx context.Context, fs *cli.FlagSet, client string, stderr io.Writer) (*inspect.Inspector, int) {
 	if err := r.check(); err != nil {
 		return nil, fs.Fail(err)
 	}
 	name := fs.Name()
-	open := func(shards int) (*stream.Inspector, error) {
-		return stream.OpenInspector(r.url, stream.OpenOptions{
+	open := func(shards int) (*inspect.Inspector, error) {
+		return inspect.Open(r.url, stream.OpenOptions{
 			Options: stream.Options{Prefix: r.prefix, Shards: shards}, ClientName: client,
 		})
 	}
@@ -111,7 +112,7 @@ func (r *redisFlags) openReader(ctx context.Context, fs *cli.FlagSet, client str
 // openWithRegistry loads the provider table of --registry, then opens an Inspector as openReader
 // does. On failure it has printed why and returns the exit code: ExitUsage for a table that
 // cannot be loaded, else openReader's.
-func (r *redisFlags) openWithRegistry(ctx context.Context, fs *cli.FlagSet, client string, stderr io.Writer) (*stream.Inspector, *providers.Registry, int) {
+func (r *redisFlags) openWithRegistry(ctx context.Context, fs *cli.FlagSet, client string, stderr io.Writer) (*inspect.Inspector, *providers.Registry, int) {
 	reg, err := cli.LoadRegistry(r.registry)
 	if err != nil {
 		return nil, nil, fs.Fail(fmt.Errorf("--registry: %w", err))

@@ -202,7 +202,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	cfg.Store, cfg.Sender, cfg.Registry, cfg.Keys, cfg.Logger = store, sender, reg, keys, logger
 	cfg.Metrics, cfg.Health, cfg.Signatures, cfg.EndpointHashKey = obs.metrics, obs.health, sender.SignaturesByKey, hashKey
-	cfg.Version, cfg.Upstream, cfg.Campaigns = buildinfo.Version(), stream.InspectorOf(store), stream.CampaignsOf(store)
+	cfg.Version, cfg.Upstream, cfg.Campaigns = buildinfo.Version(), stream.KeyspaceOf(store), stream.CampaignsOf(store)
 	worker, err := dispatch.New(cfg)
 	if err != nil {
 		return fail(err)

@@ -11,6 +11,7 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/redistest"
 	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/stream/inspect"
 )
 
 // TestStatusAndInspectShowScheduledJobs: status counts a shard's scheduled jobs and gives the
@@ -48,7 +49,7 @@ func TestStatusAndInspectShowScheduledJobs(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("status --json: exit %d: %s", code, stderr)
 	}
-	var rep stream.StatusReport
+	var rep inspect.StatusReport
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/internal/product/cli"
-	"github.com/webpush-gateway/webpush-gateway/stream"
 )
 
 func cmdStatus(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stderr io.Writer) int {
@@ -30,6 +29,6 @@ func cmdStatus(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stde
 	if *asJSON {
 		return printJSON(fs, stdout, stderr, rep)
 	}
-	stream.WriteStatus(stdout, rep)
+	writeStatus(stdout, rep)
 	return cli.ExitOK
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/stream/inspect"
 )
 
 const testRegistry = `
@@ -70,7 +71,7 @@ type rig struct {
 	key      string // the application server key subscriptions are bound to
 	args     []string
 	producer *stream.Producer
-	store    *stream.Inspector
+	store    *inspect.Inspector
 	logs     *proctest.Logs
 	cmd      *exec.Cmd
 }
@@ -98,7 +99,7 @@ func newRig(t *testing.T) *rig {
 	}
 	rg := &rig{t: t, redis: r, sim: sim, key: key.PublicKey(), args: args, logs: proctest.NewLogs(t, 200)}
 	rg.producer = stream.NewProducer(r.Client(t), "", 1)
-	rg.store = stream.NewInspector(r.Client(t), stream.Options{})
+	rg.store = inspect.New(r.Client(t), stream.Options{})
 	return rg
 }
 
@@ -179,7 +180,7 @@ func (rg *rig) enqueue(lines [][]byte) {
 }
 
 // waitDone polls the ledger until every id has a terminal record, or fails after deadline.
-func (rg *rig) waitDone(ids []string, deadline time.Duration) stream.AuditReport {
+func (rg *rig) waitDone(ids []string, deadline time.Duration) inspect.AuditReport {
 	rg.t.Helper()
 	end := time.Now().Add(deadline)
 	for {

@@ -18,6 +18,7 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/stream/inspect"
 )
 
 // The benchmarks behind docs/scaling.md: what a job costs the workers and Redis, on each
@@ -284,7 +285,7 @@ func BenchmarkMemory(b *testing.B) {
 			}
 		}
 		m1 := used()
-		if err := f.insp.PauseProvider(ctx, stream.Pause{Provider: "fcm", At: time.Now()}); err != nil {
+		if err := f.insp.PauseProvider(ctx, inspect.Pause{Provider: "fcm", At: time.Now()}); err != nil {
 			b.Fatal(err)
 		}
 		w := f.startWorker()

@@ -35,6 +35,7 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/stream/inspect"
 	"github.com/webpush-gateway/webpush-gateway/vapid"
 )
 
@@ -89,7 +90,7 @@ type fleet struct {
 	dir      string
 	sim      *pushsim.Server
 	store    *stream.Store
-	insp     *stream.Inspector     // the operators' view: audit, pauses, records
+	insp     *inspect.Inspector    // the operators' view: audit, pauses, records
 	rdb      redis.UniversalClient // the test's own client, for what it reads beyond the stores
 	runArgs  []string
 	key      string // the application server key every subscription is bound to
@@ -147,7 +148,7 @@ func newFleet(t testing.TB, o fleetOptions) *fleet {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.store.Close() })
-	if f.insp, err = stream.OpenInspector(o.url, stream.OpenOptions{Options: stream.Options{Prefix: o.prefix, Shards: o.shards}}); err != nil {
+	if f.insp, err = inspect.Open(o.url, stream.OpenOptions{Options: stream.Options{Prefix: o.prefix, Shards: o.shards}}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.insp.Close() })
@@ -404,13 +405,13 @@ func enqueue(ctx context.Context, p *stream.Producer, lines [][]byte, batch int,
 }
 
 // waitSettled polls the audit until every id has a terminal record, or fails after within.
-func (f *fleet) waitSettled(ids []string, within time.Duration) stream.AuditReport {
+func (f *fleet) waitSettled(ids []string, within time.Duration) inspect.AuditReport {
 	f.t.Helper()
 	return f.waitSettledOn(f.insp, ids, within)
 }
 
 // waitSettledOn is waitSettled with the audit of st.
-func (f *fleet) waitSettledOn(st *stream.Inspector, ids []string, within time.Duration) stream.AuditReport {
+func (f *fleet) waitSettledOn(st *inspect.Inspector, ids []string, within time.Duration) inspect.AuditReport {
 	f.t.Helper()
 	deadline := time.Now().Add(within)
 	for {

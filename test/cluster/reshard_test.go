@@ -13,6 +13,7 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/stream/inspect"
 )
 
 // feeder is a producer that enqueues jobs of its own ids at a steady pace until stopped. A
@@ -124,7 +125,7 @@ func testReshard(t *testing.T, url string) {
 	// Work stays in shards 4 and 5 while FCM is paused: a worker that reads only 4 shards must
 	// refuse to start, naming them.
 	paused := f.countLog("provider paused by an operator")
-	if err := f.insp.PauseProvider(ctx, stream.Pause{Provider: "fcm", Reason: "reshard test", At: time.Now()}); err != nil {
+	if err := f.insp.PauseProvider(ctx, inspect.Pause{Provider: "fcm", Reason: "reshard test", At: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	f.waitLog("provider paused by an operator", paused+len(ws), 10*time.Second)
@@ -142,7 +143,7 @@ func testReshard(t *testing.T, url string) {
 	roll(ws, "--shards", "4")
 	ids = append(ids, p4.Stop(t, false)...)
 
-	st4, err := stream.OpenInspector(url, stream.OpenOptions{Options: stream.Options{Prefix: prefix, Shards: 4}})
+	st4, err := inspect.Open(url, stream.OpenOptions{Options: stream.Options{Prefix: prefix, Shards: 4}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,7 +58,7 @@ func testWindowOnCluster(t *testing.T, url string) {
 		if v := route(late, shard, raw, id); v != stream.Moved {
 			t.Fatalf("shard %d: the first copy: ToLane = %v, want Moved", shard, v)
 		}
-		lane, err := late.ReadLane(ctx, shard, "fcm", job.ClassTransactional, 1, time.Second)
+		lane, _, err := late.ReadLanes(ctx, shard, "fcm", stream.LaneRead{Total: 1})
 		if err != nil || len(lane) != 1 {
 			t.Fatalf("shard %d: ReadLane = %d entries, %v; want 1", shard, len(lane), err)
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/stream/inspect"
 )
 
 // inFlightPerProvider is the registry's max_in_flight for every provider in these tests: the
@@ -73,7 +74,7 @@ type cluster struct {
 	args     []string
 	regFile  string // the registry file every worker is started with
 	producer *stream.Producer
-	store    *stream.Inspector
+	store    *inspect.Inspector
 	// subscribeKey is the application server key every subscription is bound to.
 	subscribeKey string
 
@@ -131,7 +132,7 @@ func newCluster(t *testing.T, opts ...clusterOptions) *cluster {
 	}
 	c := &cluster{t: t, redis: r, sim: sim, bin: bin, args: args, regFile: regFile, logs: proctest.NewLogs(t, 4000)}
 	c.producer = stream.NewProducer(r.Client(t), "", 1)
-	c.store = stream.NewInspector(r.Client(t), stream.Options{})
+	c.store = inspect.New(r.Client(t), stream.Options{})
 	t.Cleanup(c.stopAll)
 	c.subscribeKey = key.PublicKey()
 	return c
@@ -265,10 +266,10 @@ func (c *cluster) enqueueSlowly(ctx context.Context, lines [][]byte, batch int, 
 }
 
 // waitQuiet polls the audit until every id has a terminal record, or the deadline passes.
-func (c *cluster) waitQuiet(ids []string, deadline time.Duration) stream.AuditReport {
+func (c *cluster) waitQuiet(ids []string, deadline time.Duration) inspect.AuditReport {
 	c.t.Helper()
 	end := time.Now().Add(deadline)
-	var rep stream.AuditReport
+	var rep inspect.AuditReport
 	for {
 		var err error
 		rep, _, err = c.store.Audit(context.Background(), ids)
@@ -292,7 +293,7 @@ func (c *cluster) requireOneRecordEach(ids []string, deadline time.Duration) {
 	}
 }
 
-func summarize(r stream.AuditReport) string {
+func summarize(r inspect.AuditReport) string {
 	return fmt.Sprintf("total %d exactly-one %d none %d (%v) more-than-one %d", r.Total, r.ExactlyOne, r.None, r.NoneWhere, r.MoreThanOne)
 }
 

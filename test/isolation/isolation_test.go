@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
-	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/stream/inspect"
 )
 
 // minRatio is the least share of its baseline throughput a healthy provider must keep while
@@ -19,7 +19,7 @@ type outcome struct {
 	phases   []phase
 	perPhase []map[string]float64 // accepted/s by provider, per phase
 	codes    map[string]map[string]int
-	audit    stream.AuditReport
+	audit    inspect.AuditReport
 	opened   map[string]bool // fault phase name -> Autopush's breaker opened during it
 	breakers string
 	load     string

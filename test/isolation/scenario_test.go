@@ -36,6 +36,7 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/providers"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/stream/inspect"
 	"github.com/webpush-gateway/webpush-gateway/vapid"
 )
 
@@ -101,7 +102,7 @@ type run struct {
 	sc       scenario
 	sim      *pushsim.Server
 	store    *stream.Store
-	insp     *stream.Inspector // the operators' view of the same Redis: audit, counts, ledger
+	insp     *inspect.Inspector // the operators' view of the same Redis: audit, counts, ledger
 	producer *stream.Producer
 	subs     map[string][]job.Subscription
 	key      *vapid.Key // the subscriptions' application server key
@@ -173,7 +174,7 @@ func startRun(tb testing.TB, sc scenario) *run {
 	}
 	tb.Cleanup(func() { store.Close() })
 
-	r := &run{tb: tb, sc: sc, sim: sim, store: store, insp: stream.NewInspector(srv.Client(tb), stream.Options{}), subs: map[string][]job.Subscription{}, key: key}
+	r := &run{tb: tb, sc: sc, sim: sim, store: store, insp: inspect.New(srv.Client(tb), stream.Options{}), subs: map[string][]job.Subscription{}, key: key}
 	r.producer = stream.NewProducer(srv.Client(tb), "", 1)
 	for _, f := range sc.feeds() {
 		for range 8 {
@@ -296,12 +297,12 @@ func (r *run) recovered(after time.Time) {
 }
 
 // quiesce waits until every job enqueued has a terminal record and returns the audit.
-func (r *run) quiesce() stream.AuditReport {
+func (r *run) quiesce() inspect.AuditReport {
 	r.tb.Helper()
 	r.mu.Lock()
 	ids := append([]string(nil), r.ids...)
 	r.mu.Unlock()
-	var rep stream.AuditReport
+	var rep inspect.AuditReport
 	waitFor(r.tb, time.Minute, "a terminal record for every job", func() bool {
 		var err error
 		rep, _, err = r.insp.Audit(context.Background(), ids)

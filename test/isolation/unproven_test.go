@@ -10,7 +10,7 @@ import (
 
 	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
-	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/stream/inspect"
 )
 
 // These scenarios measure a good self-hosted service's delivery rate through the fallback lane
@@ -118,12 +118,12 @@ func playUnproven(tb testing.TB, c unprovenCase, phaseLen, badLen time.Duration)
 
 // quiesceWithin waits up to limit until every job enqueued has a terminal record and returns
 // the audit.
-func (r *run) quiesceWithin(limit time.Duration) stream.AuditReport {
+func (r *run) quiesceWithin(limit time.Duration) inspect.AuditReport {
 	r.tb.Helper()
 	r.mu.Lock()
 	ids := append([]string(nil), r.ids...)
 	r.mu.Unlock()
-	var rep stream.AuditReport
+	var rep inspect.AuditReport
 	waitFor(r.tb, limit, "a terminal record for every job", func() bool {
 		var err error
 		rep, _, err = r.insp.Audit(context.Background(), ids)
@@ -142,12 +142,12 @@ func (r *run) quiesceWithin(limit time.Duration) stream.AuditReport {
 // reads (a stalled send's retry going from its lane to the delayed set) is seen in none. So a
 // job counts as lost only when it is found nowhere in each of several audits: a lost job stays
 // lost, while one in motion is found by the next look.
-func (r *run) audit() stream.AuditReport {
+func (r *run) audit() inspect.AuditReport {
 	r.tb.Helper()
 	r.mu.Lock()
 	ids := append([]string(nil), r.ids...)
 	r.mu.Unlock()
-	var rep stream.AuditReport
+	var rep inspect.AuditReport
 	for try := 0; try < 5; try++ {
 		var err error
 		if rep, _, err = r.insp.Audit(context.Background(), ids); err != nil {

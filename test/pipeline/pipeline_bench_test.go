@@ -28,6 +28,7 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/providers"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/stream/inspect"
 	"github.com/webpush-gateway/webpush-gateway/vapid"
 )
 
@@ -59,7 +60,7 @@ func TestPipelineSmoke(t *testing.T) {
 type pipeline struct {
 	srv      *redistest.Server
 	store    *stream.Store
-	insp     *stream.Inspector // the operators' view of the same Redis: counts, ledger
+	insp     *inspect.Inspector // the operators' view of the same Redis: counts, ledger
 	producer *stream.Producer
 	subs     []job.Subscription
 	rt       *stream.CallCounter
@@ -110,7 +111,7 @@ func startPipelineWith(tb testing.TB, so stream.Options, simCfg pushsim.Config, 
 		}
 	})
 
-	p := &pipeline{srv: srv, store: store, insp: stream.NewInspector(srv.Client(tb), so), subs: subscriptions(tb, sim, key), rt: rt}
+	p := &pipeline{srv: srv, store: store, insp: inspect.New(srv.Client(tb), so), subs: subscriptions(tb, sim, key), rt: rt}
 	p.producer = stream.NewProducer(srv.Client(tb), "", 1)
 	p.poll, p.ledger = srv.Client(tb), store.Keys(0).Results
 	return p

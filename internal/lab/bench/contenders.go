@@ -21,6 +21,7 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/internal/product/cli"
 	"github.com/webpush-gateway/webpush-gateway/providers"
 	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/stream/inspect"
 )
 
 // gateway runs the whole pipeline as `gateway-worker run` in a process of its own: with rates
@@ -64,7 +65,7 @@ func (env *runEnv) gateway(ctx context.Context, paced, linger, campaign bool) (R
 		argv = append(argv, "--cpu-profile", abs)
 		row.Profile = abs
 	}
-	store := stream.NewInspector(env.rdb, stream.Options{Prefix: prefix})
+	store := inspect.New(env.rdb, stream.Options{Prefix: prefix})
 	keys := store.Keys(0)
 	ph, _, err := env.measure(ctx, argv, "", prefix, &keys)
 	if err != nil {

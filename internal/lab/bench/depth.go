@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/stream/inspect"
 )
 
 // depthRow is the gateway at the shipped registry's rates with depth jobs queued behind the
@@ -18,7 +19,7 @@ func (env *runEnv) depthRow(ctx context.Context, depth int) (Row, error) {
 	row := Row{Name: fmt.Sprintf("%s, %d queued", contenderPaced, depth), Depth: depth,
 		What: fmt.Sprintf("gateway-paced with %d jobs queued behind the %d measured", depth, env.o.Messages)}
 	prefix := fmt.Sprintf("benchdepth%d", time.Now().UnixNano()%1_000_000)
-	store := stream.NewInspector(env.rdb, stream.Options{Prefix: prefix})
+	store := inspect.New(env.rdb, stream.Options{Prefix: prefix})
 	defer env.deletePrefix(ctx, prefix)
 	reg, err := env.writeRegistry("bench-depth-registry.yaml", true)
 	if err != nil {
@@ -43,7 +44,7 @@ func (env *runEnv) depthRow(ctx context.Context, depth int) (Row, error) {
 		}
 	}
 	for _, p := range benchProviders {
-		if err := store.PauseProvider(ctx, stream.Pause{Provider: p, Reason: "bench: queue the backlog first", At: time.Now()}); err != nil {
+		if err := store.PauseProvider(ctx, inspect.Pause{Provider: p, Reason: "bench: queue the backlog first", At: time.Now()}); err != nil {
 			return row, err
 		}
 	}
@@ -77,7 +78,7 @@ func (env *runEnv) depthRow(ctx context.Context, depth int) (Row, error) {
 // depthWindow waits until the intake has moved every queued job to its lane, resumes the
 // providers, and once the warm-up jobs (first in their lanes) are answered measures the
 // worker, Redis and pushsim over the next Messages answers.
-func (env *runEnv) depthWindow(ctx context.Context, c *child, store *stream.Inspector, warm int) (phase, error) {
+func (env *runEnv) depthWindow(ctx context.Context, c *child, store *inspect.Inspector, warm int) (phase, error) {
 	ph := phase{errors: map[string]int{}}
 	keys := store.Keys(0)
 	err := waitChild(ctx, c.exited, 5*time.Minute, 50*time.Millisecond, func() (bool, string, error) {

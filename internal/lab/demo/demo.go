@@ -24,6 +24,7 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/stream"
+	"github.com/webpush-gateway/webpush-gateway/stream/inspect"
 	"github.com/webpush-gateway/webpush-gateway/vapid"
 )
 
@@ -180,7 +181,7 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 		return err
 	}
 	defer store.Close()
-	insp, err := stream.OpenInspector(url, stream.OpenOptions{Options: stream.Options{Prefix: prefix}, ClientName: "gateway-demo"})
+	insp, err := inspect.Open(url, stream.OpenOptions{Options: stream.Options{Prefix: prefix}, ClientName: "gateway-demo"})
 	if err != nil {
 		return err
 	}
