@@ -16,7 +16,7 @@ func (h *HostBreaker) Tracked() int { _, tracked := h.counts(); return tracked }
 func (h *HostBreaker) counts() (skipped, tracked int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.skipped, len(h.hosts)
+	return h.skipped, h.hosts.Len()
 }
 
 // RetryCap is the number of slots retries may hold: ceil(Cap*RetryShare), at least 1.
