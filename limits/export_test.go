@@ -36,7 +36,7 @@ func (h *HostLimits) Rate(host string, now time.Time) float64 { _, r := h.look(h
 func (h *HostLimits) look(host string, now time.Time) (State, float64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	s := h.hosts[host]
+	s, _ := h.hosts.Peek(host)
 	if s == nil {
 		return Closed, math.Inf(1)
 	}
