@@ -16,7 +16,7 @@ func (h *HostBreaker) Tracked() int { _, tracked := h.counts(); return tracked }
 func (h *HostBreaker) counts() (skipped, tracked int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.skipped, len(h.hosts)
+	return h.skipped, h.hosts.Len()
 }
 
 // RetryCap is the number of slots retries may hold: ceil(Cap*RetryShare), at least 1.
@@ -36,7 +36,7 @@ func (h *HostLimits) Rate(host string, now time.Time) float64 { _, r := h.look(h
 func (h *HostLimits) look(host string, now time.Time) (State, float64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	s := h.hosts[host]
+	s, _ := h.hosts.Peek(host)
 	if s == nil {
 		return Closed, math.Inf(1)
 	}

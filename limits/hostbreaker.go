@@ -1,10 +1,11 @@
 package limits
 
 import (
-	"container/list"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
 
 // HostBreakerConfig is the breaker every host gets. Zero fields take the defaults below.
@@ -34,11 +35,9 @@ const (
 // host is one tracked host: only hosts with at least one unanswered transport failure are
 // tracked, so the map holds at most MaxHosts suspects, never every host seen.
 type host struct {
-	key      string
 	failures int       // consecutive transport failures
 	skipped  bool      // failures reached Failures
 	probeAt  time.Time // start of the current cooldown: when the host opened, then each probe
-	elem     *list.Element
 }
 
 // HostBreaker is a consecutive-failure breaker for every host, our own code rather than one
@@ -48,12 +47,13 @@ type host struct {
 type HostBreaker struct {
 	cfg HostBreakerConfig // immutable after NewHostBreaker
 
-	mu    sync.Mutex
-	hosts map[string]*host // guarded by mu
-	// byFail orders the tracked hosts by their last recorded transport failure, oldest at the
-	// front: a failure moves its host to the back, eviction takes the front, both O(1).
-	byFail  list.List // guarded by mu; values are *host
-	skipped int       // guarded by mu; tracked hosts that are open
+	mu sync.Mutex
+	// hosts is bounded to MaxHosts and forgets the least recently failing host first: only a
+	// transport failure counts as use (Get), every other look is a Peek, so an Allow or a probe
+	// does not keep a dead host in the table. Its eviction callback, which Remove runs too,
+	// keeps skipped. Guarded by mu, under which a failure's lookup, insert and count are one step.
+	hosts   *simplelru.LRU[string, *host]
+	skipped int // guarded by mu; tracked hosts that are open
 }
 
 // NewHostBreaker returns a breaker that tracks no host yet.
@@ -61,7 +61,14 @@ func NewHostBreaker(c HostBreakerConfig) *HostBreaker {
 	orDefault(&c.Failures, DefaultHostFailures)
 	orDefault(&c.Cooldown, DefaultHostCooldown)
 	orDefault(&c.MaxHosts, DefaultMaxHosts)
-	return &HostBreaker{cfg: c, hosts: make(map[string]*host)}
+	h := &HostBreaker{cfg: c}
+	// NewLRU fails only for a size < 1, which orDefault rules out.
+	h.hosts, _ = simplelru.NewLRU(c.MaxHosts, func(_ string, s *host) {
+		if s.skipped {
+			h.skipped--
+		}
+	})
+	return h
 }
 
 // Allow reports whether a delivery to host may go at now. It is true for a host that is not
@@ -71,8 +78,8 @@ func NewHostBreaker(c HostBreakerConfig) *HostBreaker {
 func (h *HostBreaker) Allow(key string, now time.Time) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	s := h.hosts[key]
-	if s == nil || !s.skipped {
+	s, ok := h.hosts.Peek(key)
+	if !ok || !s.skipped {
 		return true
 	}
 	if now.Sub(s.probeAt) < h.cfg.Cooldown {
@@ -91,9 +98,7 @@ func (h *HostBreaker) Record(key string, r HostResult, now time.Time) {
 		h.fail(key, now)
 	case Answered:
 		h.mu.Lock()
-		if s := h.hosts[key]; s != nil {
-			h.forget(s)
-		}
+		h.hosts.Remove(key)
 		h.mu.Unlock()
 	}
 }
@@ -101,17 +106,12 @@ func (h *HostBreaker) Record(key string, r HostResult, now time.Time) {
 func (h *HostBreaker) fail(key string, now time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	s := h.hosts[key]
-	if s == nil {
-		if len(h.hosts) >= h.cfg.MaxHosts {
-			h.forget(h.byFail.Front().Value.(*host))
-		}
-		key = strings.Clone(key) // the caller's may be a substring of a whole job entry (HostLimits.track)
-		s = &host{key: key}
-		s.elem = h.byFail.PushBack(s)
-		h.hosts[key] = s
-	} else {
-		h.byFail.MoveToBack(s.elem)
+	s, ok := h.hosts.Get(key) // a failure makes the host the most recently failing
+	if !ok {
+		s = &host{}
+		// A full table forgets its least recently failing host. The key is a copy: the
+		// caller's may be a substring of a whole job entry (HostLimits.track).
+		h.hosts.Add(strings.Clone(key), s)
 	}
 	s.failures++
 	if s.failures >= h.cfg.Failures && !s.skipped {
@@ -119,13 +119,4 @@ func (h *HostBreaker) fail(key string, now time.Time) {
 		s.probeAt = now
 		h.skipped++
 	}
-}
-
-// forget drops s from the tracked hosts. Called with mu held.
-func (h *HostBreaker) forget(s *host) {
-	if s.skipped {
-		h.skipped--
-	}
-	h.byFail.Remove(s.elem)
-	delete(h.hosts, s.key)
 }

@@ -122,6 +122,16 @@ func TestHostBreaker(t *testing.T) {
 			{5, "d", fail, false, 0, 2}, // now a (last failed at 3) is the oldest: forgotten
 			{5, "a", "allow", true, 0, 2},
 		}},
+		{"only a failure counts as use: an Allow, a probe or a NotSent keeps no host", limits.HostBreakerConfig{Failures: 1, Cooldown: time.Second, MaxHosts: 2}, []hostStep{
+			{0, "a", fail, false, 1, 1},
+			{1, "b", fail, false, 2, 2},
+			{time.Second, "a", "allow", true, 2, 2}, // a's probe
+			{time.Second, "a", notSent, false, 2, 2},
+			{time.Second, "a", "allow", false, 2, 2},
+			{time.Second, "c", fail, false, 2, 2}, // evicts a, which failed before b
+			{time.Second, "a", "allow", true, 2, 2},
+			{time.Second, "b", "allow", false, 2, 2},
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,12 +1,12 @@
 package limits
 
 import (
-	"container/list"
 	"errors"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"golang.org/x/time/rate"
 )
 
@@ -75,14 +75,15 @@ type HostLimits struct {
 	// Immutable after NewHostLimits.
 	brk      BreakerConfig
 	span     time.Duration // how long an outcome stays in a breaker's window
-	maxHosts int
 	onChange func(host string, from, to State)
 
-	mu    sync.Mutex
-	hosts map[string]*trackedHost // guarded by mu
-	// byFail orders the tracked hosts by their last failure, the oldest at the front: a failure
-	// moves its host to the back, eviction takes the front, both O(1).
-	byFail    list.List  // guarded by mu; values are *trackedHost
+	mu sync.Mutex
+	// hosts is bounded to MaxHosts and forgets the least recently failing host first: only a
+	// failure, a RATE_LIMITED answer or a Retry-After counts as use (Get), every other look is
+	// a Peek, so a host's admissions and successes do not keep it in the table. Its eviction
+	// callback, which Remove runs too, is forget. Guarded by mu, under which a host's lookup,
+	// insert and counts change in one step.
+	hosts     *simplelru.LRU[string, *trackedHost]
 	lastID    uint64     // guarded by mu; the id of the host tracked last
 	rate      rate.Limit // guarded by mu; a throttled host's configured rate
 	burst     int        // guarded by mu
@@ -94,8 +95,7 @@ type HostLimits struct {
 // the HostLimits' mu.
 type trackedHost struct {
 	key      string
-	elem     *list.Element // in byFail
-	lastFail time.Time     // last failure, RATE_LIMITED answer or Retry-After
+	lastFail time.Time // last failure, RATE_LIMITED answer or Retry-After
 
 	// id is unique across hosts and time: HostLimits.lastID when the host was tracked.
 	id  uint64
@@ -116,11 +116,13 @@ type trackedHost struct {
 func NewHostLimits(c HostLimitsConfig) *HostLimits {
 	brk := c.Breaker.withDefaults()
 	orDefault(&c.MaxHosts, DefaultMaxHosts)
-	return &HostLimits{
-		brk: brk, span: brk.span(), maxHosts: c.MaxHosts, onChange: c.OnChange,
-		hosts: make(map[string]*trackedHost),
-		rate:  limitOf(c.Rate), burst: max(1, c.Burst),
+	h := &HostLimits{
+		brk: brk, span: brk.span(), onChange: c.OnChange,
+		rate: limitOf(c.Rate), burst: max(1, c.Burst),
 	}
+	// NewLRU fails only for a size < 1, which orDefault rules out.
+	h.hosts, _ = simplelru.NewLRU(c.MaxHosts, func(_ string, s *trackedHost) { h.forget(s) })
+	return h
 }
 
 // HostPermit is one request to a host that HostLimits.Admit let through. The caller must end it:
@@ -155,11 +157,11 @@ type HostPermit struct {
 func (h *HostLimits) Admit(host string, now time.Time) (p HostPermit, wait time.Duration, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	s := h.hosts[host]
+	s, _ := h.hosts.Peek(host)
 	if s != nil {
 		h.advance(s, now)
 		if h.forgettable(s, now) {
-			h.forget(s)
+			h.hosts.Remove(s.key)
 			s = nil
 		}
 	}
@@ -216,13 +218,17 @@ func (h *HostLimits) record(p *HostPermit, now time.Time, r Result, rateLimited 
 		p.res.CancelAt(now)
 	}
 	hurt := r == Failure || rateLimited || retryAfter > 0
-	s := h.hosts[p.key]
+	var s *trackedHost
+	if hurt {
+		s, _ = h.hosts.Get(p.key) // makes a tracked host the most recently failing
+	} else {
+		s, _ = h.hosts.Peek(p.key)
+	}
 	switch {
 	case s != nil:
 		h.advance(s, now)
 		if hurt {
 			s.lastFail = now
-			h.byFail.MoveToBack(s.elem)
 		}
 	case hurt:
 		s = h.track(p.key, now)
@@ -238,16 +244,13 @@ func (h *HostLimits) record(p *HostPermit, now time.Time, r Result, rateLimited 
 		h.setThrottled(s, true)
 	}
 	if !hurt && h.forgettable(s, now) {
-		h.forget(s)
+		h.hosts.Remove(s.key)
 	}
 }
 
 // track starts tracking host at now, closed, forgetting the least recently failing host first
 // when the table is full. Called with mu held.
 func (h *HostLimits) track(host string, now time.Time) *trackedHost {
-	for len(h.hosts) >= h.maxHosts {
-		h.forget(h.byFail.Front().Value.(*trackedHost))
-	}
 	h.lastID++
 	// A copy of the name: the caller's may be a substring of a whole job entry, which the table
 	// would otherwise keep alive for as long as it remembers the host.
@@ -255,12 +258,13 @@ func (h *HostLimits) track(host string, now time.Time) *trackedHost {
 	s := &trackedHost{key: host, lastFail: now, id: h.lastID, state: Closed}
 	s.brk = NewBreaker(host, h.brk, func(_ string, from, to State) { h.changed(s, from, to) })
 	s.early, _ = s.brk.allow() // a closed breaker lets every request through
-	s.elem = h.byFail.PushBack(s)
-	h.hosts[host] = s
+	h.hosts.Add(host, s)       // a full table forgets its least recently failing host
 	return s
 }
 
-// forget drops s, its breaker and its throttle. Called with mu held.
+// forget is the table's eviction callback, run with mu held whenever s leaves it (Remove, or
+// evicted to make room): s's breaker and throttle leave the counts, and a host whose breaker is
+// not closed is reported closed, so a gauge kept from the transitions stays right.
 func (h *HostLimits) forget(s *trackedHost) {
 	if s.state != Closed {
 		h.open--
@@ -269,8 +273,6 @@ func (h *HostLimits) forget(s *trackedHost) {
 		}
 	}
 	h.setThrottled(s, false)
-	h.byFail.Remove(s.elem)
-	delete(h.hosts, s.key)
 }
 
 // forgettable reports whether s has nothing left to remember at now: its breaker is closed,
@@ -360,7 +362,7 @@ func (h *HostLimits) Configure(now time.Time, perSecond float64, burst int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.rate, h.burst = limitOf(perSecond), max(1, burst)
-	for _, s := range h.hosts {
+	for _, s := range h.hosts.Values() {
 		if s.bucket == nil {
 			continue
 		}
@@ -385,7 +387,7 @@ type HostStats struct {
 func (h *HostLimits) Stats() HostStats {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return HostStats{Tracked: len(h.hosts), Open: h.open, Throttled: h.throttled}
+	return HostStats{Tracked: h.hosts.Len(), Open: h.open, Throttled: h.throttled}
 }
 
 // Expire brings every tracked host up to now and forgets those with nothing left to remember,
@@ -394,10 +396,10 @@ func (h *HostLimits) Stats() HostStats {
 func (h *HostLimits) Expire(now time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, s := range h.hosts {
+	for _, s := range h.hosts.Values() { // a copy: Remove changes the table
 		h.advance(s, now)
 		if h.forgettable(s, now) {
-			h.forget(s)
+			h.hosts.Remove(s.key)
 		}
 	}
 }

@@ -379,6 +379,16 @@ func TestHostLimitsTracking(t *testing.T) {
 			{300 * ms, "c", "rate 50", nil, 0},
 			{300 * ms, "c", "stats 2 0 2", nil, 0},
 		}},
+		{"a success is not a failure: it keeps no host from being forgotten", throttleOnly, []hlStep{
+			{0, "a", "hold p", nil, 0},
+			{0, "a", "429", nil, 0},
+			{100 * ms, "b", "429", nil, 0},
+			{200 * ms, "a", "end p S", nil, 0}, // a stays the least recently failing
+			{300 * ms, "c", "429", nil, 0},     // forgets a
+			{300 * ms, "a", "rate inf", nil, 0},
+			{300 * ms, "b", "rate 50", nil, 0},
+			{300 * ms, "c", "rate 50", nil, 0},
+		}},
 		{"an open host is forgotten like any other, after those that failed before it", quick, []hlStep{
 			{0, "b", "429", nil, 0},
 			{1, "a", "F", nil, 0},

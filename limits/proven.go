@@ -1,10 +1,10 @@
 package limits
 
 import (
-	"container/list"
 	"strings"
-	"sync"
 	"sync/atomic"
+
+	lru "github.com/hashicorp/golang-lru/v2"
 )
 
 // ProvenHosts remembers which client-supplied hosts have been seen answering: a host is proven
@@ -18,11 +18,9 @@ import (
 // and a forgotten host is unproven until its next good answer. Keys are used as given, as in
 // HostBreaker. Safe for concurrent use.
 type ProvenHosts struct {
-	max int // immutable
-
-	mu    sync.Mutex
-	hosts map[string]*list.Element // guarded by mu; values are the host names in order
-	order list.List                // guarded by mu; least recently proven at the front
+	// hosts is ordered by the last Prove of each host: Proven only peeks (Contains), so asking
+	// about a host does not keep it remembered. The cache has its own lock.
+	hosts *lru.Cache[string, struct{}]
 	// gen counts the hosts that became proven, so a waiter can tell cheaply whether any did
 	// since it last looked.
 	gen atomic.Uint64
@@ -31,51 +29,30 @@ type ProvenHosts struct {
 // NewProvenHosts returns a table that remembers at most maxHosts hosts (< 1: DefaultMaxHosts).
 func NewProvenHosts(maxHosts int) *ProvenHosts {
 	orDefault(&maxHosts, DefaultMaxHosts)
-	return &ProvenHosts{max: maxHosts, hosts: make(map[string]*list.Element)}
+	hosts, _ := lru.New[string, struct{}](maxHosts) // fails only for a size < 1
+	return &ProvenHosts{hosts: hosts}
 }
 
 // Proven reports whether host is remembered as answering.
-func (p *ProvenHosts) Proven(host string) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	_, ok := p.hosts[host]
-	return ok
-}
+func (p *ProvenHosts) Proven(host string) bool { return p.hosts.Contains(host) }
 
 // Prove records that host answered well: it is proven, and the most recently proven.
 func (p *ProvenHosts) Prove(host string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if e, ok := p.hosts[host]; ok {
-		p.order.MoveToBack(e)
+	if _, ok := p.hosts.Get(host); ok { // Get makes it the most recently proven
 		return
 	}
-	for len(p.hosts) >= p.max {
-		front := p.order.Front()
-		delete(p.hosts, front.Value.(string))
-		p.order.Remove(front)
+	// A full table forgets its least recently proven host. The key is a copy: the caller's
+	// may be a substring of a whole job entry (HostLimits.track).
+	if known, _ := p.hosts.ContainsOrAdd(strings.Clone(host), struct{}{}); !known {
+		p.gen.Add(1)
 	}
-	host = strings.Clone(host) // the caller's may be a substring of a whole job entry (HostLimits.track)
-	p.hosts[host] = p.order.PushBack(host)
-	p.gen.Add(1)
 }
 
 // Forget makes host unproven again.
-func (p *ProvenHosts) Forget(host string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if e, ok := p.hosts[host]; ok {
-		delete(p.hosts, host)
-		p.order.Remove(e)
-	}
-}
+func (p *ProvenHosts) Forget(host string) { p.hosts.Remove(host) }
 
 // Len is the number of hosts proven.
-func (p *ProvenHosts) Len() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.hosts)
-}
+func (p *ProvenHosts) Len() int { return p.hosts.Len() }
 
 // Generation changes whenever a host becomes proven.
 func (p *ProvenHosts) Generation() uint64 { return p.gen.Load() }

@@ -48,3 +48,21 @@ func TestProvenHostsDefaultBound(t *testing.T) {
 		t.Errorf("%d hosts remembered, want DefaultMaxHosts (%d)", n, DefaultMaxHosts)
 	}
 }
+
+// Only Prove counts as use: asking whether a host is proven does not keep it remembered.
+func TestProvenHostsForgetsTheLeastRecentlyProvenHoweverAsked(t *testing.T) {
+	p := NewProvenHosts(2)
+	p.Prove("a:443")
+	p.Prove("b:443")
+	for range 3 {
+		if !p.Proven("a:443") {
+			t.Fatal("a is not proven")
+		}
+	}
+	p.Prove("c:443") // a was proven before b: a goes
+	for host, want := range map[string]bool{"a:443": false, "b:443": true, "c:443": true} {
+		if got := p.Proven(host); got != want {
+			t.Errorf("%s proven %v, want %v (table of 2, the least recently proven forgotten)", host, got, want)
+		}
+	}
+}
