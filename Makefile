@@ -1,11 +1,16 @@
 # The README's two commands are `make demo` and `make test`; everything else is for developers.
 GO      ?= go
 export PATH := $(PATH):/usr/local/go/bin
-BINS    := gateway-worker gateway-lab pushsim
-# PKGS are the product module's packages; DEPLOY_PKGS the deploy module's (deploy/go.mod, the
-# deploy checks and the image builder, with dependencies of their own), relative to deploy/. With
-# PKGS set to something else, DEPLOY_PKGS is empty unless it is set too.
+BINS    := gateway-worker pushsim
+# LAB_BINS are the lab module's (lab/go.mod: the demo, its report and the bench, with the
+# libraries only they use), built from lab/.
+LAB_BINS := gateway-lab
+# PKGS are the product module's packages; LAB_PKGS the lab module's, relative to lab/;
+# DEPLOY_PKGS the deploy module's (deploy/go.mod, the deploy checks and the image builder, with
+# dependencies of their own), relative to deploy/. With PKGS set to something else, LAB_PKGS and
+# DEPLOY_PKGS are empty unless they are set too.
 PKGS    := ./...
+LAB_PKGS ?= $(if $(filter ./...,$(PKGS)),./...)
 DEPLOY_PKGS ?= $(if $(filter ./...,$(PKGS)),./...)
 FUZZTIME ?= 20s
 
@@ -29,7 +34,7 @@ demo: deps build
 	bin/gateway-lab demo
 
 ## test: everything CI runs: what the tests need, formatting, vet, the race-enabled tests (of
-## the product module and of the deploy module)
+## the product module, the lab module and the deploy module)
 test: deps fmt-check vet unit
 
 ## deps: redis-server and promtool (bin/promtool) from Debian's packages when they are missing;
@@ -38,10 +43,11 @@ deps:
 	@scripts/install-deps.sh
 	@scripts/install-example-deps.sh
 
-## build: the worker (bin/gateway-worker, the product), the lab's demo and bench
-## (bin/gateway-lab) and the simulator (bin/pushsim)
+## build: the worker (bin/gateway-worker, the product) and the simulator (bin/pushsim) from the
+## product module, the lab's demo and bench (bin/gateway-lab) from the lab module
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/ $(addprefix ./cmd/,$(BINS))
+	cd lab && $(GO) build -o ../bin/ $(addprefix ./cmd/,$(LAB_BINS))
 
 ## image: the worker's container image as an OCI tarball, built without a daemon or registry
 ## (load it with docker load -i, podman load -i or kind load image-archive; deploy/Dockerfile is
@@ -90,6 +96,7 @@ fmt-check:
 
 vet:
 	$(if $(strip $(PKGS)),$(GO) vet $(PKGS))
+	$(if $(strip $(LAB_PKGS)),cd lab && $(GO) vet $(LAB_PKGS))
 	$(if $(strip $(DEPLOY_PKGS)),cd deploy && $(GO) vet $(DEPLOY_PKGS))
 
 # unit: most of the tests' time is spent waiting (on redis-server, child processes, timeouts and
@@ -98,16 +105,20 @@ vet:
 # so they start first and side by side: test/isolation and dispatch measure throughput and rates
 # on the wall clock, and they share the cores only with each other and stream, which all mostly
 # wait; -p 3 keeps a fourth package, which would compute, from running beside them. The rest
-# follow, the longest first. go test runs each package once. The deploy module's tests run
-# after the product's, in a go test of their own (a module is one go test), the image builder's
-# (which compiles the worker) first. (With PKGS set to something else, just those run.)
+# follow, the longest first. go test runs each package once. The lab module's tests run after
+# the product's, in a go test of their own (a module is one go test), the bench's (which builds
+# both binaries and runs every contender) and the report's (which renders the PNGs) first; then
+# the deploy module's, the image builder's (which compiles the worker) first. (With PKGS set to
+# something else, just those run.)
 UNIT_P        ?= 3
 UNIT_PARALLEL ?= 8
 UNIT_FIRST    := $(if $(filter ./...,$(PKGS)),./test/isolation/ ./dispatch/ ./stream/ \
-                 ./test/cluster/ ./internal/lab/bench/ ./test/crash/ ./test/bounds/ ./internal/lab/demoreport/)
+                 ./test/cluster/ ./test/crash/ ./test/bounds/)
+LAB_FIRST     := $(if $(filter ./...,$(LAB_PKGS)),./bench/ ./demoreport/)
 DEPLOY_FIRST  := $(if $(filter ./...,$(DEPLOY_PKGS)),./image/)
 unit:
 	$(if $(strip $(PKGS)),$(GO) test -race -count=1 -p $(UNIT_P) -parallel $(UNIT_PARALLEL) $(UNIT_FIRST) $(PKGS))
+	$(if $(strip $(LAB_PKGS)),cd lab && $(GO) test -race -count=1 -p $(UNIT_P) -parallel $(UNIT_PARALLEL) $(LAB_FIRST) $(LAB_PKGS))
 	$(if $(strip $(DEPLOY_PKGS)),cd deploy && $(GO) test -race -count=1 -p $(UNIT_P) -parallel $(UNIT_PARALLEL) $(DEPLOY_FIRST) $(DEPLOY_PKGS))
 
 ## bench: the side-by-side run (gateway, webpush-go consumer, Node web-push, encryption floor, send floor)

@@ -14,7 +14,6 @@ require (
 	github.com/sony/gobreaker/v2 v2.4.0
 	go.uber.org/goleak v1.3.0
 	go.yaml.in/yaml/v3 v3.0.6
-	golang.org/x/image v0.48.0
 	golang.org/x/net v0.61.0
 	golang.org/x/time v0.16.0
 )

@@ -18,6 +18,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/workerproc"
 	"github.com/webpush-gateway/webpush-gateway/stream"
 )
 
@@ -169,7 +170,7 @@ func TestStampedVersionShows(t *testing.T) {
 		t.Errorf("webpush_build_info is %q; want version=%q and the value 1", info, workerVersion)
 	}
 	waitFor(t, 20*time.Second, "status to list the worker with its version", func() string {
-		out, err := exec.Command(workerBin, "status", "--redis", e.master.URL()).CombinedOutput()
+		out, err := workerproc.Command("status", "--redis", e.master.URL()).CombinedOutput()
 		if err != nil {
 			return fmt.Sprintf("gateway-worker status: %v\n%s", err, out)
 		}

@@ -16,7 +16,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -26,6 +25,7 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/redistest"
 	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/registrytest"
 	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/simtest"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/workerproc"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 )
 
@@ -44,32 +44,11 @@ defaults:
   response_header_timeout: 4s
 ` + registrytest.EveryProvider
 
-// workerBin is the gateway-worker binary, built once by TestMain and stamped with
-// workerVersion as `make build` stamps the Makefile's VERSION.
-var workerBin string
-
+// workerVersion is what TestMain stamps the gateway-worker binary with, built once, as `make
+// build` stamps the Makefile's VERSION.
 const workerVersion = "v0.1.0-examplestest"
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "examples-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	workerBin = filepath.Join(dir, "gateway-worker")
-	build := exec.Command("go", "build", "-ldflags",
-		"-X github.com/webpush-gateway/webpush-gateway/internal/product/buildinfo.stamp="+workerVersion,
-		"-o", workerBin, "./cmd/gateway-worker")
-	build.Dir = ".."
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build ./cmd/gateway-worker: %v\n%s", err, out)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(workerproc.Main(m, workerproc.Version(workerVersion))) }
 
 // python is a python3 that imports redis-py: the one on PATH, else Debian's (python3-redis
 // installs for /usr/bin/python3, which another python3 earlier on PATH may shadow).
@@ -161,34 +140,13 @@ func newEnv(t *testing.T) *env {
 	for _, ct := range e.sim.ConnectTo() {
 		args = append(args, "--connect-to", ct)
 	}
-	logs := proctest.NewLogs(t, 4000)
-	cmd := exec.Command(workerBin, args...)
-	logFile := logs.Create("worker-*.log")
-	defer logFile.Close() // the worker has its own descriptor once started
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	w := workerproc.Start(t, workerproc.Options{Logs: proctest.NewLogs(t, 4000)}, args...)
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		if err := cmd.Wait(); err != nil {
+		if err := w.Stop(0); err != nil {
 			t.Errorf("worker exit after SIGTERM: %v", err)
 		}
 	})
-	waitFor(t, 30*time.Second, "the worker's listener address in its log", func() string {
-		data, err := os.ReadFile(logs.Files()[0])
-		if err != nil {
-			return err.Error()
-		}
-		for _, line := range strings.Split(string(data), "\n") {
-			var rec struct{ Msg, Addr string }
-			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "http listener" {
-				e.httpAddr = rec.Addr
-				return ""
-			}
-		}
-		return "no \"http listener\" line yet"
-	})
+	e.httpAddr = w.HTTPAddr(t, 30*time.Second)
 	return e
 }
 

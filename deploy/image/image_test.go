@@ -33,10 +33,12 @@ import (
 var (
 	// labFiles are names no file in the image may have.
 	labFiles = []string{"pushsim", "gateway-lab"}
-	// labModules are modules only the lab uses; the worker's build info must not list them.
-	labModules = []string{"pushsim", "miniredis", "gopher-lua", "webpush-go", "golang.org/x/image"}
-	// labPackages are the repository's lab packages; no function of theirs may be linked.
-	labPackages = []string{"pushsim", "internal/lab/demo", "internal/lab/bench", "internal/lab/demoreport", "internal/lab/localredis", "cmd/gateway-lab", "cmd/pushsim"}
+	// labModules are modules only the lab uses, the lab's own among them; the worker's build
+	// info must not list them.
+	labModules = []string{"pushsim", "miniredis", "gopher-lua", "webpush-go", "golang.org/x/image", "webpush-gateway/lab"}
+	// labPackages are the repository's lab packages (everything under lab/, the lab's module);
+	// no function of theirs may be linked.
+	labPackages = []string{"pushsim", "lab/", "cmd/pushsim"}
 )
 
 // versionLine is what `gateway-worker version` prints: name, version, the Go that built it.

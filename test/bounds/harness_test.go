@@ -7,14 +7,13 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/redistest"
 	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/registrytest"
 	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/simtest"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/workerproc"
 	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/stream"
@@ -41,27 +41,8 @@ defaults:
   response_header_timeout: 8s
 ` + registrytest.EveryProvider
 
-// workerBin is the gateway-worker binary every test runs, built once by TestMain.
-var workerBin string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "bounds-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	workerBin = filepath.Join(dir, "gateway-worker")
-	build := exec.Command("go", "build", "-o", workerBin, "./cmd/gateway-worker")
-	build.Dir = "../.."
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build ./cmd/gateway-worker: %v\n%s", err, out)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+// TestMain builds the worker once; every test runs its process from that binary.
+func TestMain(m *testing.M) { os.Exit(workerproc.Main(m)) }
 
 // rig is a real Redis, pushsim, and one worker process of the real binary.
 type rig struct {
@@ -73,7 +54,7 @@ type rig struct {
 	producer *stream.Producer
 	store    *inspect.Inspector
 	logs     *proctest.Logs
-	cmd      *exec.Cmd
+	w        *workerproc.Worker
 }
 
 func newRig(t *testing.T) *rig {
@@ -103,33 +84,13 @@ func newRig(t *testing.T) *rig {
 	return rg
 }
 
-// start runs the worker; with nofile > 0, under that RLIMIT_NOFILE (soft and hard), set by the
-// shell it is exec'd from.
+// start runs the worker; with nofile > 0, under that RLIMIT_NOFILE (soft and hard).
 func (rg *rig) start(nofile int) {
 	rg.t.Helper()
-	var cmd *exec.Cmd
-	if nofile > 0 {
-		script := fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, nofile)
-		cmd = exec.Command("/bin/sh", append([]string{"-c", script, workerBin}, rg.args...)...)
-	} else {
-		cmd = exec.Command(workerBin, rg.args...)
-	}
-	logFile := rg.logs.Create("worker-*.log")
-	defer logFile.Close()
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		rg.t.Fatal(err)
-	}
-	rg.cmd = cmd
+	w := workerproc.Start(rg.t, workerproc.Options{Logs: rg.logs, NoFile: nofile}, rg.args...)
+	rg.w = w
 	rg.t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
+		if err := w.Stop(20 * time.Second); errors.Is(err, workerproc.ErrNotStopped) {
 			rg.t.Errorf("worker did not stop within 20 s of SIGTERM")
 		}
 	})
@@ -138,27 +99,7 @@ func (rg *rig) start(nofile int) {
 // httpAddr waits for the worker's "http listener" log line and returns its address.
 func (rg *rig) httpAddr() string {
 	rg.t.Helper()
-	rg.logs.Wait(`"msg":"http listener"`, 1, 30*time.Second)
-	for _, file := range rg.logs.Files() {
-		f, err := os.Open(file)
-		if err != nil {
-			rg.t.Fatal(err)
-		}
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			var rec struct {
-				Msg  string `json:"msg"`
-				Addr string `json:"addr"`
-			}
-			if json.Unmarshal(sc.Bytes(), &rec) == nil && rec.Msg == "http listener" {
-				f.Close()
-				return rec.Addr
-			}
-		}
-		f.Close()
-	}
-	rg.t.Fatal("no listener address in the worker's log")
-	return ""
+	return rg.w.HTTPAddr(rg.t, 30*time.Second)
 }
 
 // job is one job line to the subscription sub.
@@ -214,7 +155,7 @@ func (u usage) String() string {
 
 func (rg *rig) usage(addr string) usage {
 	rg.t.Helper()
-	pid := rg.cmd.Process.Pid
+	pid := rg.w.Pid()
 	var u usage
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {

@@ -101,7 +101,7 @@ func (rg *rig) waitReady(addr string) {
 // holds whose socket's remote end is addr.
 func (rg *rig) connsTo(addr string) int {
 	rg.t.Helper()
-	pid := rg.cmd.Process.Pid
+	pid := rg.w.Pid()
 	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 	if err != nil {
 		rg.t.Fatal(err)

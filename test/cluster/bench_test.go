@@ -195,7 +195,7 @@ func snapshot(tb testing.TB, ws []*worker, masters, replicas []*redistest.Server
 	tb.Helper()
 	var u usage
 	for _, w := range ws {
-		u.workers += procCPU(tb, w.cmd.Process.Pid)
+		u.workers += procCPU(tb, w.Pid())
 	}
 	u.masters = redisUsage(tb, masters)
 	u.replicas = redisUsage(tb, replicas)

@@ -25,13 +25,13 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/proctest"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/workerproc"
 	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/stream"
@@ -39,28 +39,12 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/vapid"
 )
 
-// workerBin is the gateway-worker binary every test runs, built once by TestMain.
-var workerBin string
-
+// TestMain builds the worker once; every test runs its processes from that binary.
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "cluster-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	workerBin = filepath.Join(dir, "gateway-worker")
-	build := exec.Command("go", "build", "-o", workerBin, "./cmd/gateway-worker")
-	build.Dir = "../.."
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build ./cmd/gateway-worker: %v\n%s", err, out)
-		os.Exit(1)
-	}
 	// The test's own clients see every failover too; what go-redis logs of it would only break
 	// up the benchmarks' output lines.
 	redis.SetLogger(quiet{})
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(workerproc.Main(m))
 }
 
 // quiet is a go-redis logger that drops everything.
@@ -105,12 +89,7 @@ type fleet struct {
 }
 
 // worker is one gateway-worker run process.
-type worker struct {
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{} // closed when the process has exited
-	err  error         // the exit status, once done is closed
-}
+type worker = workerproc.Worker
 
 func newFleet(t testing.TB, o fleetOptions) *fleet {
 	t.Helper()
@@ -172,15 +151,7 @@ func (f *fleet) setRegistry(yaml string) {
 func (f *fleet) startWorker(extra ...string) *worker {
 	f.t.Helper()
 	args := append(append(append([]string{"run"}, f.baseArgs...), f.runArgs...), extra...)
-	w := &worker{done: make(chan struct{})}
-	w.cmd, w.log = f.command(args...)
-	if err := w.cmd.Start(); err != nil {
-		f.t.Fatal(err)
-	}
-	go func() { // owned by the worker: it ends when the process exits, which stopAll waits for
-		w.err = w.cmd.Wait()
-		close(w.done)
-	}()
+	w := workerproc.Start(f.t, workerproc.Options{Logs: f.logs, Name: "run-*.log"}, args...)
 	f.mu.Lock()
 	f.workers = append(f.workers, w)
 	f.mu.Unlock()
@@ -204,7 +175,7 @@ func (f *fleet) startFleet(n int) []*worker {
 func (f *fleet) command(args ...string) (*exec.Cmd, string) {
 	f.t.Helper()
 	out := f.logs.Create(args[0] + "-*.log")
-	cmd := exec.Command(workerBin, args...)
+	cmd := workerproc.Command(args...)
 	cmd.Stdout, cmd.Stderr = out, out
 	return cmd, out.Name()
 }
@@ -230,8 +201,7 @@ func (f *fleet) run(name string, args ...string) (int, string) {
 // kill SIGKILLs w and waits for it to exit.
 func (f *fleet) kill(w *worker) {
 	f.t.Helper()
-	_ = w.cmd.Process.Signal(syscall.SIGKILL)
-	<-w.done
+	_ = w.Kill()
 	f.mu.Lock()
 	f.workers = slices.DeleteFunc(f.workers, func(x *worker) bool { return x == w })
 	f.mu.Unlock()
@@ -244,19 +214,12 @@ func (f *fleet) stopAll() {
 	ws := f.workers
 	f.workers = nil
 	f.mu.Unlock()
-	for _, w := range ws {
-		_ = w.cmd.Process.Signal(syscall.SIGTERM)
-	}
-	for _, w := range ws {
-		select {
-		case <-w.done:
-		case <-time.After(30 * time.Second):
-			_ = w.cmd.Process.Kill()
-			<-w.done
-			f.t.Errorf("worker %s did not stop within 30s of SIGTERM", w.log)
+	for i, err := range workerproc.Stop(30*time.Second, ws...) {
+		if errors.Is(err, workerproc.ErrNotStopped) {
+			f.t.Errorf("worker %s did not stop within 30s of SIGTERM", ws[i].Log())
 		}
-		if w.err != nil {
-			f.t.Errorf("worker exit after SIGTERM: %v (log %s)", w.err, w.log)
+		if err != nil {
+			f.t.Errorf("worker exit after SIGTERM: %v (log %s)", err, ws[i].Log())
 		}
 	}
 }
@@ -294,13 +257,13 @@ func (f *fleet) waitLog(s string, n int, within time.Duration) {
 // consumerOf is the consumer name w logged when it started.
 func (f *fleet) consumerOf(w *worker) string {
 	f.t.Helper()
-	data, err := os.ReadFile(w.log)
+	data, err := os.ReadFile(w.Log())
 	if err != nil {
 		f.t.Fatal(err)
 	}
 	m := regexp.MustCompile(`"msg":"worker starting"[^\n]*"consumer":"([^"]+)"`).FindSubmatch(data)
 	if m == nil {
-		f.t.Fatalf("%s logged no consumer name", w.log)
+		f.t.Fatalf("%s logged no consumer name", w.Log())
 	}
 	return string(m[1])
 }
@@ -507,7 +470,7 @@ func TestEnqueueWaitFlags(t *testing.T) {
 		{"--wait-replicas", "-1", "gateway-worker enqueue: --wait-replicas must be 0 or more, got -1\n"},
 		{"--wait-timeout", "0s", "gateway-worker enqueue: --wait-timeout must be positive, got 0s\n"},
 	} {
-		out, err := exec.Command(workerBin, "enqueue", "--redis", "redis://127.0.0.1:1/0", tc.flag, tc.value, os.DevNull).CombinedOutput()
+		out, err := workerproc.Command("enqueue", "--redis", "redis://127.0.0.1:1/0", tc.flag, tc.value, os.DevNull).CombinedOutput()
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.HasPrefix(string(out), tc.want) {
 			t.Errorf("enqueue %s %s: %v, output %q; want exit 2 and %q first", tc.flag, tc.value, err, out, tc.want)

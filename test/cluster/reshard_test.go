@@ -2,14 +2,15 @@ package cluster_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/workerproc"
 	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/stream"
@@ -179,18 +180,16 @@ func testReshard(t *testing.T, url string) {
 // stop sends SIGTERM to w and requires a clean exit.
 func (f *fleet) stop(w *worker) {
 	f.t.Helper()
-	_ = w.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-w.done:
-	case <-time.After(30 * time.Second):
-		f.t.Fatalf("worker %s did not stop within 30s of SIGTERM", w.log)
-	}
-	if w.err != nil {
-		f.t.Errorf("worker exit after SIGTERM: %v (log %s)", w.err, w.log)
-	}
+	err := w.Stop(30 * time.Second)
 	f.mu.Lock()
 	f.workers = slices.DeleteFunc(f.workers, func(x *worker) bool { return x == w })
 	f.mu.Unlock()
+	if errors.Is(err, workerproc.ErrNotStopped) {
+		f.t.Fatalf("worker %s did not stop within 30s of SIGTERM", w.Log())
+	}
+	if err != nil {
+		f.t.Errorf("worker exit after SIGTERM: %v (log %s)", err, w.Log())
+	}
 }
 
 // requireShards fails unless the prefix's recorded shard count is n.

@@ -275,7 +275,7 @@ func TestOversizedEntriesKeepMemoryBounded(t *testing.T) {
 			}
 		}
 		c.startWorker()
-		pid := c.workers[len(c.workers)-1].Process.Pid
+		pid := c.workers[len(c.workers)-1].Pid()
 		for i := 30; i < 60; i++ {
 			xadd(string(lines[i]))
 			if i-30 < big/2 {

@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/redistest"
 	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/registrytest"
 	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/simtest"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/workerproc"
 	"github.com/webpush-gateway/webpush-gateway/job"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/stream"
@@ -42,35 +41,14 @@ defaults:
 
 const genericHost = "push.example.net"
 
-// workerBin is the gateway-worker binary every test runs, built once by TestMain.
-var workerBin string
-
 // TestMain builds the worker once; every test runs its processes from that binary.
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "crash-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	workerBin = filepath.Join(dir, "gateway-worker")
-	build := exec.Command("go", "build", "-o", workerBin, "./cmd/gateway-worker")
-	build.Dir = "../.."
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build ./cmd/gateway-worker: %v\n%s", err, out)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(workerproc.Main(m)) }
 
 // cluster is a real Redis, pushsim, and worker processes of the real binary.
 type cluster struct {
 	t        *testing.T
 	redis    *redistest.Server
 	sim      *pushsim.Server
-	bin      string
 	args     []string
 	regFile  string // the registry file every worker is started with
 	producer *stream.Producer
@@ -81,7 +59,7 @@ type cluster struct {
 	logs *proctest.Logs // the output of every worker started, in start order
 
 	mu      sync.Mutex
-	workers []*exec.Cmd // guarded by mu
+	workers []*workerproc.Worker // guarded by mu
 }
 
 // clusterOptions change what newCluster starts; the zero value is the crash tests' setup.
@@ -109,7 +87,6 @@ func newCluster(t *testing.T, opts ...clusterOptions) *cluster {
 		o.visibility = 2 * time.Second
 	}
 	dir := t.TempDir()
-	bin := workerBin
 	r := redistest.Start(t, o.redis...)
 	sim := simtest.Start(t, pushsim.Config{Dir: dir, MaxDeliveries: 1_000_000})
 	key := simtest.VAPIDKey(t)
@@ -130,7 +107,7 @@ func newCluster(t *testing.T, opts ...clusterOptions) *cluster {
 	for _, ct := range append(sim.ConnectTo(), net.JoinHostPort(genericHost, "443")+"="+sim.Addr()) {
 		args = append(args, "--connect-to", ct)
 	}
-	c := &cluster{t: t, redis: r, sim: sim, bin: bin, args: args, regFile: regFile, logs: proctest.NewLogs(t, 4000)}
+	c := &cluster{t: t, redis: r, sim: sim, args: args, regFile: regFile, logs: proctest.NewLogs(t, 4000)}
 	c.producer = stream.NewProducer(r.Client(t), "", 1)
 	c.store = inspect.New(r.Client(t), stream.Options{})
 	t.Cleanup(c.stopAll)
@@ -156,16 +133,9 @@ func (c *cluster) startWorker() {
 
 // spawn starts a worker process; the binary names its consumer itself, so a restarted worker
 // is always a new consumer.
-func (c *cluster) spawn() *exec.Cmd {
+func (c *cluster) spawn() *workerproc.Worker {
 	c.t.Helper()
-	cmd := exec.Command(c.bin, c.args...)
-	logFile := c.logs.Create("worker-*.log")
-	defer logFile.Close() // the worker has its own descriptor once started
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		c.t.Fatal(err)
-	}
-	return cmd
+	return workerproc.Start(c.t, workerproc.Options{Logs: c.logs}, c.args...)
 }
 
 // killAndReplace SIGKILLs worker i and starts a replacement in its place.
@@ -173,8 +143,7 @@ func (c *cluster) killAndReplace(i int) {
 	c.mu.Lock()
 	w := c.workers[i]
 	c.mu.Unlock()
-	_ = w.Process.Signal(syscall.SIGKILL)
-	_ = w.Wait()
+	_ = w.Kill()
 	nw := c.spawn()
 	c.mu.Lock()
 	c.workers[i] = nw
@@ -184,14 +153,11 @@ func (c *cluster) killAndReplace(i int) {
 // stopAll sends SIGTERM to every worker and waits for it: a clean shutdown must exit 0.
 func (c *cluster) stopAll() {
 	c.mu.Lock()
-	ws := append([]*exec.Cmd(nil), c.workers...)
+	ws := append([]*workerproc.Worker(nil), c.workers...)
 	c.workers = nil
 	c.mu.Unlock()
-	for _, w := range ws {
-		_ = w.Process.Signal(syscall.SIGTERM)
-	}
-	for _, w := range ws {
-		if err := w.Wait(); err != nil {
+	for _, err := range workerproc.Stop(0, ws...) {
+		if err != nil {
 			c.t.Errorf("worker exit after SIGTERM: %v", err)
 		}
 	}
@@ -325,7 +291,7 @@ func (c *cluster) auditCLI(ids []string) {
 	if err := os.WriteFile(file, []byte(strings.Join(ids, "\n")+"\n"), 0o644); err != nil {
 		c.t.Fatal(err)
 	}
-	out, err := exec.Command(c.bin, "audit", "--redis", c.redis.URL(), "--ids", file).CombinedOutput()
+	out, err := workerproc.Command("audit", "--redis", c.redis.URL(), "--ids", file).CombinedOutput()
 	if err != nil {
 		c.t.Fatalf("gateway-worker audit: %v\n%s", err, out)
 	}

@@ -3,7 +3,6 @@ package crash_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -73,23 +72,10 @@ func httpGet(t *testing.T, url, accept string) (int, []byte) {
 // httpAddr is the address worker i's listener took (it logs it, having been given port 0).
 func (c *cluster) httpAddr(i int) string {
 	c.t.Helper()
-	c.waitLog(`"msg":"http listener"`, i+1)
-	file := c.logs.Files()[i]
-	data, err := os.ReadFile(file)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		var rec struct {
-			Msg  string `json:"msg"`
-			Addr string `json:"addr"`
-		}
-		if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "http listener" {
-			return rec.Addr
-		}
-	}
-	c.t.Fatalf("no listener address in %s", file)
-	return ""
+	c.mu.Lock()
+	w := c.workers[i]
+	c.mu.Unlock()
+	return w.HTTPAddr(c.t, 30*time.Second)
 }
 
 // jobsTo makes n jobs to fresh subscriptions of provider (host for the generic one).
@@ -347,7 +333,7 @@ func TestRegistryReloads(t *testing.T) {
 					c.mu.Lock()
 					w := c.workers[0]
 					c.mu.Unlock()
-					if err := w.Process.Signal(syscall.SIGHUP); err != nil {
+					if err := w.Signal(syscall.SIGHUP); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -423,12 +409,12 @@ func TestSIGHUPDuringDrainIsIgnored(t *testing.T) {
 	w := c.workers[0]
 	c.workers = nil // this test waits for it
 	c.mu.Unlock()
-	if err := w.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := w.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	c.waitLog(`"msg":"dispatch: stopping`, 1)
 	for range 3 {
-		if err := w.Process.Signal(syscall.SIGHUP); err != nil {
+		if err := w.Signal(syscall.SIGHUP); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/redistest"
+	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/workerproc"
 )
 
 // TestBenchShort is the bench's short mode, run by make test so that it cannot rot: every
@@ -25,9 +26,13 @@ func TestBenchShort(t *testing.T) {
 		t.Skip("builds the binaries and runs three contenders")
 	}
 	dir := t.TempDir()
-	build := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "../../../cmd/gateway-worker", "../../../cmd/gateway-lab")
+	// The worker is built in the product's module, the lab in its own.
+	if err := workerproc.Build(filepath.Join(dir, "gateway-worker")); err != nil {
+		t.Fatal(err)
+	}
+	build := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "../cmd/gateway-lab")
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+		t.Fatalf("go build ../cmd/gateway-lab: %v\n%s", err, out)
 	}
 	r := redistest.Start(t)
 	o := Options{RedisURL: r.URL(), WorkerBinary: filepath.Join(dir, "gateway-worker"), LabBinary: filepath.Join(dir, "gateway-lab"),

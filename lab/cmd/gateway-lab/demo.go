@@ -7,8 +7,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/webpush-gateway/webpush-gateway/internal/lab/demo"
 	"github.com/webpush-gateway/webpush-gateway/internal/product/cli"
+	"github.com/webpush-gateway/webpush-gateway/lab/demo"
 )
 
 func cmdDemo(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stderr io.Writer) int {

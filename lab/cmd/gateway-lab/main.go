@@ -1,8 +1,8 @@
 // Command gateway-lab runs the gateway where it can be watched and measured, never in
 // production: `demo` (a minute of traffic to the simulated push services, a fault halfway, a
 // live table and a report) and `bench` (the gateway against the consumers users write without
-// it). Their logic lives in internal/lab/demo and internal/lab/bench; main turns signals into a context
-// and picks the subcommand.
+// it). Their logic lives in lab/demo and lab/bench, in the lab's module of its own; main turns
+// signals into a context and picks the subcommand.
 package main
 
 import (

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/webpush-gateway/webpush-gateway/internal/lab/demoreport"
+	"github.com/webpush-gateway/webpush-gateway/lab/demoreport"
 	"github.com/webpush-gateway/webpush-gateway/taxonomy"
 )
 

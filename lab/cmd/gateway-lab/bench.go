@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/webpush-gateway/webpush-gateway/internal/lab/bench"
 	"github.com/webpush-gateway/webpush-gateway/internal/product/cli"
+	"github.com/webpush-gateway/webpush-gateway/lab/bench"
 )
 
 func cmdBench(ctx context.Context, fs *cli.FlagSet, args []string, stdout, stderr io.Writer) int {

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/dispatch"
-	"github.com/webpush-gateway/webpush-gateway/internal/lab/demoreport"
 	"github.com/webpush-gateway/webpush-gateway/internal/product/cli"
+	"github.com/webpush-gateway/webpush-gateway/lab/demoreport"
 	"github.com/webpush-gateway/webpush-gateway/limits"
 	"github.com/webpush-gateway/webpush-gateway/taxonomy"
 )

@@ -19,9 +19,9 @@ import (
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/dispatch"
-	"github.com/webpush-gateway/webpush-gateway/internal/lab/localredis"
 	"github.com/webpush-gateway/webpush-gateway/internal/product/cli"
 	"github.com/webpush-gateway/webpush-gateway/job"
+	"github.com/webpush-gateway/webpush-gateway/lab/localredis"
 	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/stream"
 	"github.com/webpush-gateway/webpush-gateway/stream/inspect"

@@ -1,0 +1,34 @@
+module github.com/webpush-gateway/webpush-gateway/lab
+
+go 1.26.8
+
+require (
+	github.com/SherClockHolmes/webpush-go v1.4.0
+	github.com/google/go-cmp v0.7.0
+	github.com/redis/go-redis/v9 v9.23.0
+	github.com/webpush-gateway/webpush-gateway v0.0.0-00010101000000-000000000000
+	golang.org/x/image v0.48.0
+	golang.org/x/net v0.61.0
+)
+
+require (
+	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/golang-jwt/jwt/v5 v5.3.1 // indirect
+	github.com/hashicorp/golang-lru/v2 v2.0.7 // indirect
+	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/prometheus/client_golang v1.25.0 // indirect
+	github.com/prometheus/client_model v0.6.3 // indirect
+	github.com/prometheus/common v0.72.1 // indirect
+	github.com/prometheus/procfs v0.22.0 // indirect
+	github.com/sony/gobreaker/v2 v2.4.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.6 // indirect
+	golang.org/x/crypto v0.58.0 // indirect
+	golang.org/x/sys v0.50.0 // indirect
+	golang.org/x/text v0.44.0 // indirect
+	golang.org/x/time v0.16.0 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
+)
+
+replace github.com/webpush-gateway/webpush-gateway => ../
