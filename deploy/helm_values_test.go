@@ -17,6 +17,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/webpush-gateway/webpush-gateway/deploy/release"
 )
 
 // lintChart is `helm lint --strict` (action.Lint) of the chart with vals: its errors, warnings
@@ -282,9 +284,6 @@ func TestChartSecurityWithinRestricted(t *testing.T) {
 	}
 }
 
-// releasePlatforms are the platforms `make release` builds the image for.
-var releasePlatforms = []string{"linux/amd64", "linux/arm64"}
-
 // TestChartArtifactHubAnnotations: the annotations Artifact Hub lists the chart by parse as it
 // reads them, name the image the chart deploys by default at the chart's appVersion with the
 // release's platforms, and give the licence of LICENSE.
@@ -303,8 +302,8 @@ func TestChartArtifactHubAnnotations(t *testing.T) {
 		t.Fatalf("artifacthub.io/images: %v", err)
 	}
 	repo := ch.Values["image"].(map[string]any)["repository"]
-	if len(images) != 1 || images[0].Image != fmt.Sprintf("%s:%s", repo, ch.Metadata.AppVersion) || !slices.Equal(images[0].Platforms, releasePlatforms) {
-		t.Errorf("artifacthub.io/images %+v, want %s:%s for %v", images, repo, ch.Metadata.AppVersion, releasePlatforms)
+	if len(images) != 1 || images[0].Image != fmt.Sprintf("%s:%s", repo, ch.Metadata.AppVersion) || !slices.Equal(images[0].Platforms, release.Platforms) {
+		t.Errorf("artifacthub.io/images %+v, want %s:%s for %v", images, repo, ch.Metadata.AppVersion, release.Platforms)
 	}
 	var links []struct{ Name, URL string }
 	if err := yaml.UnmarshalStrict([]byte(a["artifacthub.io/links"]), &links); err != nil || len(links) == 0 {
