@@ -63,7 +63,7 @@ IMAGE_BINARY ?= $(CURDIR)/bin/linux-$(IMAGE_ARCH)/gateway-worker
 IMAGE_FLAGS  ?= -binary $(IMAGE_BINARY) -version $(VERSION)
 image: image-binary
 
-.PHONY: image-binary release version
+.PHONY: image-binary release release-verify version
 
 ## image-binary: the worker as the image and the release carry it: static (CGO_ENABLED=0),
 ## linux/IMAGE_ARCH, without build paths or symbol table, stamped with VERSION
@@ -74,21 +74,35 @@ image-binary:
 version:
 	@echo $(VERSION)
 
-## release: dist/ ready to publish: the worker for linux/amd64 and linux/arm64, the linux/amd64
-## image tarball (tagged ghcr.io/webpush-gateway/gateway-worker:VERSION, the name the production
-## overlay pulls), an SPDX SBOM of each binary, and SHA256SUMS of them all
+## release: dist/ ready to publish (needs only Go and the module proxy; no daemon, no registry):
+## the worker for linux/amd64 and linux/arm64 and an SPDX SBOM of each; the image for both
+## platforms as one OCI image index tagged VERSION (ghcr.io/webpush-gateway/gateway-worker, the
+## name the production overlay and the chart pull), signed with cosign and each image's SBOM
+## attached as a signed attestation, in an OCI layout (dist/gateway-worker-VERSION-oci/); the
+## Helm chart packaged; SHA256SUMS of every file, its signature SHA256SUMS.sig, and cosign.pub,
+## the key that verifies them. The key is COSIGN_KEY's (a cosign.key path, env://VARIABLE or a
+## KMS URI; COSIGN_PASSWORD unlocks it), else a key pair made for the run whose private half is
+## gone when it ends. deploy/release does the signing and checks the result before it ends.
 RELEASE_IMAGE ?= ghcr.io/webpush-gateway/gateway-worker
+RELEASE_ARCHS := amd64 arm64
+RELEASE_BINS   = $(foreach a,$(RELEASE_ARCHS),$(CURDIR)/dist/gateway-worker-$(VERSION)-linux-$(a))
 release:
 	rm -rf dist && mkdir -p dist
-	$(MAKE) --no-print-directory image-binary IMAGE_ARCH=amd64 IMAGE_BINARY=$(CURDIR)/dist/gateway-worker-$(VERSION)-linux-amd64 VERSION=$(VERSION)
-	$(MAKE) --no-print-directory image-binary IMAGE_ARCH=arm64 IMAGE_BINARY=$(CURDIR)/dist/gateway-worker-$(VERSION)-linux-arm64 VERSION=$(VERSION)
-	$(MAKE) --no-print-directory image IMAGE_ARCH=amd64 IMAGE_BINARY=$(CURDIR)/dist/gateway-worker-$(VERSION)-linux-amd64 VERSION=$(VERSION) \
-		IMAGE_FLAGS='-binary $(CURDIR)/dist/gateway-worker-$(VERSION)-linux-amd64 -version $(VERSION) -tag $(RELEASE_IMAGE):$(VERSION) -out $(CURDIR)/dist/gateway-worker-$(VERSION)-image-linux-amd64.tar'
-	for arch in amd64 arm64; do \
+	for arch in $(RELEASE_ARCHS); do \
+		$(MAKE) --no-print-directory image-binary IMAGE_ARCH=$$arch IMAGE_BINARY=$(CURDIR)/dist/gateway-worker-$(VERSION)-linux-$$arch VERSION=$(VERSION) || exit 1; \
 		$(GO) run ./internal/product/sbom -version $(VERSION) -out dist/gateway-worker-$(VERSION)-linux-$$arch.spdx.json dist/gateway-worker-$(VERSION)-linux-$$arch || exit 1; \
 	done
-	cd dist && sha256sum gateway-worker-* > SHA256SUMS
+	key="$${COSIGN_KEY:-}"; case "$$key" in ""|/*|*://*) ;; *) key="$(CURDIR)/$$key" ;; esac; \
+	cd deploy && COSIGN_KEY="$$key" $(GO) run ./release/cmd/gateway-worker-release make -dir $(CURDIR)/dist \
+		-version $(VERSION) -repository $(RELEASE_IMAGE) -chart helm/webpush-gateway $(RELEASE_BINS)
 	@echo "release $(VERSION) in dist/:"; ls -l dist
+
+## release-verify: check dist/ as anyone who downloads it can (RELEASE_KEY: the public key, by
+## default dist/cosign.pub): the signature of SHA256SUMS, every file's digest, the signatures
+## of the image index and each image, and each image's attested SBOM
+RELEASE_KEY ?= $(CURDIR)/dist/cosign.pub
+release-verify:
+	cd deploy && $(GO) run ./release/cmd/gateway-worker-release verify -key $(RELEASE_KEY) $(CURDIR)/dist
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

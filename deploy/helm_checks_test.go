@@ -102,6 +102,9 @@ func TestChartRenders(t *testing.T) {
 			}
 			d, c := b.worker(t)
 			keda := len(b.scaledObjects) == 1
+			for _, err := range checkFilesMounted(t, b, d, c) {
+				t.Error(err)
+			}
 			for _, err := range checkWorkerPod(t, b, d, c) {
 				if !keda && strings.Contains(err.Error(), "KEDA owns") {
 					continue // without KEDA the Deployment holds the count
@@ -127,7 +130,12 @@ func TestChartRenders(t *testing.T) {
 			matches("Deployment", d.Spec.Selector)
 			matches("PodDisruptionBudget", b.pdbs[0].Spec.Selector)
 			matches("NetworkPolicy", &b.netpols[0].Spec.PodSelector)
-			for _, err := range checkNetworkPolicy(b.netpols[0]) {
+			// Behind an egress proxy the policy lets the worker out to the proxy alone.
+			npErrs := checkNetworkPolicy(b.netpols[0])
+			if proxy := env(t, b, c)["GATEWAY_PROXY"]; proxy != "" {
+				npErrs = checkProxyPolicy(b.netpols[0], proxy)
+			}
+			for _, err := range npErrs {
 				t.Error(err)
 			}
 			if sa := b.serviceAccounts[0]; d.Spec.Template.Spec.ServiceAccountName != sa.Name {

@@ -15,6 +15,15 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 promtool_local="$root/bin/promtool"
 
+# cosign, which `make release` signs with and deploy/release's test verifies with, comes from the
+# Go module proxy; building it takes minutes on two cores, so it is built here, once, into the Go
+# build cache (`go run` keeps the executable there), rather than inside a test's time limit. The
+# version is deploy/release's CosignPackage; a test keeps the two the same.
+if command -v go >/dev/null 2>&1; then
+  go run github.com/sigstore/cosign/v2/cmd/cosign@v2.6.5 version >/dev/null 2>&1 ||
+    echo "install-deps: cosign did not build; deploy/release's test will build it" >&2
+fi
+
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 # test/cluster builds its clusters with redis-cli (Debian's redis-tools, which redis-server

@@ -75,8 +75,8 @@ func under(p, dir string) bool {
 }
 
 // productPackages are the module's packages the rules of its layering apply to: every one but
-// the tests' support and the test-only packages of test/ (the lab is a module of its own), which are tools of their
-// own and never linked by the product (TestLinksOnlyTheProduct).
+// the tests' support and the test-only packages of test/ (the lab is a module of its own),
+// which are tools of their own and never linked by the product (TestLinksOnlyTheProduct).
 func productPackages(t *testing.T) []goPackage {
 	t.Helper()
 	var out []goPackage
