@@ -140,7 +140,9 @@ timeout: 1s
 connect_timeout: 500ms
 tls_timeout: 500ms
 response_header_timeout: 800ms
-breaker: {min_samples: 1000}`})})
+breaker: {min_samples: 1000}`,
+			// No probe within the test: what it counts is the connections before the host opens.
+			"host_breaker": "failures: 3\ncooldown: 5m"})})
 	stalled := e.subscribeAt(pushsim.Generic, dead, e.key)
 	good := e.subscribe(pushsim.Generic, e.key)
 	var stalledIDs, goodIDs []string
@@ -169,9 +171,10 @@ breaker: {min_samples: 1000}`})})
 		}
 		return true
 	})
-	// The lane's 4 slots go to the stalled host first; each of the first two failures frees a
-	// slot for one more job before the third opens the host. Past that, no connection: the
-	// other jobs are refused as CIRCUIT_OPEN at once.
+	// The stalled host's jobs take the lane's unproven pool (at most its 4 slots); each of the
+	// first two failures frees a place for one more job before the third opens the host. Past
+	// that, no connection: the other jobs are refused as CIRCUIT_OPEN as they are read, without
+	// a place in the pool.
 	if n := hole.accepted(); n < 3 || n > 4+2 {
 		t.Errorf("the stalled host took %d connections of 12 jobs; want 3 to 6: after 3 transport failures "+
 			"the rest must be refused without connecting", n)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/limits"
@@ -68,10 +69,10 @@ type lane struct {
 	// workers run the turns; they end once the lane is told to stop.
 	workers *workers
 
-	// Owned by the reader goroutine:
 	// backlog says the last read took all it asked for: more waits, and the next read may
-	// gather a few tokens or slots first so that it takes several entries in one call.
-	backlog bool
+	// gather a few tokens or slots first so that it takes several entries in one call; the
+	// records of the sends meanwhile may wait for others (turn.send). Written by the reader.
+	backlog atomic.Bool
 }
 
 func newLane(p laneParams) *lane {
@@ -132,7 +133,7 @@ func (l *lane) readLoop() {
 			}
 			continue
 		}
-		if !gathered && l.backlog {
+		if !gathered && l.backlog.Load() {
 			if wait := l.gatherWait(want); wait > 0 {
 				gathered = true
 				sleep(ctx, wait)
@@ -175,7 +176,7 @@ func (l *lane) readLoop() {
 			continue
 		}
 		backoff.reset()
-		l.backlog = len(entries) == read.Total
+		l.backlog.Store(len(entries) == read.Total)
 		l.lim.mix.read(now, entries)
 		// Every entry read starts now, holding the slot and the token it was read with: none
 		// waits in this process for either.

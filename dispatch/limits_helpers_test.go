@@ -17,8 +17,16 @@ import (
 // testRegistry is the registry of the limits tests: every provider generous and quick to
 // notice trouble (2 s breaker window, 1 s cooldown, 1 s host cooldown, heartbeats every
 // 200 ms), so that what a test measures is the one limit it sets. extra holds YAML lines added
-// to a provider's entry, by id.
+// to a provider's entry, by id; extra["host_breaker"], when set, is the host breaker's lines
+// instead of those.
 func testRegistry(extra map[string]string) string {
+	hostBreaker := "  failures: 3\n  cooldown: 1s\n"
+	if hb := extra["host_breaker"]; hb != "" {
+		hostBreaker = ""
+		for _, line := range strings.Split(strings.TrimSpace(hb), "\n") {
+			hostBreaker += "  " + line + "\n"
+		}
+	}
 	var b strings.Builder
 	b.WriteString(`version: 1
 defaults:
@@ -33,9 +41,7 @@ defaults:
   every: 200ms
   stale_after: 1s
 host_breaker:
-  failures: 3
-  cooldown: 1s
-providers:
+` + hostBreaker + `providers:
 `)
 	for _, p := range []struct{ id, lines string }{
 		{"fcm", "hosts: [fcm.googleapis.com]"},

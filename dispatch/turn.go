@@ -50,10 +50,12 @@ type turn struct {
 	// retry, recipient and host are what its slot is claimed for: a retry (attempt > 0), the
 	// job's recipient, and the unknown host it goes to ("" for a listed provider's); pooled says
 	// it holds a place in the fallback lane's unproven pool too; claimed that the slot is the
-	// turn's (Slots.Claim), not only taken.
+	// turn's (Slots.Claim), not only taken. skipped says the host breaker refused host when the
+	// entry was read: the turn claims no place in the pool and ends CIRCUIT_OPEN (admit).
 	retry     bool
 	recipient string
 	host      string
+	skipped   bool
 	pooled    bool
 	claimed   bool
 	// token is set while the turn holds the provider's token it was read with: a turn that
@@ -74,6 +76,7 @@ func (l *lane) begin(readCtx, sendCtx context.Context, e stream.Entry) {
 	t.laneJob, t.invalid = parseLaneEntry(e, l.cfg.Now())
 	if t.invalid == nil {
 		t.retry, t.recipient, t.host = t.attempt > 0, t.job.Recipient, l.hostKey(t.job)
+		t.skipped = t.host != "" && l.hosts.Refuses(t.host, l.cfg.Now())
 		if err := t.claim(); err != nil {
 			l.lim.slots.Put(1)
 			t.giveBackToken()
@@ -98,10 +101,10 @@ func (l *lane) begin(readCtx, sendCtx context.Context, e stream.Entry) {
 var errUnprovenFull = errors.New("dispatch: the unproven hosts' pool is full")
 
 // claim makes the turn's slot its own, and takes a place in the unproven pool for a host not
-// seen answering.
+// seen answering that it may send to.
 func (t *turn) claim() error {
 	pl := t.l.lim
-	if t.host != "" && pl.proven != nil && !pl.proven.Proven(t.host) {
+	if t.host != "" && !t.skipped && pl.proven != nil && !pl.proven.Proven(t.host) {
 		if !pl.tryUnproven() {
 			return errUnprovenFull
 		}
@@ -233,7 +236,7 @@ func (t *turn) admit(ctx, stop context.Context) (adm admission, ok bool) {
 	l := t.l
 	cfg := l.cfg
 	host := t.host
-	if host != "" && !l.hosts.Allow(host, cfg.Now()) {
+	if host != "" && (t.skipped || !l.hosts.Allow(host, cfg.Now())) {
 		t.giveBackToken()
 		out := taxonomy.Local(l.provider, taxonomy.CircuitOpen, "host "+host+" is skipped after repeated transport failures")
 		now := cfg.Now()
@@ -326,7 +329,7 @@ func (t *turn) send(ctx context.Context, adm admission) {
 		Status: out.Status, Detail: out.Detail, Latency: at.Sub(began), At: at,
 		// While the provider's tokens are the limit, the slot this record holds delays no
 		// send: the record may wait for others (stream.Options.CommitLinger).
-		Linger: l.backlog}
+		Linger: l.backlog.Load()}
 	t.record(ctx, l.afterSend(t.laneJob, out, r))
 }
 

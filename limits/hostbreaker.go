@@ -89,6 +89,16 @@ func (h *HostBreaker) Allow(key string, now time.Time) bool {
 	return true
 }
 
+// Refuses reports whether Allow would refuse a delivery to host at now, without taking the
+// probe Allow would give: a caller that must claim more before its send (a place in a pool)
+// asks it first, so that a skipped host's deliveries claim nothing.
+func (h *HostBreaker) Refuses(key string, now time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s, ok := h.hosts.Peek(key)
+	return ok && s.skipped && now.Sub(s.probeAt) < h.cfg.Cooldown
+}
+
 // Record reports the result of a delivery to host at now. TransportFailed counts a
 // consecutive failure and opens the host at Failures; Answered forgets the host (closed,
 // count reset); NotSent changes nothing.

@@ -8,8 +8,8 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/limits"
 )
 
-// hostStep is one call on a HostBreaker at t0+at. op is "allow" (want is Allow's answer) or
-// a HostResult to Record. skipped and tracked are checked after the call.
+// hostStep is one call on a HostBreaker at t0+at. op is "allow" (want is Allow's answer),
+// "refuses" (want is Refuses's answer) or a HostResult to Record. skipped and tracked are checked after the call.
 type hostStep struct {
 	at      time.Duration
 	host    string
@@ -72,6 +72,14 @@ func TestHostBreaker(t *testing.T) {
 			// The first probe never came back (a stall): the next goes one cooldown after it.
 			hostStep{2 * cool, "a", "allow", true, 1, 1},
 			hostStep{2 * cool, "a", "allow", false, 1, 1},
+		)},
+		{"Refuses answers as Allow would, without taking the probe", limits.HostBreakerConfig{}, append(openA[:6:6],
+			hostStep{0, "b", "refuses", false, 1, 1},
+			hostStep{cool - time.Nanosecond, "a", "refuses", true, 1, 1},
+			hostStep{cool, "a", "refuses", false, 1, 1},
+			hostStep{cool, "a", "refuses", false, 1, 1},
+			hostStep{cool, "a", "allow", true, 1, 1}, // the probe is still there
+			hostStep{cool, "a", "refuses", true, 1, 1},
 		)},
 		{"a probe answered closes the host", limits.HostBreakerConfig{}, append(openA[:6:6],
 			hostStep{cool, "a", "allow", true, 1, 1},
@@ -141,8 +149,14 @@ func TestHostBreaker(t *testing.T) {
 				desc := fmt.Sprintf("step %d (%v %s %v)", i, s.at, s.host, s.op)
 				switch op := s.op.(type) {
 				case string:
-					if got := h.Allow(s.host, now); got != s.want {
-						t.Fatalf("%s: Allow = %v, want %v", desc, got, s.want)
+					got, name := false, "Allow"
+					if op == "refuses" {
+						got, name = h.Refuses(s.host, now), "Refuses"
+					} else {
+						got = h.Allow(s.host, now)
+					}
+					if got != s.want {
+						t.Fatalf("%s: %s = %v, want %v", desc, name, got, s.want)
 					}
 				case limits.HostResult:
 					h.Record(s.host, op, now)
