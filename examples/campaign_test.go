@@ -83,8 +83,8 @@ func testCampaign(t *testing.T, l campaignLang, id string) {
 	common := []string{"--redis", e.master.URL(), "--shards", strconv.Itoa(shards)}
 
 	_, stderr := e.runOK(interp, l.campaign, append([]string{"create"}, append(common, "--wait-replicas", "1", campFile)...)...)
-	if want := fmt.Sprintf("wp:{%d}:in", home); !strings.Contains(stderr, want) {
-		t.Errorf("create: stderr %q does not name the campaign's intake %s", stderr, want)
+	if want := fmt.Sprintf("wp:{%d}:in:bulk", home); !strings.Contains(stderr, want) {
+		t.Errorf("create: stderr %q does not name the campaign's bulk intake %s", stderr, want)
 	}
 	code, _, stderr := e.run(interp, l.campaign, "create", "--redis", e.master.URL(), "--shards", "2", campFile)
 	if code != 2 || !strings.Contains(stderr, "used with 3 shards") {
@@ -244,9 +244,10 @@ func TestCampaignBatches(t *testing.T) {
 }
 
 // TestCampaignPipelines writes more entries than one pipeline takes with each language's
-// addRecipients against a real Redis (no worker reads the prefixes used): every entry on the
-// campaign's shard, in order; and with a WAIT no replica can meet, the first pipeline's entries
-// written, the error saying so, and nothing after it written.
+// addRecipients against a real Redis (no worker reads the prefixes used): every entry in the
+// bulk intake of the campaign's shard, in order, and none in a transactional intake; and with a
+// WAIT no replica can meet, the first pipeline's entries written, the error saying so, and
+// nothing after it written.
 func TestCampaignPipelines(t *testing.T) {
 	const id = "spring-sale"
 	const n = 33_500 // 34 entries: two pipelines
@@ -267,12 +268,16 @@ func TestCampaignPipelines(t *testing.T) {
 				t.Helper()
 				var out []batch
 				for s := range shards {
-					msgs, err := rdb.XRange(ctx, fmt.Sprintf("%s:{%d}:in", prefix, s), "-", "+").Result()
+					k := stream.KeysFor(prefix, s)
+					if n, err := rdb.XLen(ctx, k.Intake).Result(); err != nil || n != 0 {
+						t.Errorf("%s holds %d entries (%v); campaign entries go to the bulk intake", k.Intake, n, err)
+					}
+					msgs, err := rdb.XRange(ctx, k.BulkIntake, "-", "+").Result()
 					if err != nil {
 						t.Fatal(err)
 					}
 					if s != home && len(msgs) != 0 {
-						t.Errorf("%s: shard %d's intake holds %d entries; the campaign's shard is %d", prefix, s, len(msgs), home)
+						t.Errorf("%s: shard %d's bulk intake holds %d entries; the campaign's shard is %d", prefix, s, len(msgs), home)
 					}
 					for _, m := range msgs {
 						e, _ := m.Values["job"].(string)
@@ -290,7 +295,7 @@ func TestCampaignPipelines(t *testing.T) {
 			}
 			got := intake(prefix)
 			if len(got) != 34 {
-				t.Errorf("the intake holds %d entries; want 34", len(got))
+				t.Errorf("the bulk intake holds %d entries; want 34", len(got))
 			}
 			checkBatches(t, id, rs, got)
 
@@ -306,7 +311,7 @@ func TestCampaignPipelines(t *testing.T) {
 				t.Errorf("add with a WAIT no replica meets: written %d, replicated %s, error %q; want the first pipeline's %d written, not replicated", res.Written, replicated, res.Error, 32*job.MaxRecipientsPerBatch)
 			}
 			if got := intake(prefix); len(got) != 32 {
-				t.Errorf("after the WAIT fell short the intake holds %d entries; want the first pipeline's 32", len(got))
+				t.Errorf("after the WAIT fell short the bulk intake holds %d entries; want the first pipeline's 32", len(got))
 			}
 		})
 	}

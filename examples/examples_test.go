@@ -50,15 +50,25 @@ func TestProducersAndConsumers(t *testing.T) {
 	}
 
 	pyIDs, nodeIDs := ids("py", 30), ids("node", 30)
-	pyJobs := e.jobsFile("py.jsonl", pyIDs, subs)
-	nodeJobs := e.jobsFile("node.jsonl", nodeIDs, subs)
+	// Every third job is bulk: a batch writes to both intakes of a shard before its one WAIT.
+	bulkIDs := map[string]bool{}
+	for _, list := range [][]string{pyIDs, nodeIDs} {
+		for i, id := range list {
+			if i%3 == 2 {
+				bulkIDs[id] = true
+			}
+		}
+	}
+	isBulk := func(id string) bool { return bulkIDs[id] }
+	pyJobs := e.jobsFile("py.jsonl", pyIDs, subs, isBulk)
+	nodeJobs := e.jobsFile("node.jsonl", nodeIDs, subs, isBulk)
 	common := []string{"--redis", e.master.URL(), "--shards", strconv.Itoa(shards)}
 	e.mustRun(e.python, "python/producer.py", append(common, "--wait-replicas", "1", pyJobs)...)
 	e.mustRun(e.node, "node/producer.js", append(common, "--wait-replicas", "1", nodeJobs)...)
 
 	// A shard count other than the recorded one is refused before anything is written.
 	for _, p := range []struct{ interp, script, id string }{{e.python, "python/producer.py", "py-wrong-shards"}, {e.node, "node/producer.js", "node-wrong-shards"}} {
-		f := e.jobsFile(p.id+".jsonl", []string{p.id}, subs[2:])
+		f := e.jobsFile(p.id+".jsonl", []string{p.id}, subs[2:], nil)
 		code, _, stderr := e.run(p.interp, p.script, "--redis", e.master.URL(), "--shards", "2", f)
 		if code != 2 || !strings.Contains(stderr, "used with 3 shards") {
 			t.Errorf("%s --shards 2 against a prefix of 3 shards: exit %d, stderr %q; want exit 2 naming the recorded count", p.script, code, stderr)
@@ -69,7 +79,7 @@ func TestProducersAndConsumers(t *testing.T) {
 	// are written all the same, and sending them again (same ids) is safe.
 	var waitIDs []string
 	for _, p := range []struct{ interp, script, id string }{{e.python, "python/producer.py", "py-wait"}, {e.node, "node/producer.js", "node-wait"}} {
-		f := e.jobsFile(p.id+".jsonl", []string{p.id}, subs[2:])
+		f := e.jobsFile(p.id+".jsonl", []string{p.id}, subs[2:], nil)
 		code, _, stderr := e.run(p.interp, p.script, append(common, "--wait-replicas", "2", "--wait-timeout-ms", "100", "--attempts", "2", f)...)
 		if code != 1 || !strings.Contains(stderr, "of 2 replicas acknowledged") || !strings.Contains(stderr, "send again from line 1") {
 			t.Errorf("%s --wait-replicas 2 with one replica: exit %d, stderr %q; want exit 1, the replicas counted and the line to send again from", p.script, code, stderr)
@@ -118,7 +128,7 @@ func TestProducersAndConsumers(t *testing.T) {
 			accepted = append(accepted, id)
 		}
 	}
-	again := e.jobsFile("again.jsonl", accepted, subs[len(goneEndpoints):])
+	again := e.jobsFile("again.jsonl", accepted, subs[len(goneEndpoints):], isBulk)
 	sentBefore := len(e.sim.Deliveries())
 	e.mustRun(e.node, "node/producer.js", append(common, again)...)
 	e.waitDrained()
@@ -210,19 +220,19 @@ func (e *env) waitLedger(ids []string) map[string][]record {
 	return byID
 }
 
-// waitDrained waits until the worker has moved on every entry of the intake and the lanes: an
+// waitDrained waits until the worker has moved on every entry of the intakes and the lanes: an
 // entry leaves a lane in the script that records its outcome, so every job enqueued so far
 // has its record (or is waiting in the delayed set).
 func (e *env) waitDrained() {
 	e.t.Helper()
 	ctx := context.Background()
-	waitFor(e.t, 30*time.Second, "the intake and the lanes to drain", func() string {
+	waitFor(e.t, 30*time.Second, "the intakes and the lanes to drain", func() string {
 		for s := range shards {
 			lanes, err := e.rdb.Keys(ctx, fmt.Sprintf("wp:{%d}:lane:*", s)).Result()
 			if err != nil {
 				return err.Error()
 			}
-			for _, key := range append(lanes, fmt.Sprintf("wp:{%d}:in", s)) {
+			for _, key := range append(lanes, stream.KeysFor("", s).Intakes()...) {
 				n, err := e.rdb.XLen(ctx, key).Result()
 				if err != nil {
 					return err.Error()

@@ -92,35 +92,36 @@ func lastLine(s string) string {
 // env is a Redis master with one replica, pushsim, and one worker of the real binary; python
 // and node are the interpreters of the tests that run the examples.
 type env struct {
-	t      *testing.T
-	master *redistest.Server
-	rdb    *redis.Client
-	sim    *pushsim.Server
-	appKey string // the application server key subscriptions are made with
-	dir    string
-	python string
-	node   string
-	// httpAddr is where the worker's listener (metrics, health) took its port.
+	t       *testing.T
+	master  *redistest.Server
+	replica *redistest.Server
+	rdb     *redis.Client
+	sim     *pushsim.Server
+	appKey  string // the application server key subscriptions are made with
+	dir     string
+	python  string
+	node    string
+	// args are the worker's command line; httpAddr is where its listener (metrics, health)
+	// took its port, once it runs.
+	args     []string
 	httpAddr string
 }
 
+// newEnv is an env with its worker running.
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	e := newEnvWithoutWorker(t)
+	e.startWorker()
+	return e
+}
+
+// newEnvWithoutWorker is an env whose worker starts only at startWorker, so that a test can
+// leave jobs waiting in Redis first.
+func newEnvWithoutWorker(t *testing.T) *env {
+	t.Helper()
 	e := &env{t: t, dir: t.TempDir()}
-	e.master = redistest.Start(t)
-	host, port, _ := net.SplitHostPort(e.master.Addr())
-	replica := redistest.Start(t, redistest.WithConfig("replicaof", host, port))
+	e.master, e.replica = startReplicated(t)
 	e.rdb = e.master.Client(t)
-	waitFor(t, 20*time.Second, "the replica's link to its master", func() string {
-		info, err := replica.Client(t).Info(context.Background(), "replication").Result()
-		if err != nil {
-			return err.Error()
-		}
-		if !strings.Contains(info, "master_link_status:up") {
-			return "master_link_status is not up"
-		}
-		return ""
-	})
 
 	e.sim = simtest.Start(t, pushsim.Config{Dir: e.dir, MaxDeliveries: 1_000_000})
 	key := simtest.VAPIDKey(t)
@@ -134,20 +135,44 @@ func newEnv(t *testing.T) *env {
 	if err := os.WriteFile(regFile, []byte(testRegistry), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"run", "--redis", e.master.URL(), "--shards", fmt.Sprint(shards), "--registry", regFile,
+	e.args = []string{"run", "--redis", e.master.URL(), "--shards", fmt.Sprint(shards), "--registry", regFile,
 		"--vapid-key", keyFile, "--subject", "mailto:ops@webpush-gateway.example.com", "--ca-file", e.sim.CAFile(),
 		"--grace", "2s", "--block", "200ms", "--log-level", "info", "--http", "127.0.0.1:0"}
 	for _, ct := range e.sim.ConnectTo() {
-		args = append(args, "--connect-to", ct)
+		e.args = append(e.args, "--connect-to", ct)
 	}
-	w := workerproc.Start(t, workerproc.Options{Logs: proctest.NewLogs(t, 4000)}, args...)
-	t.Cleanup(func() {
+	return e
+}
+
+// startWorker starts the env's worker, and stops it when the test ends.
+func (e *env) startWorker() {
+	e.t.Helper()
+	w := workerproc.Start(e.t, workerproc.Options{Logs: proctest.NewLogs(e.t, 4000)}, e.args...)
+	e.t.Cleanup(func() {
 		if err := w.Stop(0); err != nil {
-			t.Errorf("worker exit after SIGTERM: %v", err)
+			e.t.Errorf("worker exit after SIGTERM: %v", err)
 		}
 	})
-	e.httpAddr = w.HTTPAddr(t, 30*time.Second)
-	return e
+	e.httpAddr = w.HTTPAddr(e.t, 30*time.Second)
+}
+
+// startReplicated starts a Redis master and a replica of it, and waits for their link.
+func startReplicated(t *testing.T) (master, replica *redistest.Server) {
+	t.Helper()
+	master = redistest.Start(t)
+	host, port, _ := net.SplitHostPort(master.Addr())
+	replica = redistest.Start(t, redistest.WithConfig("replicaof", host, port))
+	waitFor(t, 20*time.Second, "the replica's link to its master", func() string {
+		info, err := replica.Client(t).Info(context.Background(), "replication").Result()
+		if err != nil {
+			return err.Error()
+		}
+		if !strings.Contains(info, "master_link_status:up") {
+			return "master_link_status is not up"
+		}
+		return ""
+	})
+	return master, replica
 }
 
 // waitFor polls check (which says what is not so yet, "" when it is) until it holds or within
@@ -185,12 +210,18 @@ func (e *env) subscriptions(n int) []map[string]any {
 	return out
 }
 
-// jobsFile writes one job per id, each to subs[i % len(subs)], and returns the file.
-func (e *env) jobsFile(name string, ids []string, subs []map[string]any) string {
+// jobsFile writes one job per id, each to subs[i % len(subs)], and returns the file. A job of
+// an id bulk says is one (class "bulk"); the others name no class (transactional). bulk nil:
+// none is.
+func (e *env) jobsFile(name string, ids []string, subs []map[string]any, bulk func(id string) bool) string {
 	e.t.Helper()
 	var b bytes.Buffer
 	for i, id := range ids {
-		line, err := json.Marshal(map[string]any{"id": id, "subscription": subs[i%len(subs)], "payload": "hello " + id, "ttl": 600})
+		j := map[string]any{"id": id, "subscription": subs[i%len(subs)], "payload": "hello " + id, "ttl": 600}
+		if bulk != nil && bulk(id) {
+			j["class"] = "bulk"
+		}
+		line, err := json.Marshal(j)
 		if err != nil {
 			e.t.Fatal(err)
 		}

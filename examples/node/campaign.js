@@ -18,9 +18,10 @@
 // They write what the gateway's Go producer (stream.Producer.CreateCampaign and AddRecipients)
 // writes, with producer.js's checks:
 //
-// * both entries go to the intake of the campaign's shard, <prefix>:{<shard>}:in, as the single
-//   field "job": the shard is the CRC-32 of the campaign's id modulo the shard count, the rule
-//   of a job's id;
+// * both entries go to the bulk intake of the campaign's shard, <prefix>:{<shard>}:in:bulk, as
+//   the single field "job", whatever the campaign's class: the shard is the CRC-32 of the
+//   campaign's id modulo the shard count, the rule of a job's id. The workers read that intake
+//   on its own, so a campaign's batches never hold up a transactional job;
 // * the shard count is checked against the one recorded in Redis (<prefix>:shards) before the
 //   first write;
 // * recipients go in add_recipients entries of at most 1,000 recipients and under the 64 KiB an
@@ -77,15 +78,15 @@ function checkCampaignId(id) {
   }
 }
 
-// createCampaign writes the create entry of campaign (an object) to its shard's intake, then
-// WAITs for replicas, and resolves to the campaign's id. It rejects with an Error for a bad id
+// createCampaign writes the create entry of campaign (an object) to its shard's bulk intake,
+// then WAITs for replicas, and resolves to the campaign's id. It rejects with an Error for a bad id
 // or a ShardCountError (nothing written either way), or an EnqueueError: writing it again is
 // safe. A worker checks the rest when it reads the entry, and dead-letters a campaign it refuses
 // with the reason; `gateway-worker campaign status ID` says whether it was created.
 async function createCampaign(redis, campaign, { prefix = 'wp', shards = 1, waitReplicas = 0, waitTimeoutMs = 1000 } = {}) {
   if (campaign === null || typeof campaign !== 'object' || Array.isArray(campaign)) throw new Error('a campaign is a JSON object');
   checkCampaignId(campaign.id);
-  const key = intakeKey(prefix, shardOf(campaign.id, shards));
+  const key = intakeKey(prefix, shardOf(campaign.id, shards), true);
   await checkShards(redis, prefix, shards).catch((e) => {
     throw e instanceof ShardCountError ? e : new EnqueueError(`redis: ${e.message}`, 0);
   });
@@ -141,7 +142,7 @@ function recipientBatches(campaignId, recipients) {
 }
 
 // addRecipients adds recipients to campaign campaignId: its add_recipients entries to the
-// campaign's shard's intake, PIPELINE_ENTRIES a pipeline, each pipeline followed by WAIT for
+// campaign's shard's bulk intake, PIPELINE_ENTRIES a pipeline, each pipeline followed by WAIT for
 // replicas; it resolves to recipients.length. It rejects with an Error or a ShardCountError
 // (nothing written), or an AddRecipientsError (.written, .replicated). It never writes a batch
 // twice (see the top of this file): make redis with maxRetriesPerRequest 0, so that ioredis
@@ -149,7 +150,7 @@ function recipientBatches(campaignId, recipients) {
 // again once it reconnects.
 async function addRecipients(redis, campaignId, recipients, { prefix = 'wp', shards = 1, waitReplicas = 0, waitTimeoutMs = 1000 } = {}) {
   const batches = recipientBatches(campaignId, recipients);
-  const key = intakeKey(prefix, shardOf(campaignId, shards));
+  const key = intakeKey(prefix, shardOf(campaignId, shards), true);
   await checkShards(redis, prefix, shards).catch((e) => {
     throw e instanceof ShardCountError ? e : new AddRecipientsError(`redis: ${e.message}`, 0);
   });
@@ -218,7 +219,7 @@ async function create(redis, o, opts) {
     console.error(`campaign: ${o.args[0]}: ${e.message}`);
     return 2;
   }
-  console.error(`campaign: wrote the create entry of ${cid} to ${intakeKey(o.prefix, shardOf(cid, o.shards))}: a worker creates the campaign when it reads it`);
+  console.error(`campaign: wrote the create entry of ${cid} to ${intakeKey(o.prefix, shardOf(cid, o.shards), true)}: a worker creates the campaign when it reads it`);
   return 0;
 }
 

@@ -10,8 +10,11 @@
 // reads one job per line (the JSON of docs/job-format.md) and enqueues them. It does what the
 // gateway's own Go producer (stream.Producer) does:
 //
-// * each job goes to the intake stream of its shard, <prefix>:{<shard>}:in, as the single field
-//   "job"; the shard is the CRC-32 (zlib's, IEEE) of the job's id modulo the shard count;
+// * each job goes to the intake stream of its shard and class, as the single field "job":
+//   <prefix>:{<shard>}:in:bulk when its top-level "class" is "bulk", <prefix>:{<shard>}:in
+//   otherwise; the shard is the CRC-32 (zlib's, IEEE) of the job's id modulo the shard count. The
+//   workers read each intake on its own, so a transactional job never waits behind bulk ones (a
+//   bulk job written to :in is still sent as bulk, but transactional jobs wait behind it);
 // * the shard count is checked against the one recorded in Redis (<prefix>:shards) before the
 //   first write: a producer with another count than the workers' would put jobs where no worker
 //   of the other count looks;
@@ -21,9 +24,9 @@
 //   That is safe: the gateway acknowledges a copy of a job it holds or accepted without sending
 //   it again.
 //
-// On Redis Cluster, each shard's keys live on one master: send each master's XADDs and its WAIT
-// on that master's own connection (ioredis: cluster.nodes('master') and the slot of each key).
-// This example talks to one Redis (or a Sentinel's master).
+// On Redis Cluster, each shard's keys, both intakes included, live on one master: send each
+// master's XADDs and its WAIT on that master's own connection (ioredis: cluster.nodes('master')
+// and the slot of each key). This example talks to one Redis (or a Sentinel's master).
 //
 // Exit status: 0 all enqueued; 1 not all enqueued (the message says from which line to send
 // again); 2 a bad argument, a bad line or a shard count that is not the recorded one.
@@ -70,10 +73,12 @@ function shardOf(id, shards) {
   return crc32(Buffer.from(id, 'utf8')) % shards;
 }
 
-// The braces are part of the key: Redis Cluster hashes only what is inside them, so every key
-// of a shard is in one slot.
-function intakeKey(prefix, shard) {
-  return `${prefix}:{${shard}}:in`;
+// intakeKey is the intake of a shard: bulk jobs (and campaign entries) go to
+// <prefix>:{<shard>}:in:bulk, every other job to <prefix>:{<shard>}:in. The braces are part of
+// the key: Redis Cluster hashes only what is inside them, so every key of a shard, both intakes
+// included, is in one slot.
+function intakeKey(prefix, shard, bulk = false) {
+  return `${prefix}:{${shard}}:in${bulk ? ':bulk' : ''}`;
 }
 
 // checkShards records the shard count if no process has yet, and refuses another one.
@@ -87,8 +92,10 @@ async function checkShards(redis, prefix, shards) {
   }
 }
 
-// jobId is the id of one job (its JSON text); it throws when there is none.
-function jobId(line) {
+// peekJob is the id of one job (its JSON text) and whether it goes to the bulk intake (its
+// top-level "class" is "bulk"); it throws when there is no id. A job that names no class is
+// transactional; a class the gateway does not know is refused by the worker, from either intake.
+function peekJob(line) {
   let job;
   try {
     job = JSON.parse(line);
@@ -98,7 +105,7 @@ function jobId(line) {
   if (job === null || typeof job !== 'object' || Array.isArray(job) || typeof job.id !== 'string' || job.id === '') {
     throw new Error('not a JSON object with a non-empty string id');
   }
-  return job.id;
+  return { id: job.id, bulk: job.class === 'bulk' };
 }
 
 // enqueue writes every job (a JSON string each) in one pipeline, then WAITs for replicas. It
@@ -106,10 +113,13 @@ function jobId(line) {
 // ShardCountError (nothing written either way), or an EnqueueError whose .written says how many
 // jobs, from the first, are written and confirmed: send jobs.slice(written) again.
 async function enqueue(redis, jobs, { prefix = 'wp', shards = 1, waitReplicas = 0, waitTimeoutMs = 1000 } = {}) {
-  const keys = jobs.map((j) => intakeKey(prefix, shardOf(jobId(j), shards)));
+  const keys = jobs.map((j) => {
+    const { id, bulk } = peekJob(j);
+    return intakeKey(prefix, shardOf(id, shards), bulk);
+  });
   await checkShards(redis, prefix, shards);
   // A pipeline of one ioredis client runs on its one connection, so the WAIT after the XADDs
-  // counts exactly them.
+  // counts exactly them, whichever intake each went to.
   const pipe = redis.pipeline();
   jobs.forEach((job, i) => pipe.xadd(keys[i], '*', 'job', job));
   if (waitReplicas > 0) pipe.call('WAIT', waitReplicas, waitTimeoutMs);
@@ -181,7 +191,7 @@ async function main() {
   const lines = text.split('\n').map((l, i) => [i + 1, l.trim()]).filter(([, l]) => l !== '');
   for (const [n, line] of lines) {
     try {
-      jobId(line);
+      peekJob(line);
     } catch (e) {
       console.error(`producer: line ${n}: ${e.message}`);
       return 2;

@@ -18,9 +18,10 @@ rate); `add` reads one recipient per line, a subscription (PushSubscription.toJS
 They write what the gateway's Go producer (stream.Producer.CreateCampaign and AddRecipients)
 writes, with producer.py's checks:
 
-* both entries go to the intake of the campaign's shard, <prefix>:{<shard>}:in, as the single
-  field "job": the shard is the CRC-32 of the campaign's id modulo the shard count, the rule of
-  a job's id;
+* both entries go to the bulk intake of the campaign's shard, <prefix>:{<shard>}:in:bulk, as
+  the single field "job", whatever the campaign's class: the shard is the CRC-32 of the
+  campaign's id modulo the shard count, the rule of a job's id. The workers read that intake on
+  its own, so a campaign's batches never hold up a transactional job;
 * the shard count is checked against the one recorded in Redis (<prefix>:shards) before the
   first write;
 * recipients go in add_recipients entries of at most 1,000 recipients and under the 64 KiB an
@@ -92,7 +93,7 @@ def compact(value):
 
 
 def create_campaign(r, campaign, prefix="wp", shards=1, wait_replicas=0, wait_timeout_ms=1000):
-    """Writes the create entry of campaign (a dict) to its shard's intake, then WAITs for
+    """Writes the create entry of campaign (a dict) to its shard's bulk intake, then WAITs for
     replicas. Returns the campaign's id. Raises ValueError for a bad id or ShardCountError
     (nothing written either way), or EnqueueError: writing it again is safe.
 
@@ -102,7 +103,7 @@ def create_campaign(r, campaign, prefix="wp", shards=1, wait_replicas=0, wait_ti
     if not isinstance(campaign, dict):
         raise ValueError("a campaign is a JSON object")
     check_campaign_id(campaign.get("id"))
-    key = intake_key(prefix, shard_of(campaign["id"], shards))
+    key = intake_key(prefix, shard_of(campaign["id"], shards), bulk=True)
     try:
         check_shards(r, prefix, shards)
     except redis.RedisError as e:
@@ -157,8 +158,8 @@ def recipient_batches(campaign_id, recipients):
 def add_recipients(r, campaign_id, recipients, prefix="wp", shards=1, wait_replicas=0,
                    wait_timeout_ms=1000):
     """Adds recipients to campaign campaign_id: its add_recipients entries to the campaign's
-    shard's intake, PIPELINE_ENTRIES a pipeline, each pipeline followed by WAIT for replicas.
-    Returns len(recipients).
+    shard's bulk intake, PIPELINE_ENTRIES a pipeline, each pipeline followed by WAIT for
+    replicas. Returns len(recipients).
 
     Raises ValueError or ShardCountError (nothing written), or AddRecipientsError (.written,
     .replicated). Never writes a batch twice: see the module's docstring. Make r with retries
@@ -166,7 +167,7 @@ def add_recipients(r, campaign_id, recipients, prefix="wp", shards=1, wait_repli
     connection error either.
     """
     batches = recipient_batches(campaign_id, recipients)
-    key = intake_key(prefix, shard_of(campaign_id, shards))
+    key = intake_key(prefix, shard_of(campaign_id, shards), bulk=True)
     try:
         check_shards(r, prefix, shards)
     except redis.RedisError as e:
@@ -235,7 +236,7 @@ def main():
             print("campaign: %s; writing it again is safe" % e, file=sys.stderr)
             return 1
         print("campaign: wrote the create entry of %s to %s: a worker creates the campaign when "
-              "it reads it" % (cid, intake_key(args.prefix, shard_of(cid, args.shards))),
+              "it reads it" % (cid, intake_key(args.prefix, shard_of(cid, args.shards), bulk=True)),
               file=sys.stderr)
         return 0
 

@@ -10,8 +10,11 @@ trying it out:
 reads one job per line (the JSON of docs/job-format.md) and enqueues them. It does what the
 gateway's own Go producer (stream.Producer) does:
 
-* each job goes to the intake stream of its shard, <prefix>:{<shard>}:in, as the single field
-  "job"; the shard is the CRC-32 (zlib's, IEEE) of the job's id modulo the shard count;
+* each job goes to the intake stream of its shard and class, as the single field "job":
+  <prefix>:{<shard>}:in:bulk when its top-level "class" is "bulk", <prefix>:{<shard>}:in
+  otherwise; the shard is the CRC-32 (zlib's, IEEE) of the job's id modulo the shard count. The
+  workers read each intake on its own, so a transactional job never waits behind bulk ones (a
+  bulk job written to :in is still sent as bulk, but transactional jobs wait behind it);
 * the shard count is checked against the one recorded in Redis (<prefix>:shards) before the
   first write: a producer with another count than the workers' would put jobs where no worker
   of the other count looks;
@@ -21,9 +24,10 @@ gateway's own Go producer (stream.Producer) does:
   That is safe: the gateway acknowledges a copy of a job it holds or accepted without sending
   it again.
 
-On Redis Cluster, each shard's keys live on one master: send each master's XADDs and its WAIT
-on a connection of its own to that master (redis-py: RedisCluster.get_node_from_key(key), then
-get_redis_connection(node)). This example talks to one Redis (or a Sentinel's master).
+On Redis Cluster, each shard's keys, both intakes included, live on one master: send each
+master's XADDs and its WAIT on a connection of its own to that master (redis-py:
+RedisCluster.get_node_from_key(key), then get_redis_connection(node)). This example talks to one
+Redis (or a Sentinel's master).
 
 Exit status: 0 all enqueued; 1 not all enqueued (the message says from which line to send
 again); 2 a bad argument, a bad line or a shard count that is not the recorded one.
@@ -57,10 +61,12 @@ def shard_of(job_id, shards):
     return zlib.crc32(job_id.encode("utf-8")) % shards
 
 
-def intake_key(prefix, shard):
+def intake_key(prefix, shard, bulk=False):
+    """The intake of a shard: bulk jobs (and campaign entries) go to <prefix>:{<shard>}:in:bulk,
+    every other job to <prefix>:{<shard>}:in."""
     # The braces are part of the key: Redis Cluster hashes only what is inside them, so every
-    # key of a shard is in one slot.
-    return "%s:{%d}:in" % (prefix, shard)
+    # key of a shard, both intakes included, is in one slot.
+    return "%s:{%d}:in%s" % (prefix, shard, ":bulk" if bulk else "")
 
 
 def check_shards(r, prefix, shards):
@@ -74,15 +80,18 @@ def check_shards(r, prefix, shards):
             % (prefix, recorded, key, shards))
 
 
-def job_id(line):
-    """The id of one job (its JSON text); ValueError when it has none."""
+def peek_job(line):
+    """The id of one job (its JSON text) and whether it goes to the bulk intake (its top-level
+    "class" is "bulk"); ValueError when it has no id. A job that names no class is
+    transactional; a class the gateway does not know is refused by the worker, from either
+    intake."""
     try:
         job = json.loads(line)
     except ValueError as e:
         raise ValueError("not JSON: %s" % e)
     if not isinstance(job, dict) or not isinstance(job.get("id"), str) or not job["id"]:
         raise ValueError("not a JSON object with a non-empty string id")
-    return job["id"]
+    return job["id"], job.get("class") == "bulk"
 
 
 def enqueue(r, jobs, prefix="wp", shards=1, wait_replicas=0, wait_timeout_ms=1000):
@@ -92,9 +101,13 @@ def enqueue(r, jobs, prefix="wp", shards=1, wait_replicas=0, wait_timeout_ms=100
     ShardCountError (nothing written), or EnqueueError whose .written says how many jobs, from
     the first, are written and confirmed: send jobs[written:] again.
     """
-    targets = [intake_key(prefix, shard_of(job_id(j), shards)) for j in jobs]
+    targets = []
+    for j in jobs:
+        jid, bulk = peek_job(j)
+        targets.append(intake_key(prefix, shard_of(jid, shards), bulk))
     check_shards(r, prefix, shards)
-    # One pipeline runs on one connection, so the WAIT after the XADDs counts exactly them.
+    # One pipeline runs on one connection, so the WAIT after the XADDs counts exactly them,
+    # whichever intake each went to.
     pipe = r.pipeline(transaction=False)
     for key, job in zip(targets, jobs):
         pipe.xadd(key, {"job": job})
@@ -149,7 +162,7 @@ def main():
     lines = [(n, l.strip()) for n, l in enumerate(src, 1) if l.strip()]
     for n, line in lines:
         try:
-            job_id(line)
+            peek_job(line)
         except ValueError as e:
             print("producer: line %d: %s" % (n, e), file=sys.stderr)
             return 2
