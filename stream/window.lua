@@ -15,9 +15,17 @@
 -- packed with its empty value, with none of a key's own overhead): the slice's fan-out f is
 -- fixed when its first job is written, from how many jobs the slice before held, so a slice
 -- holds about W_LOAD fields a bucket at a steady rate. Keys, all under the shard's hash tag:
---   <base>:<s>       HASH: f (the slice's fan-out), n (jobs written to the slice)
---   <base>:<s>:<i>   HASH: field -> '', for the fields whose first 4 bytes, read big-endian,
---                    are i mod f
+--   <base>:s<s>       HASH: f (the slice's fan-out), n (jobs written to the slice)
+--   <base>:s<s>:<i>   HASH: field -> '', for the fields whose first 4 bytes, read big-endian,
+--                     are i mod f
+--
+-- Release 0.1.0 kept its window under the same base, as a linear hash table: its state is the
+-- hash <base> itself (L, the level, and p, the next bucket to split, among others) and its
+-- bucket i is <base>:<i>, each field's value the unix second the job was accepted. Lookups read
+-- it too, never write it (w_seen_010), so that a job a 0.1.0 worker accepted within the TTL is
+-- not sent again by this release during a rolling upgrade from 0.1.0. Its buckets expire on
+-- their own; its state hash, which has no expiry, may be deleted once no 0.1.0 worker has run
+-- for twice the TTL (docs/upgrading.md), and then costs lookups nothing.
 
 -- W_LOAD is how many fields a bucket holds at a steady rate: under the 128 entries of Redis's
 -- default hash-max-listpack-entries with room for a rate that grows within a slice.
@@ -47,6 +55,32 @@ local function w_bucket(sk, f, field)
   return sk .. ':' .. (w_hash(field) % f)
 end
 
+local function w_slice_key(base, s)
+  return base .. ':s' .. string.format('%d', s)
+end
+
+-- w_seen_010 sets out[i] for each of fields that release 0.1.0's window holds at now (ms), for
+-- a TTL of ttl ms: one HMGET of its state, none more when it has none.
+local function w_seen_010(base, fields, out, now, ttl)
+  local st = redis.call('HMGET', base, 'L', 'p')
+  if not st[1] then
+    return
+  end
+  local m, p = 2 ^ tonumber(st[1]), tonumber(st[2]) or 0
+  local since = math.floor((now - ttl) / 1000)
+  for i, field in ipairs(fields) do
+    if not out[i] then
+      local h = w_hash(field)
+      local b = h % m
+      if b < p then
+        b = h % (2 * m)
+      end
+      local at = redis.call('HGET', base .. ':' .. string.format('%d', b), field)
+      out[i] = at ~= false and tonumber(at) >= since
+    end
+  end
+end
+
 -- w_seen_all returns, for each of fields, whether the window holds it at now (ms), for a TTL of
 -- ttl ms.
 local function w_seen_all(base, fields, now, ttl)
@@ -56,7 +90,7 @@ local function w_seen_all(base, fields, now, ttl)
   end
   local s = math.floor(now / ttl)
   for _, slice in ipairs({s, s - 1}) do
-    local sk = base .. ':' .. slice
+    local sk = w_slice_key(base, slice)
     local f = w_fanout(sk)
     if f then
       for i, field in ipairs(fields) do
@@ -66,6 +100,7 @@ local function w_seen_all(base, fields, now, ttl)
       end
     end
   end
+  w_seen_010(base, fields, out, now, ttl)
   return out
 end
 
@@ -79,11 +114,11 @@ local function w_add(base, fields, now, ttl)
     return
   end
   local s = math.floor(now / ttl)
-  local sk = base .. ':' .. s
+  local sk = w_slice_key(base, s)
   local expires = (s + 2) * ttl
   local f = w_fanout(sk)
   if not f then
-    local before = tonumber(redis.call('HGET', base .. ':' .. (s - 1), 'n')) or 0
+    local before = tonumber(redis.call('HGET', w_slice_key(base, s - 1), 'n')) or 0
     f = W_MIN_FANOUT
     while f < W_MAX_FANOUT and f * W_LOAD < before do
       f = f * 2

@@ -163,7 +163,7 @@ func TestWindowFanOutFollowsTheSliceBefore(t *testing.T) {
 			windowAdd(t, env, base, s*ttlMs+int64(b), ttl, windowIDs(strconv.FormatInt(s, 10), b, 500)...)
 		}
 	}
-	second := base + ":" + strconv.FormatInt(first+1, 10)
+	second := base + ":s" + strconv.FormatInt(first+1, 10)
 	f, err := env.c.HGet(env.ctx, second, "f").Int()
 	if err != nil {
 		t.Fatal(err)
@@ -234,6 +234,6 @@ func windowKeysOf(t *testing.T, env *env, base string, ttl time.Duration, fanout
 	t.Helper()
 	f := windowField(id)
 	h := uint32(f[0])<<24 | uint32(f[1])<<16 | uint32(f[2])<<8 | uint32(f[3])
-	slice := base + ":" + strconv.FormatInt(redisMs(t, env)/ttl.Milliseconds(), 10)
+	slice := base + ":s" + strconv.FormatInt(redisMs(t, env)/ttl.Milliseconds(), 10)
 	return []string{slice, slice + ":" + strconv.FormatUint(uint64(h%fanout), 10)}
 }
