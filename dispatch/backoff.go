@@ -11,14 +11,11 @@ type Backoff struct {
 	// Cap bounds the ceiling (Config: DefaultRetryCap). It bounds our own backoff only: a Retry-After the
 	// service sends may be longer and is honoured (taxonomy caps it at 24 h).
 	Cap time.Duration
-	// MaxRetries is how many retries follow the first attempt (Config: DefaultMaxRetries, 9
-	// sends in all); NoRetries, none.
+	// MaxRetries is how many retries follow the first attempt (the worker's is
+	// DefaultMaxRetries, 9 sends in all); 0, none: a retryable outcome goes to the dead stream
+	// at once.
 	MaxRetries int
 }
-
-// NoRetries as Backoff.MaxRetries of a Config turns retries off: a retryable outcome goes to
-// the dead stream at once.
-const NoRetries = -1
 
 // verdict is what follows a retryable outcome.
 type verdict int

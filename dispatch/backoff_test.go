@@ -75,14 +75,22 @@ func TestConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Backoff{Base: 5 * time.Second, Cap: 10 * time.Minute, MaxRetries: 8}
+	// 0 is none for what may be off (the retries, the caps, the gather); the rest take their
+	// defaults.
+	want := Backoff{Base: 5 * time.Second, Cap: 10 * time.Minute}
 	if got.Backoff != want || got.VisibilityTimeout != time.Minute || got.MaxDeliveries != 5 ||
 		got.Grace != 25*time.Second || got.Block != time.Second || got.IntakeBatch != 100 ||
 		got.PromoteEvery != 250*time.Millisecond || got.ReclaimEvery != 5*time.Second ||
 		got.JanitorEvery != time.Minute || got.JanitorIdle != 10*time.Minute || got.StartupTimeout != 2*time.Minute ||
-		got.MaxDelayed != 1_000_000 || got.MaxPerRecipient != 1_000 ||
+		got.MaxDelayed != 0 || got.MaxPerRecipient != 0 || got.LaneGather != 0 ||
 		got.Now == nil || got.Rand == nil || got.Logger == nil {
 		t.Errorf("defaults not applied: %+v", got)
+	}
+	// A negative cap, count of retries or gather is taken as 0: none.
+	neg := cfg
+	neg.Backoff.MaxRetries, neg.MaxDelayed, neg.MaxPerRecipient, neg.LaneGather = -1, -1, -1, -time.Second
+	if got, err := neg.withDefaults(); err != nil || got.Backoff.MaxRetries != 0 || got.MaxDelayed != 0 || got.MaxPerRecipient != 0 || got.LaneGather != 0 {
+		t.Errorf("negatives: %+v, %v; want every one 0", got, err)
 	}
 	cfg.Keys = map[string]*vapid.Key{"default": nil}
 	if _, err := cfg.withDefaults(); err == nil {

@@ -22,7 +22,9 @@ type Sender interface {
 	Send(ctx context.Context, m *adapter.Message) taxonomy.Outcome
 }
 
-// The defaults of Config's zero fields: cmd/gateway-worker's flags take theirs from these.
+// The defaults of the worker: of Config's zero fields that cannot be off, and of those that may
+// be (the retries, the caps, the lane's gather), which the caller sets; cmd/gateway-worker's
+// flags take theirs from these.
 const (
 	DefaultRetryBase       = 5 * time.Second
 	DefaultRetryCap        = 10 * time.Minute
@@ -54,16 +56,11 @@ const (
 	DefaultCampaignLaneDepth = 2000
 )
 
-// NoLinger switches off Config.LaneGather (a lane reads as soon as a slot is free).
-const NoLinger time.Duration = -1
-
-// NoLimit switches off a cap of Config that may be switched off (MaxDelayed, MaxPerRecipient),
-// as limits.NoLimit does the caps of package limits.
-const NoLimit = limits.NoLimit
-
-// Config is everything Run needs. As everywhere in this project, a zero field takes its
-// default (the Default* constants above, or the one its comment names) and a cap is switched
-// off with NoLimit; a negative duration or count is taken as zero.
+// Config is everything Run needs. As in every configuration of this project (registry.yaml and
+// the flags too), 0 switches off what may be off: the retries (Backoff.MaxRetries), the caps
+// (MaxDelayed, MaxPerRecipient) and the lane's gather (LaneGather); every other zero field takes
+// its default (the Default* constants above, or the one its comment names). A negative duration
+// or count is taken as 0.
 type Config struct {
 	Store    Store               // required (a *stream.Store); its Options name this process's consumer
 	Sender   Sender              // required
@@ -81,14 +78,16 @@ type Config struct {
 	// Rand draws the retry jitter in [0, 1); default math/rand/v2's Float64. Lane consumers call
 	// it concurrently, so it must be safe for concurrent use.
 	Rand func() float64
-	// Backoff defaults to DefaultRetryBase doubling to DefaultRetryCap, DefaultMaxRetries
-	// retries; MaxRetries NoRetries turns retries off.
+	// Backoff's Base and Cap default to DefaultRetryBase and DefaultRetryCap; its MaxRetries 0
+	// means none: a retryable outcome goes to the dead stream at once (the worker's is
+	// DefaultMaxRetries).
 	Backoff Backoff
 
 	// MaxDelayed caps one provider's retries in the delayed set of a shard (the retries after an
 	// attempt; put-backs, which made none, neither count nor are refused), so that one
 	// provider's retries cannot push out another's; MaxPerRecipient caps a recipient's jobs in
-	// it; past a cap a retry goes to dead with the cap named. NoLimit: no cap.
+	// it; past a cap a retry goes to dead with the cap named. 0: no cap (the worker's are
+	// DefaultMaxDelayed and DefaultMaxPerRecipient).
 	MaxDelayed      int64
 	MaxPerRecipient int64
 	// MaxScheduleAhead is how far after intake reads it a job's send_at may be; a job scheduled
@@ -106,7 +105,8 @@ type Config struct {
 	Block       time.Duration // longest blocking read, which bounds shutdown's wait for a reader
 	IntakeBatch int           // intake entries per read
 	// LaneGather bounds how long a lane whose provider's token bucket is the limit waits before
-	// it reads more entries (NoLinger: it reads as soon as a slot is free). While the entries
+	// it reads more entries (0: it reads as soon as a slot is free; the worker's is
+	// DefaultLaneGather). While the entries
 	// the provider's lanes have started still wait for their tokens, an entry read now would
 	// wait behind them, so the lane waits up to half of that queue's time (and at most
 	// LaneGather) and then reads the slots freed meanwhile at once: one read for many jobs, and
@@ -243,18 +243,8 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	setDefault(&c.Backoff.Base, DefaultRetryBase)
 	setDefault(&c.Backoff.Cap, DefaultRetryCap)
-	switch {
-	case c.Backoff.MaxRetries == 0:
-		c.Backoff.MaxRetries = DefaultMaxRetries
-	case c.Backoff.MaxRetries < 0:
-		c.Backoff.MaxRetries = 0 // NoRetries: a retryable outcome goes straight to dead
-	}
-	if c.MaxDelayed == 0 {
-		c.MaxDelayed = DefaultMaxDelayed
-	}
-	if c.MaxPerRecipient == 0 {
-		c.MaxPerRecipient = DefaultMaxPerRecipient
-	}
+	c.Backoff.MaxRetries = max(c.Backoff.MaxRetries, 0)
+	c.MaxDelayed, c.MaxPerRecipient = max(c.MaxDelayed, 0), max(c.MaxPerRecipient, 0)
 	setDefault(&c.MaxScheduleAhead, DefaultMaxScheduleAhead)
 	setDefault(&c.VisibilityTimeout, DefaultVisibilityTimeout)
 	setDefault(&c.MaxDeliveries, DefaultMaxDeliveries)
@@ -263,12 +253,7 @@ func (c Config) withDefaults() (Config, error) {
 	setDefault(&c.ProbeEvery, DefaultProbeEvery)
 	setDefault(&c.Block, DefaultBlock)
 	setDefault(&c.IntakeBatch, DefaultIntakeBatch)
-	switch {
-	case c.LaneGather == 0:
-		c.LaneGather = DefaultLaneGather
-	case c.LaneGather < 0:
-		c.LaneGather = NoLinger
-	}
+	c.LaneGather = max(c.LaneGather, 0)
 	setDefault(&c.PromoteEvery, DefaultPromoteEvery)
 	setDefault(&c.CampaignEvery, DefaultCampaignEvery)
 	setDefault(&c.CampaignLaneDepth, DefaultCampaignLaneDepth)

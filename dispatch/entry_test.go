@@ -210,6 +210,7 @@ func newUnitLane(t *testing.T, provider string) *unitLane {
 		}}}
 	cfg, err := Config{Store: stream.New(nil, nil, stream.Options{Consumer: "unit"}), Sender: u.sender, Registry: reg,
 		Keys: map[string]*vapid.Key{"default": unitKey}, Now: u.clock.Now, Rand: func() float64 { return 0.5 },
+		Backoff: Backoff{MaxRetries: DefaultMaxRetries}, MaxDelayed: DefaultMaxDelayed, MaxPerRecipient: DefaultMaxPerRecipient,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}.withDefaults()
 	if err != nil {
 		t.Fatal(err)

@@ -281,7 +281,8 @@ func (e *env) senderFor(reg *providers.Registry) *adapter.Sender {
 
 // newStore is a Store for consumer on the env's Redis, with its own clients.
 func (e *env) newStore(consumer string) *stream.Store {
-	s := stream.New(e.redis.Client(e.t), e.redis.Client(e.t), stream.Options{Prefix: prefix, Shards: e.shards, Consumer: consumer})
+	s := stream.New(e.redis.Client(e.t), e.redis.Client(e.t), stream.Options{Prefix: prefix, Shards: e.shards, Consumer: consumer,
+		CommitLinger: stream.DefaultCommitLinger})
 	e.t.Cleanup(func() { s.Close() })
 	return s
 }
@@ -409,7 +410,10 @@ func (e *env) config(store *stream.Store) Config {
 		Now:  e.clock.Now, Rand: func() float64 { return 0.5 },
 		Block: 50 * time.Millisecond, PromoteEvery: 10 * time.Millisecond,
 		ReclaimEvery: 20 * time.Millisecond, JanitorEvery: 50 * time.Millisecond,
-		Grace:  10 * time.Second,
+		Grace: 10 * time.Second,
+		// What 0 would switch off is set as the worker's flags set it.
+		Backoff:    Backoff{MaxRetries: DefaultMaxRetries},
+		MaxDelayed: DefaultMaxDelayed, MaxPerRecipient: DefaultMaxPerRecipient, LaneGather: DefaultLaneGather,
 		Logger: slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 }

@@ -137,7 +137,7 @@ func (l *lane) afterSend(lj *laneJob, out taxonomy.Outcome, r stream.Result) nex
 		default:
 			retry := lj.retryRecord(l.provider, due, r.At)
 			retry.Attempt, retry.Recipient = lj.attempt+1, j.Recipient
-			retry.MaxDelayed, retry.MaxPerRecipient = capArg(cfg.MaxDelayed), capArg(cfg.MaxPerRecipient)
+			retry.MaxDelayed, retry.MaxPerRecipient = cfg.MaxDelayed, cfg.MaxPerRecipient
 			retry.Code, retry.Detail = string(out.Code), out.Detail
 			return nextState{kind: toDelayed, retry: retry}
 		}
@@ -190,9 +190,6 @@ func (l *lane) parked(lj *laneJob, due, now time.Time) nextState {
 func putBackDelay(rnd float64) time.Duration {
 	return 500*time.Millisecond + time.Duration(clamp01(rnd)*float64(time.Second))
 }
-
-// capArg is a cap as stream takes it: 0 for none, which Config spells as a negative number.
-func capArg(n int64) int64 { return max(n, 0) }
 
 // describe is an outcome for a reason text: code, status when there was one, and detail.
 func describe(out taxonomy.Outcome) string {

@@ -264,11 +264,7 @@ func (pl *providerLimits) reconfigure(p *providers.Provider, budgeted bool, hb l
 
 // slotsConfig is a registry entry's in-flight settings as package limits takes them.
 func slotsConfig(p *providers.Provider) limits.SlotsConfig {
-	perRecipient := p.PerRecipientInFlight
-	if perRecipient == 0 {
-		perRecipient = limits.NoLimit // the registry spells "no cap" 0, which limits reads as its default
-	}
-	return limits.SlotsConfig{Cap: p.MaxInFlight, RetryShare: p.RetryShare, PerRecipient: perRecipient}
+	return limits.SlotsConfig{Cap: p.MaxInFlight, RetryShare: p.RetryShare, PerRecipient: p.PerRecipientInFlight}
 }
 
 // newHostLimits are the per-host limits of the fallback lane: a host whose breaker opens is

@@ -73,7 +73,7 @@ func TestGatherWaitsOnlyWhileTheLimitIsNear(t *testing.T) {
 		{name: "2,000/s, bucket full", rate: 2000, gather: 20 * time.Millisecond, want: 0},
 		{name: "no rate, slots plenty", rate: 0, inFlight: 10, gather: 20 * time.Millisecond, want: 0},
 		{name: "no rate, nearly every slot taken", rate: 0, inFlight: 60, gather: 20 * time.Millisecond, want: slotGather},
-		{name: "gather off", rate: 100, spend: 100, gather: NoLinger, want: 0},
+		{name: "gather off", rate: 100, spend: 100, gather: 0, want: 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -87,7 +87,7 @@ func BenchmarkSlotsTryAcquireRelease(b *testing.B) {
 }
 
 func BenchmarkSlotsTryAcquireReleaseParallel(b *testing.B) {
-	s := limits.NewSlots(limits.SlotsConfig{Cap: 1 << 20, PerRecipient: -1})
+	s := limits.NewSlots(limits.SlotsConfig{Cap: 1 << 20})
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			if err := s.TryAcquire(true, "recipient-1"); err != nil {

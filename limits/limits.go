@@ -15,10 +15,10 @@
 //   - ProvenHosts: the client-supplied hosts seen answering, bounded to MaxHosts, so a lane can
 //     give the hosts never seen answering only a small part of its capacity.
 //
-// One meaning of zero, here as in every configuration struct of this project: a zero field takes
-// its documented default (the Default* constants), and a cap that may be switched off is
-// switched off with NoLimit. (registry.yaml and the command line spell "no cap" as 0; the
-// code that reads them translates it.)
+// One meaning of zero, here as in every configuration of this project (its Go structs,
+// registry.yaml and the flags): a cap that may be switched off is switched off by 0; a setting
+// that cannot be off (a size, a ratio, a cooldown) takes its documented default (the Default*
+// constants) when it is 0.
 //
 // Every limit takes its time from the caller (a now argument) so tests step a clock instead of
 // sleeping. Breaker is the exception: gobreaker reads time.Now itself, so its tests, and those
@@ -38,9 +38,6 @@ func orDefault[T int | float64 | time.Duration](v *T, def T) {
 		*v = def
 	}
 }
-
-// NoLimit switches off a cap that may be switched off (SlotsConfig.PerRecipient).
-const NoLimit = -1
 
 // ErrNoCapacity is returned by TryAcquire when every slot is taken.
 var ErrNoCapacity = errors.New("limits: no free slot")

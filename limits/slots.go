@@ -22,13 +22,12 @@ type SlotsConfig struct {
 	// RetryShare in (0, 1]: retries may hold at most ceil(Cap*RetryShare) slots (at least 1), so
 	// a retry storm cannot starve first deliveries. 0 (or out of range) means 0.5.
 	RetryShare float64
-	// PerRecipient caps one recipient's deliveries in flight: 0 means DefaultPerRecipient,
-	// NoLimit no cap. (The registry's per_recipient_in_flight uses 0 for "no cap": its reader
-	// translates it.)
+	// PerRecipient caps one recipient's deliveries in flight; 0 (or less): no cap.
 	PerRecipient int
 }
 
-// The defaults of SlotsConfig's zero fields.
+// DefaultRetryShare is SlotsConfig.RetryShare's default; DefaultPerRecipient is the registry's
+// per_recipient_in_flight when it gives none.
 const (
 	DefaultRetryShare   = 0.5
 	DefaultPerRecipient = 8
@@ -40,7 +39,7 @@ const (
 type Slots struct {
 	mu           sync.Mutex
 	share        float64 // guarded by mu
-	perRecipient int     // guarded by mu; < 0: no cap
+	perRecipient int     // guarded by mu; 0 or less: no cap
 	cap          int     // guarded by mu
 	retryCap     int     // guarded by mu; ceil(cap*share), at least 1
 	inFlight     int     // guarded by mu
@@ -53,14 +52,11 @@ type Slots struct {
 	freed chan struct{} // guarded by mu
 }
 
-// withDefaults gives the retries' share and the per-recipient cap their defaults: a share
-// outside (0, 1] is DefaultRetryShare, a zero cap DefaultPerRecipient (NoLimit stays).
+// withDefaults gives the retries' share its default: a share outside (0, 1] is
+// DefaultRetryShare.
 func (c SlotsConfig) withDefaults() SlotsConfig {
 	if c.RetryShare <= 0 || c.RetryShare > 1 {
 		c.RetryShare = DefaultRetryShare
-	}
-	if c.PerRecipient == 0 {
-		c.PerRecipient = DefaultPerRecipient
 	}
 	return c
 }

@@ -90,8 +90,8 @@ func TestSlotsPerRecipient(t *testing.T) {
 		fits         int // acquisitions for recipient that succeed in a cap of 20
 	}{
 		{"configured cap", 2, "r", 2},
-		{"0 is the default 8", 0, "r", 8},
-		{"negative is no cap", -1, "r", 20},
+		{"0 is no cap", 0, "r", 20},
+		{"negative is no cap too", -1, "r", 20},
 		{"the empty recipient has no cap", 2, "", 20},
 	}
 	for _, tc := range tests {
@@ -306,7 +306,7 @@ func TestSlotsHammer(t *testing.T) {
 // per-recipient cap of slots in use; what is in flight keeps its slots and releases cleanly,
 // whatever the per-recipient cap was when it was taken.
 func TestSlotsReconfigureWhileInUse(t *testing.T) {
-	s := limits.NewSlots(limits.SlotsConfig{Cap: 4, RetryShare: 0.5, PerRecipient: limits.NoLimit})
+	s := limits.NewSlots(limits.SlotsConfig{Cap: 4, RetryShare: 0.5})
 	for range 3 {
 		if err := s.TryAcquire(false, "alice"); err != nil {
 			t.Fatal(err)

@@ -14,8 +14,9 @@ import (
 
 // builtin is what an entry gets for a setting that neither it nor defaults: sets. Conservative
 // on purpose: an entry an operator added in a hurry should not flood an unknown service. The
-// settings package limits also defaults take its Default* constants, so a zero field there and
-// an unset one here mean the same.
+// settings package limits also defaults take its Default* constants. As everywhere in the
+// project, 0 switches off what may be off (per_recipient_in_flight, bulk_min_share) and is
+// refused for what may not.
 func builtin() Provider {
 	return Provider{
 		MaxTTL:                2419200 * time.Second,

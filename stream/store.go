@@ -21,18 +21,17 @@ var (
 	readIntakeScript = redis.NewScript(takeLua + entryCheckLib() + readIntakeLua)
 )
 
-// The defaults of Options' zero fields.
+// DefaultSentTTL and DefaultGoneTTL are the defaults of Options' zero TTLs;
+// DefaultCommitLinger is the worker's --commit-linger.
 const (
 	DefaultSentTTL      = time.Hour
 	DefaultGoneTTL      = 7 * 24 * time.Hour
 	DefaultCommitLinger = 2 * time.Millisecond
 )
 
-// NoLinger switches off Options.CommitLinger: a shard's shared pipeline goes out as soon as its
-// first command arrives.
-const NoLinger time.Duration = -1
-
-// Options configure a Store. A zero field takes its default; a zero cap is no cap.
+// Options configure a Store. As in every configuration of this project, 0 switches off what may
+// be off (the record streams' bounds, the commit linger) and takes the default for what may not
+// (the prefix, the shard count, the TTLs); a negative number is taken as 0.
 type Options struct {
 	// Prefix starts every key (default "wp").
 	Prefix string
@@ -54,14 +53,14 @@ type Options struct {
 	// retries to it are dropped without a send.
 	GoneTTL time.Duration
 	// ResultsMaxLen, GoneMaxLen and DeadMaxLen bound the ledger, gone and dead streams at about
-	// this many records (DefaultResultsMaxLen, DefaultGoneMaxLen, DefaultDeadMaxLen; NoLimit:
-	// unbounded). No consumer group of ours reads these streams. TrimRecords applies the bounds,
+	// this many records (the worker's are DefaultResultsMaxLen, DefaultGoneMaxLen and
+	// DefaultDeadMaxLen; 0: unbounded). No consumer group of ours reads these streams. TrimRecords applies the bounds,
 	// never past an entry that a consumer group of an upstream has not read and acknowledged;
 	// no write trims them on its own.
 	ResultsMaxLen, GoneMaxLen, DeadMaxLen int64
 	// CommitLinger is how long each shard's shared pipeline of records that may wait (Finish of
-	// a Result with Linger set) waits after its first one for others to join it
-	// (DefaultCommitLinger; NoLinger: not at all; see groupCommit). At a steady rate below what
+	// a Result with Linger set) waits after its first one for others to join it (the worker's
+	// is DefaultCommitLinger; 0: not at all; see groupCommit). At a steady rate below what
 	// the worker can do, each record would otherwise pay a round trip and a script call of its
 	// own; with the linger the records of a few milliseconds share them. Moves to a lane, the
 	// checks before a send and every other record never wait (BENCHMARKS.md has its effect).
@@ -102,8 +101,7 @@ func New(c redis.UniversalClient, blocking redis.UniversalClient, o Options) *St
 	if blocking == nil {
 		blocking = c
 	}
-	bounds := recordBounds{boundOf(o.ResultsMaxLen, DefaultResultsMaxLen), boundOf(o.GoneMaxLen, DefaultGoneMaxLen),
-		boundOf(o.DeadMaxLen, DefaultDeadMaxLen)}
+	bounds := recordBounds{max(o.ResultsMaxLen, 0), max(o.GoneMaxLen, 0), max(o.DeadMaxLen, 0)}
 	// The scripts' own MAXLEN on each write would trim whatever an upstream's group has not
 	// read: it stays off, and TrimRecords bounds the streams instead.
 	o.ResultsMaxLen, o.GoneMaxLen, o.DeadMaxLen = 0, 0, 0
@@ -132,9 +130,7 @@ func (o Options) withDefaults() Options {
 	if o.GoneTTL <= 0 {
 		o.GoneTTL = DefaultGoneTTL
 	}
-	if o.CommitLinger == 0 {
-		o.CommitLinger = DefaultCommitLinger
-	}
+	o.CommitLinger = max(o.CommitLinger, 0)
 	if o.Now == nil {
 		o.Now = time.Now
 	}

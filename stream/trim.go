@@ -14,17 +14,14 @@ var (
 	trimRecordsScript = redis.NewScript(trimRecordsLua)
 )
 
-// The defaults of Options' record stream bounds, in entries: a ledger record is about 60
-// bytes, a gone record about 200 and a dead one carries its job (BENCHMARKS.md).
+// The worker's record stream bounds (Options.ResultsMaxLen, GoneMaxLen, DeadMaxLen), in
+// entries: a ledger record is about 60 bytes, a gone record about 200 and a dead one carries
+// its job (BENCHMARKS.md).
 const (
 	DefaultResultsMaxLen = 1_000_000
 	DefaultGoneMaxLen    = 100_000
 	DefaultDeadMaxLen    = 100_000
 )
-
-// NoLimit switches off a bound of Options (ResultsMaxLen, GoneMaxLen, DeadMaxLen), as
-// limits.NoLimit does the caps of package limits.
-const NoLimit = -1
 
 // TrimRecords trims the ledger, gone and dead streams of shard to about their bounds (Options)
 // and reports how many entries each held over its bound, by "results", "gone" and "dead". A
@@ -47,15 +44,3 @@ func (s *Store) TrimRecords(ctx context.Context, shard int) (map[string]int64, e
 
 // recordBounds are the record streams' bounds in entries, 0 for none.
 type recordBounds struct{ results, gone, dead int64 }
-
-// boundOf is an Options bound as TrimRecords takes it: the default for 0, none for NoLimit
-// (any negative number).
-func boundOf(v, def int64) int64 {
-	switch {
-	case v == 0:
-		return def
-	case v < 0:
-		return 0
-	}
-	return v
-}

@@ -12,12 +12,12 @@ import (
 
 // TestTrimRecords: the record streams are kept near their bounds; one that an upstream reads
 // with a consumer group loses only entries every group has read and acknowledged, however far
-// over its bound it is; NoLimit keeps everything, and 0 takes the default bound.
+// over its bound it is; 0 keeps everything.
 func TestTrimRecords(t *testing.T) {
 	// Small stream nodes, so that an approximate trim (whole nodes only) is close to exact.
 	srv := redistest.Start(t, redistest.WithConfig("stream-node-max-entries", "5"))
 	e := &env{srv: srv, c: srv.Client(t), ctx: t.Context()}
-	s := e.store(t, "w1", Options{ResultsMaxLen: 10, GoneMaxLen: 10, DeadMaxLen: NoLimit}, "fcm")
+	s := e.store(t, "w1", Options{ResultsMaxLen: 10, GoneMaxLen: 10, DeadMaxLen: 0}, "fcm")
 	k := s.Keys(0)
 	fill := func(key string, n int) []string {
 		var ids []string
@@ -67,10 +67,10 @@ func TestTrimRecords(t *testing.T) {
 	if n := e.xlen(t, k.Gone); n < 10 || n > 15 {
 		t.Errorf("gone holds %d entries once all were read, want about 10", n)
 	}
-	// The defaults: a bound of a million entries.
-	d := e.store(t, "w2", Options{Prefix: "other"}, "fcm")
-	if got := d.bounds; got != (recordBounds{DefaultResultsMaxLen, DefaultGoneMaxLen, DefaultDeadMaxLen}) {
-		t.Errorf("default bounds %+v", got)
+	// Zero is no bound, and a negative bound is taken as zero.
+	d := e.store(t, "w2", Options{Prefix: "other", GoneMaxLen: -1}, "fcm")
+	if got := d.bounds; got != (recordBounds{}) {
+		t.Errorf("bounds %+v, want none", got)
 	}
 }
 

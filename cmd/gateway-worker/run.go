@@ -124,10 +124,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		debug.SetGCPercent(*gcPercent)
 	}
-	if err := dispatch.CheckFlags(&cfg, &so, *registryEvery, *redisFresh); err != nil {
+	if err := checkRunFlags(&cfg, &so, *registryEvery, *redisFresh); err != nil {
 		return fail(err)
 	}
-	dispatch.FlagNones(&cfg, &so)
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		return fail(fmt.Errorf("--log-level: %w", err))

@@ -31,7 +31,7 @@ func TestEveryRefusedValueExits2NamingTheFlag(t *testing.T) {
 		{[]string{"run", "--redis", r, "--vapid-key", "testdata/vapid.pem", "--subject", "mailto:a@example.com", "--registry-check-every", "1us"}, "--registry-check-every must be 0 (only SIGHUP) or at least 100ms, got 1µs"},
 		{[]string{"run", "--redis", r, "--vapid-key", "testdata/vapid.pem", "--subject", "mailto:a@example.com", "--redis-check-fresh", "0"}, "--redis-check-fresh must be at least 3s (three background checks), got 0s"},
 		{[]string{"run", "--redis", r, "--vapid-key", "testdata/vapid.pem", "--subject", "mailto:a@example.com", "--record-grace", "1ms", "--commit-linger", "2ms"}, "--record-grace 1ms must be longer than --commit-linger 2ms"},
-		{[]string{"run", "--redis", r, "--vapid-key", "testdata/vapid.pem", "--subject", "mailto:a@example.com", "--sent-ttl", "500ms"}, "--sent-ttl must be at least 1s (the window counts whole seconds), got 500ms"},
+		{[]string{"run", "--redis", r, "--vapid-key", "testdata/vapid.pem", "--subject", "mailto:a@example.com", "--sent-ttl", "30s"}, "--sent-ttl 30s must be longer than --visibility-timeout 1m0s: the window must still hold a job when another replica takes over its entry"},
 		{[]string{"run", "--redis", r, "--vapid-key", "testdata/vapid.pem", "--subject", "mailto:a@example.com", "--log-format", "xml"}, `--log-format: telemetry: log format "xml": want "json" or "text"`},
 		{[]string{"run", "--redis", r, "--vapid-key", "testdata/vapid.pem", "--subject", "mailto:a@example.com", "--http", "127.0.0.1:99999"}, "--http: "},
 		{[]string{"run", "--redis", "http://x", "--vapid-key", "testdata/vapid.pem", "--subject", "mailto:a@example.com"}, "--redis: stream: unsupported redis URL scheme"},

@@ -175,7 +175,8 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 		defer fmt.Fprintf(out, "cleanup: %s\n", cleanupHint(o.RedisURL, prefix))
 	}
 	store, err := stream.Open(url, stream.OpenOptions{
-		Options: stream.Options{Prefix: prefix, Consumer: cli.ConsumerName()}, ClientName: "gateway-demo", BlockingPoolSize: 16,
+		Options:    stream.Options{Prefix: prefix, Consumer: cli.ConsumerName(), CommitLinger: stream.DefaultCommitLinger},
+		ClientName: "gateway-demo", BlockingPoolSize: 16,
 	})
 	if err != nil {
 		return err
@@ -208,6 +209,8 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 		done <- dispatch.Run(wctx, dispatch.Config{
 			Store: store, Sender: sender, Registry: reg, Keys: map[string]*vapid.Key{"default": key},
 			Block: 100 * time.Millisecond, Grace: 2 * time.Second,
+			// The worker's retries and gather (0 would switch them off).
+			Backoff: dispatch.Backoff{MaxRetries: dispatch.DefaultMaxRetries}, LaneGather: dispatch.DefaultLaneGather,
 			Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),
 			OnAttempt:       rec.attempt,
 			OnBreakerChange: rec.breaker,

@@ -70,7 +70,7 @@ type pipeline struct {
 
 func startPipeline(tb testing.TB) *pipeline {
 	tb.Helper()
-	return startPipelineWith(tb, stream.Options{Consumer: "bench"}, pushsim.Config{Dir: tb.TempDir(), MaxDeliveries: 10})
+	return startPipelineWith(tb, stream.Options{Consumer: "bench", CommitLinger: stream.DefaultCommitLinger}, pushsim.Config{Dir: tb.TempDir(), MaxDeliveries: 10})
 }
 
 // startPipelineWith is startPipeline with the worker's store options and pushsim's config.
@@ -102,6 +102,9 @@ func startPipelineWith(tb testing.TB, so stream.Options, simCfg pushsim.Config, 
 	go func() {
 		done <- dispatch.Run(ctx, dispatch.Config{Store: store, Sender: sender, Registry: reg,
 			Keys: map[string]*vapid.Key{"default": key}, Block: 50 * time.Millisecond,
+			// What 0 would switch off is set as the worker's flags set it.
+			Backoff: dispatch.Backoff{MaxRetries: dispatch.DefaultMaxRetries}, LaneGather: dispatch.DefaultLaneGather,
+			MaxDelayed: dispatch.DefaultMaxDelayed, MaxPerRecipient: dispatch.DefaultMaxPerRecipient,
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	}()
 	tb.Cleanup(func() {

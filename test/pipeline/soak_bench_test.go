@@ -41,7 +41,7 @@ const (
 //	go test -run '^$' -bench BenchmarkSoak -benchtime 1x -timeout 30m ./test/pipeline/
 func BenchmarkSoak(b *testing.B) {
 	p := startPipelineWith(b,
-		stream.Options{Consumer: "soak", SentTTL: soakSentTTL, ResultsMaxLen: soakLedgerMax},
+		stream.Options{Consumer: "soak", SentTTL: soakSentTTL, ResultsMaxLen: soakLedgerMax, CommitLinger: stream.DefaultCommitLinger},
 		pushsim.Config{Dir: b.TempDir(), MaxDeliveries: 10, Sample: 50, Lean: true},
 		redistest.WithConfig("appendfsync", "everysec"))
 	ctx := context.Background()
