@@ -75,7 +75,7 @@ func (p *Proxy) WithWatcher(w ProxyWatcher) *Proxy {
 
 // ProxyOptions is how the worker's proxy is chosen.
 type ProxyOptions struct {
-	// Spec is --proxy: a URL, "env" (HTTPS_PROXY and NO_PROXY), or "none" or "" for direct.
+	// Spec is the proxy: a URL, "env" (HTTPS_PROXY and NO_PROXY), or "none" or "" for direct.
 	Spec string
 	// CredentialsFile holds user:password for the proxy; "" for none (or the URL's own).
 	CredentialsFile string
@@ -98,7 +98,7 @@ func (e *ProxyError) Error() string {
 	if e.Status != 0 {
 		msg := fmt.Sprintf("adapter: proxy %s answered CONNECT with %d %s", e.Proxy, e.Status, http.StatusText(e.Status))
 		if e.Status == http.StatusProxyAuthRequired {
-			msg += " (check --proxy-credentials-file)"
+			msg += " (check the worker's proxy credentials)"
 		}
 		return msg
 	}
@@ -107,8 +107,21 @@ func (e *ProxyError) Error() string {
 
 func (e *ProxyError) Unwrap() error { return e.Err }
 
-// ParseProxy builds the worker's proxy from its options; nil means direct. Errors name the
-// flag at fault and never quote a credential.
+// ProxyOptionError is a ProxyOptions field that ParseProxy refused: Option is its name ("Spec"
+// or "CredentialsFile"), so that a command names its own flag.
+type ProxyOptionError struct {
+	Option string
+	Err    error
+}
+
+func (e *ProxyOptionError) Error() string { return "adapter: proxy " + e.Option + ": " + e.Err.Error() }
+func (e *ProxyOptionError) Unwrap() error { return e.Err }
+
+func specError(err error) error  { return &ProxyOptionError{Option: "Spec", Err: err} }
+func credsError(err error) error { return &ProxyOptionError{Option: "CredentialsFile", Err: err} }
+
+// ParseProxy builds the worker's proxy from its options; nil means direct. Its errors are
+// *ProxyOptionError and never quote a credential.
 func ParseProxy(o ProxyOptions) (*Proxy, error) {
 	getenv := o.Getenv
 	if getenv == nil {
@@ -119,29 +132,29 @@ func ParseProxy(o ProxyOptions) (*Proxy, error) {
 	switch spec {
 	case "", providers.ProxyNone:
 		if o.CredentialsFile != "" {
-			return nil, errors.New("--proxy-credentials-file: given without a proxy (--proxy URL or --proxy env)")
+			return nil, credsError(errors.New("given without a proxy (a proxy URL or env)"))
 		}
 		return nil, nil
 	case "env":
 		spec = firstEnv(getenv, "HTTPS_PROXY", "https_proxy")
 		if spec == "" {
-			return nil, errors.New("--proxy env: HTTPS_PROXY is not set; set it, or give --proxy URL or --proxy none")
+			return nil, specError(errors.New("env: HTTPS_PROXY is not set; set it, or give the proxy's URL or none"))
 		}
 		noProxy = parseNoProxy(firstEnv(getenv, "NO_PROXY", "no_proxy"))
 	}
 	u, creds, err := providers.ParseProxyURL(spec)
 	if err != nil {
 		if o.Spec == "env" {
-			return nil, fmt.Errorf("--proxy env: HTTPS_PROXY: %w", err)
+			return nil, specError(fmt.Errorf("env: HTTPS_PROXY: %w", err))
 		}
-		return nil, fmt.Errorf("--proxy: %w", err)
+		return nil, specError(err)
 	}
 	if o.CredentialsFile != "" {
 		if creds != "" {
-			return nil, errors.New("--proxy-credentials-file: the proxy URL carries credentials too; give them one way")
+			return nil, credsError(errors.New("the proxy URL carries credentials too; give them one way"))
 		}
 		if creds, err = readCredentials(o.CredentialsFile); err != nil {
-			return nil, err
+			return nil, credsError(err)
 		}
 	}
 	return newProxy(u, creds, noProxy, o.RootCAs), nil
@@ -193,13 +206,13 @@ func firstEnv(getenv func(string) string, names ...string) string {
 func readCredentials(file string) (string, error) {
 	data, err := os.ReadFile(file)
 	if err != nil {
-		return "", fmt.Errorf("--proxy-credentials-file: %w", err)
+		return "", err
 	}
 	line, _, _ := strings.Cut(string(data), "\n")
 	line = strings.TrimSuffix(line, "\r")
 	user, _, ok := strings.Cut(line, ":")
 	if !ok || user == "" {
-		return "", fmt.Errorf("--proxy-credentials-file %s: want user:password on its first line", file)
+		return "", fmt.Errorf("%s: want user:password on its first line", file)
 	}
 	return line, nil
 }

@@ -170,15 +170,15 @@ func TestParseProxyErrors(t *testing.T) {
 		opt  adapter.ProxyOptions
 		want string
 	}{
-		{"socks", adapter.ProxyOptions{Spec: "socks5://p.example:1080"}, "--proxy: want an http:// or https:// proxy URL"},
-		{"no host", adapter.ProxyOptions{Spec: "http://"}, "--proxy: the proxy URL has no host"},
-		{"path", adapter.ProxyOptions{Spec: "http://p.example:3128/x"}, "--proxy: a proxy URL is scheme://host:port only"},
-		{"not a URL, password inside", adapter.ProxyOptions{Spec: "http://gw:" + proxyPassword + "@p.exa mple"}, "--proxy: not a URL"},
-		{"env unset", adapter.ProxyOptions{Spec: "env", Getenv: env(nil)}, "--proxy env: HTTPS_PROXY is not set"},
-		{"env bad", adapter.ProxyOptions{Spec: "env", Getenv: env(map[string]string{"HTTPS_PROXY": "ftp://x"})}, "--proxy env: HTTPS_PROXY: want an http://"},
-		{"credentials twice", adapter.ProxyOptions{Spec: "http://gw:" + proxyPassword + "@p.example:3128", CredentialsFile: creds}, "--proxy-credentials-file: the proxy URL carries credentials too"},
-		{"credentials without proxy", adapter.ProxyOptions{Spec: "none", CredentialsFile: creds}, "--proxy-credentials-file: given without a proxy"},
-		{"credentials missing", adapter.ProxyOptions{Spec: "http://p.example:3128", CredentialsFile: filepath.Join(t.TempDir(), "nope")}, "--proxy-credentials-file: open"},
+		{"socks", adapter.ProxyOptions{Spec: "socks5://p.example:1080"}, "proxy Spec: want an http:// or https:// proxy URL"},
+		{"no host", adapter.ProxyOptions{Spec: "http://"}, "proxy Spec: the proxy URL has no host"},
+		{"path", adapter.ProxyOptions{Spec: "http://p.example:3128/x"}, "proxy Spec: a proxy URL is scheme://host:port only"},
+		{"not a URL, password inside", adapter.ProxyOptions{Spec: "http://gw:" + proxyPassword + "@p.exa mple"}, "proxy Spec: not a URL"},
+		{"env unset", adapter.ProxyOptions{Spec: "env", Getenv: env(nil)}, "proxy Spec: env: HTTPS_PROXY is not set"},
+		{"env bad", adapter.ProxyOptions{Spec: "env", Getenv: env(map[string]string{"HTTPS_PROXY": "ftp://x"})}, "proxy Spec: env: HTTPS_PROXY: want an http://"},
+		{"credentials twice", adapter.ProxyOptions{Spec: "http://gw:" + proxyPassword + "@p.example:3128", CredentialsFile: creds}, "proxy CredentialsFile: the proxy URL carries credentials too"},
+		{"credentials without proxy", adapter.ProxyOptions{Spec: "none", CredentialsFile: creds}, "proxy CredentialsFile: given without a proxy"},
+		{"credentials missing", adapter.ProxyOptions{Spec: "http://p.example:3128", CredentialsFile: filepath.Join(t.TempDir(), "nope")}, "proxy CredentialsFile: open"},
 		{"credentials malformed", adapter.ProxyOptions{Spec: "http://p.example:3128", CredentialsFile: credentialsFile(t, proxyPassword)}, "want user:password on its first line"},
 	}
 	for _, tc := range tests {

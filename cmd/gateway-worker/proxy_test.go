@@ -123,7 +123,7 @@ func TestRunRefusesBadProxyFlags(t *testing.T) {
 		want string
 	}{
 		{[]string{"--proxy", "socks5://gw:" + proxySecret + "@p.example:1080"}, "--proxy: want an http:// or https:// proxy URL"},
-		{[]string{"--proxy", "env"}, "--proxy env: HTTPS_PROXY is not set"},
+		{[]string{"--proxy", "env"}, "--proxy: env: HTTPS_PROXY is not set"},
 		{[]string{"--proxy-credentials-file", "/nonexistent"}, "--proxy-credentials-file: given without a proxy"},
 	} {
 		t.Setenv("HTTPS_PROXY", "")

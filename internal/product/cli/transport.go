@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 
@@ -91,9 +92,22 @@ func (t *Transport) NextSender(reg *providers.Registry, prev *adapter.Sender) (*
 	}
 	proxy, err := adapter.ParseProxy(adapter.ProxyOptions{Spec: t.Proxy, CredentialsFile: t.ProxyCredentialsFile, RootCAs: roots})
 	if err != nil {
-		return nil, err
+		return nil, proxyFlagError(err)
 	}
 	proxy = proxy.WithWatcher(t.ProxyWatch)
 	return adapter.NewSender(adapter.Config{Registry: reg, Signer: t.signer, ConnectTo: connectTo, RootCAs: roots, Allow: allow,
 		JobIDHeader: t.JobIDHeader, Proxy: proxy, Reuse: prev})
+}
+
+// proxyFlagError names the flag of the proxy option ParseProxy refused.
+func proxyFlagError(err error) error {
+	var oe *adapter.ProxyOptionError
+	if !errors.As(err, &oe) {
+		return err
+	}
+	flag := "--proxy"
+	if oe.Option == "CredentialsFile" {
+		flag = "--proxy-credentials-file"
+	}
+	return fmt.Errorf("%s: %w", flag, oe.Err)
 }
