@@ -49,8 +49,15 @@ func TestBurstAcrossProvidersIsAcceptedOnce(t *testing.T) {
 		jobs = append(jobs, job(id, sub, base64.StdEncoding.EncodeToString([]byte("bytes for "+p)), "payload_encoding", "base64"))
 		wants[id] = want{registryID[p], "bytes for " + p, -1}
 	}
-	e.enqueue(jobs...)
+	// The fallback lane's host is proven first, by one job of its own, as a self-hosted service
+	// is after its first answer: the burst then tests the deliveries, not the unproven hosts'
+	// turns, which the stepped clock would hold back.
+	generic := e.subscribe(pushsim.Generic, e.key)
+	wants["generic-first"] = want{registryID[pushsim.Generic], "first", 3500}
+	e.enqueue(job("generic-first", generic, "first", "ttl", 3600, "enqueued_at", enqueued))
 	e.start(e.config(e.store))
+	waitFor(t, "the fallback host's first job", func() bool { return len(e.all("results")) == 1 })
+	e.enqueue(jobs...)
 
 	waitFor(t, "a ledger record for every job", func() bool { return len(e.all("results")) >= len(wants) })
 	ledger := e.byID("results")
