@@ -3,9 +3,14 @@
 // connects (Open, OpenClient), the key layout (keys.go), the worker's Store, the producer, and
 // one Lua script per state change of a delivery job:
 //
-//	intake --ToLane--> lane:<provider> --Finish--> results (+ gone, + the window)
-//	   \                  |   \--ToDelayed--> delayed --PromoteDue--> lane:<provider>
-//	    \--ToDead-------> dead <--ToDead / caps / Reclaim (too many deliveries)
+//	in, in:bulk --ToLane--> lane:<provider>[:bulk] --Finish--> results (+ gone, + the window)
+//	   \                       |   \--ToDelayed--> delayed --PromoteDue--> lane:<provider>[:bulk]
+//	    \--ToDead-----------> dead <--ToDead / caps / Requeue (too many deliveries)
+//
+// A lane is read only as far as its reader can start (ReadLanes takes a count its caller
+// already holds slots and tokens for); what the reader could not start, and what a replica
+// that is gone left pending, goes back to the delayed set due at once (Requeue), so every
+// wait is in Redis, never in a worker.
 //
 // Every transition script first checks with XPENDING that the entry is still pending and owned
 // by the calling consumer, and changes nothing when it is not: a worker whose entry was
