@@ -3,6 +3,8 @@
 // shipped registry's rates), a plain Redis-stream consumer around webpush-go, one around Node's
 // web-push, and the RFC 8291 encryption alone, each contender in a process of its own against
 // one Redis and one pushsim, compared side by side in bench-report.json and bench-report.md.
+// On the same rig it is also `gateway-lab priority` (priority.go): what the worker's priority
+// classes and its shutdown give a user, in priority-report.json and priority-report.md.
 package bench
 
 import (
@@ -195,6 +197,7 @@ type runEnv struct {
 	lab      string // the binary with the bench-webpush-go command
 	audience int    // distinct origins among subs: the signature bound
 	polls    int64  // waitRecords' polls since it was last called
+	registry string // the priority scenarios' registry file: the shipped rates
 }
 
 // Run runs every contender of o in turn against one Redis and one pushsim, prints the
