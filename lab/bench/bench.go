@@ -3,6 +3,8 @@
 // shipped registry's rates), a plain Redis-stream consumer around webpush-go, one around Node's
 // web-push, and the RFC 8291 encryption alone, each contender in a process of its own against
 // one Redis and one pushsim, compared side by side in bench-report.json and bench-report.md.
+// On the same rig it is also `gateway-lab priority` (priority.go): what the worker's priority
+// classes and its shutdown give a user, in priority-report.json and priority-report.md.
 package bench
 
 import (
@@ -195,6 +197,7 @@ type runEnv struct {
 	lab      string // the binary with the bench-webpush-go command
 	audience int    // distinct origins among subs: the signature bound
 	polls    int64  // waitRecords' polls since it was last called
+	registry string // the priority scenarios' registry file: the shipped rates
 }
 
 // Run runs every contender of o in turn against one Redis and one pushsim, prints the
@@ -204,51 +207,12 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 		return err
 	}
 	o = o.effective()
-	env := &runEnv{o: o, out: out}
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	if env.worker, env.lab, err = binaries(o, self); err != nil {
-		return err
-	}
-	if err := os.MkdirAll(o.Out, 0o755); err != nil {
-		return err
-	}
-	if env.dir, err = os.MkdirTemp("", "gateway-bench-"); err != nil {
-		return err
-	}
-	defer os.RemoveAll(env.dir)
-	if env.redisURL = o.RedisURL; env.redisURL == "" {
-		r, err := localredis.Start(ctx)
-		if err != nil {
-			return err
-		}
-		defer r.Stop()
-		env.redisURL = r.URL()
-		fmt.Fprintf(out, "redis:    started a throwaway redis-server at %s\n", r.URL())
-	} else {
-		fmt.Fprintf(out, "redis:    using %s\n", env.redisURL)
-	}
-	// The lab's own view of Redis: INFO figures, and the stream of the contenders that read
-	// one themselves.
-	if env.rdb, err = stream.OpenClient(env.redisURL, stream.OpenOptions{ClientName: "gateway-bench"}); err != nil {
-		return err
-	}
-	defer env.rdb.Close()
-	if err := env.rdb.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("redis: %w", err)
-	}
 	total := o.Messages + o.LatencyMessages + 100
-	env.sim, err = pushsim.Start(pushsim.Config{Sample: o.Sample, Lean: true, MaxDeliveries: total})
+	env, closeEnv, err := openEnv(ctx, o, out, total)
 	if err != nil {
 		return err
 	}
-	defer env.sim.Close()
-	fmt.Fprintf(out, "pushsim:  %s; checks the JWT signature and decrypts 1 push in %d (every push gets the other checks)\n", env.sim.Addr(), o.Sample)
-	if err := env.prepare(); err != nil {
-		return err
-	}
+	defer closeEnv()
 	fmt.Fprintf(out, "machine:  %s, %d CPUs, %s/%s, %s\n", cpuModel(), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version())
 	fmt.Fprintf(out, "load:     %d messages of %d bytes from a backlog, then %d paced at %d/s for latency; concurrency %d; mix %s\n\n",
 		o.Messages, o.PayloadSize, o.LatencyMessages, o.LatencyRate, o.Concurrency, describeMix(env.subs))
@@ -295,6 +259,67 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	fmt.Fprintln(out)
 	rep.writeText(out)
 	return rep.save(o.Out, out)
+}
+
+// openEnv starts what every run shares (a throwaway redis-server unless o.RedisURL names one,
+// pushsim keeping deliveries answers, the VAPID key, o.Messages subscriptions in o.Mix) and
+// says so on out; closeEnv stops it all again.
+func openEnv(ctx context.Context, o Options, out io.Writer, deliveries int) (env *runEnv, closeEnv func(), err error) {
+	env = &runEnv{o: o, out: out}
+	var closers []func()
+	closeAll := func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			closeAll()
+		}
+	}()
+	self, err := os.Executable()
+	if err != nil {
+		return nil, nil, err
+	}
+	if env.worker, env.lab, err = binaries(o, self); err != nil {
+		return nil, nil, err
+	}
+	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+		return nil, nil, err
+	}
+	if env.dir, err = os.MkdirTemp("", "gateway-bench-"); err != nil {
+		return nil, nil, err
+	}
+	closers = append(closers, func() { os.RemoveAll(env.dir) })
+	if env.redisURL = o.RedisURL; env.redisURL == "" {
+		r, err := localredis.Start(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		closers = append(closers, r.Stop)
+		env.redisURL = r.URL()
+		fmt.Fprintf(out, "redis:    started a throwaway redis-server at %s\n", r.URL())
+	} else {
+		fmt.Fprintf(out, "redis:    using %s\n", env.redisURL)
+	}
+	// The lab's own view of Redis: INFO figures, and the stream of the contenders that read
+	// one themselves.
+	if env.rdb, err = stream.OpenClient(env.redisURL, stream.OpenOptions{ClientName: "gateway-bench"}); err != nil {
+		return nil, nil, err
+	}
+	closers = append(closers, func() { env.rdb.Close() })
+	if err := env.rdb.Ping(ctx).Err(); err != nil {
+		return nil, nil, fmt.Errorf("redis: %w", err)
+	}
+	if env.sim, err = pushsim.Start(pushsim.Config{Sample: o.Sample, Lean: true, MaxDeliveries: deliveries}); err != nil {
+		return nil, nil, err
+	}
+	closers = append(closers, func() { env.sim.Close() })
+	fmt.Fprintf(out, "pushsim:  %s; checks the JWT signature and decrypts 1 push in %d (every push gets the other checks)\n", env.sim.Addr(), o.Sample)
+	if err := env.prepare(); err != nil {
+		return nil, nil, err
+	}
+	return env, closeAll, nil
 }
 
 // binaries finds the contenders' executables: o's, or self (this process's executable) and the

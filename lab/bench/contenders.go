@@ -48,14 +48,9 @@ func (env *runEnv) gateway(ctx context.Context, paced, linger, campaign bool) (R
 		return row, err
 	}
 	statsFile := filepath.Join(env.dir, "gateway-stats.json")
-	argv := []string{env.worker, "run", "--http", "", "--redis", env.redisURL, "--prefix", prefix, "--registry", reg,
-		"--vapid-key", env.keyFile, "--subject", vapidSubject, "--ca-file", env.sim.CAFile(),
-		"--stats-file", statsFile, "--log-level", "warn", "--grace", "10s"}
+	argv := env.workerArgv(prefix, reg, "--stats-file", statsFile)
 	if !linger {
 		argv = append(argv, "--commit-linger", "0", "--lane-gather", "0")
-	}
-	for _, ct := range env.connectTo() {
-		argv = append(argv, "--connect-to", ct)
 	}
 	if env.o.Profile {
 		abs, err := filepath.Abs(filepath.Join(env.o.Out, "bench-"+row.Name+".pprof"))
@@ -93,6 +88,19 @@ func (env *runEnv) gateway(ctx context.Context, paced, linger, campaign bool) (R
 		return row, fmt.Errorf("%d jobs enqueued but %d ledger and %d dead records", jobs, counts["results"], counts["dead"])
 	}
 	return row, nil
+}
+
+// workerArgv is the command line of `gateway-worker run` on prefix with the registry file reg,
+// every push service's host sent to pushsim, and extra flags after the common ones.
+func (env *runEnv) workerArgv(prefix, reg string, extra ...string) []string {
+	argv := []string{env.worker, "run", "--http", "", "--redis", env.redisURL, "--prefix", prefix, "--registry", reg,
+		"--vapid-key", env.keyFile, "--subject", vapidSubject, "--ca-file", env.sim.CAFile(),
+		"--log-level", "warn", "--grace", "10s"}
+	argv = append(argv, extra...)
+	for _, ct := range env.connectTo() {
+		argv = append(argv, "--connect-to", ct)
+	}
+	return argv
 }
 
 // connectTo sends every host the subscriptions use to pushsim.

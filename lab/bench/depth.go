@@ -49,13 +49,7 @@ func (env *runEnv) depthRow(ctx context.Context, depth int) (Row, error) {
 		}
 	}
 	env.sim.Reset()
-	argv := []string{env.worker, "run", "--redis", env.redisURL, "--prefix", prefix, "--registry", reg,
-		"--vapid-key", env.keyFile, "--subject", vapidSubject, "--ca-file", env.sim.CAFile(),
-		"--log-level", "warn", "--grace", "10s"}
-	for _, ct := range env.connectTo() {
-		argv = append(argv, "--connect-to", ct)
-	}
-	c, err := startChild(argv, "")
+	c, err := startChild(env.workerArgv(prefix, reg), "")
 	if err != nil {
 		return row, err
 	}

@@ -168,9 +168,9 @@ func (env *runEnv) drive(ctx context.Context, prefix string, pid int, exited <-c
 
 // enqueueCampaign writes the backlog as one campaign of the jobs' message to every
 // subscription: its create entry and its recipients, in batches. It returns how many entries
-// that wrote to the intake (the upstream's XADDs).
+// that wrote to the bulk intake, where campaign entries go (the upstream's XADDs).
 func (env *runEnv) enqueueCampaign(ctx context.Context, producer *stream.Producer, prefix string) (int64, error) {
-	intake := stream.KeysFor(prefix, 0).Intake
+	intake := stream.KeysFor(prefix, 0).BulkIntake
 	before, err := env.rdb.XInfoStream(ctx, intake).Result()
 	if err != nil {
 		return 0, err

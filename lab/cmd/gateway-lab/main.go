@@ -1,8 +1,9 @@
 // Command gateway-lab runs the gateway where it can be watched and measured, never in
 // production: `demo` (a minute of traffic to the simulated push services, a fault halfway, a
-// live table and a report) and `bench` (the gateway against the consumers users write without
-// it). Their logic lives in lab/demo and lab/bench, in the lab's module of its own; main turns
-// signals into a context and picks the subcommand.
+// live table and a report), `bench` (the gateway against the consumers users write without
+// it) and `priority` (what the priority classes and the shutdown give a user). Their logic
+// lives in lab/demo and lab/bench, in the lab's module of its own; main turns signals into a
+// context and picks the subcommand.
 package main
 
 import (
@@ -46,6 +47,19 @@ func commands() []cli.Command {
 				"gateway-lab bench --messages 50000 --mix fcm=50,autopush=50 --profile",
 			},
 			Exit: "1 a contender failed",
+		}},
+		{Name: "priority", Summary: "what transactional jobs wait behind a bulk backlog and beside a large campaign, and what a SIGTERM leaves", Run: cmdPriority, Help: cli.Help{
+			Usage: "[--redis URL] [--only bulk-backlog,campaign,stop] [--rate 20] [--bulk 200000] [--recipients 1000000] [--duration 2m] [--messages 10000] [--short]",
+			Summary: "Run the real gateway-worker at the shipped registry's rates against Redis and pushsim on this machine: the wait of transactional jobs " +
+				"(XADD to ledger record, by Redis's clock) behind a bulk backlog enqueued one job at a time and beside a campaign of many recipients " +
+				"(with Redis's slow log and memory per recipient), and what SIGTERM to one of two workers leaves pending and how soon its jobs are recorded.",
+			Details: "It writes priority-report.json and priority-report.md to --out. The full sizes take minutes and a few hundred MB of memory in Redis; --short runs in seconds.",
+			Examples: []string{
+				"gateway-lab priority --short",
+				"gateway-lab priority --only bulk-backlog --bulk 20000",
+				"gateway-lab priority --only campaign --recipients 1000000 --duration 2m --out DIR",
+			},
+			Exit: "1 a scenario failed (a job without its record, the worker or Redis failed)",
 		}},
 		{Name: "bench-webpush-go", Main: cmdBenchWebpushGo, Hidden: true},
 	}

@@ -8,12 +8,12 @@ import (
 	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/proctest"
 )
 
-func TestUsageListsDemoAndBenchOnly(t *testing.T) {
+func TestUsageListsTheLabsCommands(t *testing.T) {
 	code, _, stderr := proctest.Run(t, runMain, "help")
 	if code != 0 || !strings.Contains(stderr, "usage: gateway-lab <command>") {
 		t.Fatalf("help: exit %d, %q", code, stderr)
 	}
-	for _, want := range []string{"  demo ", "  bench ", "GATEWAY_<FLAG>"} {
+	for _, want := range []string{"  demo ", "  bench ", "  priority ", "GATEWAY_<FLAG>"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("usage lacks %q:\n%s", want, stderr)
 		}
@@ -47,6 +47,12 @@ func TestRefusesBadFlags(t *testing.T) {
 		{"bench: bad mix", []string{"bench", "--mix", "fcm=x"}, `--mix: "fcm=x" is not provider=weight`},
 		{"bench: too few messages", []string{"bench", "--messages", "5"}, "--messages must be at least 10"},
 		{"bench: stray word", []string{"bench", "stray"}, `unexpected argument "stray"`},
+		{"priority: unknown scenario", []string{"priority", "--only", "bulk-backlog,nope"}, `--only: unknown scenario "nope"`},
+		{"priority: no rate", []string{"priority", "--rate", "0"}, "--rate must be 1 to 10000"},
+		{"priority: too small a backlog", []string{"priority", "--bulk", "5"}, "--bulk must be 10 to 10000000"},
+		{"priority: too short", []string{"priority", "--duration", "500ms"}, "--duration must be at least 1s"},
+		{"priority: too large a message", []string{"priority", "--payload-size", "4000"}, "--payload-size and --job-payload-size must be 0 to 3993"},
+		{"priority: stray word", []string{"priority", "stray"}, `unexpected argument "stray"`},
 		{"bench-webpush-go without its config", []string{"bench-webpush-go"}, "usage: gateway-lab bench-webpush-go CONFIG.json"},
 	}
 	for _, tc := range tests {
@@ -69,9 +75,9 @@ func TestBenchWebpushGoReportsABadConfig(t *testing.T) {
 	}
 }
 
-// TestHelpFormat: demo and bench print the help every command prints.
+// TestHelpFormat: demo, bench and priority print the help every command prints.
 func TestHelpFormat(t *testing.T) {
-	for cmd, flag := range map[string]string{"demo": "--fault PROVIDER=stall|503:RATIO|429:SECONDS", "bench": "--mix WEIGHTS"} {
+	for cmd, flag := range map[string]string{"demo": "--fault PROVIDER=stall|503:RATIO|429:SECONDS", "bench": "--mix WEIGHTS", "priority": "--only SCENARIOS"} {
 		code, stdout, help := proctest.Run(t, runMain, cmd, "-h")
 		if code != 0 || stdout != "" {
 			t.Fatalf("%s -h: exit %d, stdout %q", cmd, code, stdout)
