@@ -282,9 +282,10 @@ func (pl *providerLimits) newHostLimits(p *providers.Provider, hb limits.HostBre
 }
 
 // unprovenShare is the part of the fallback lane's slots that hosts not seen answering share:
-// small, so that the answering hosts keep nearly all of the lane, and at least one slot, so
-// that a new host can prove itself.
-const unprovenShare = 8
+// half, so that hosts that answer keep the other half whatever the unknown ones do, and no less,
+// since a host's first request costs a TLS handshake and a lane of many small servers, each new,
+// would otherwise crawl; at least one slot, so that a new host can prove itself.
+const unprovenShare = 2
 
 // unprovenCap is how many deliveries to unproven hosts may hold slots at once.
 func (pl *providerLimits) unprovenCap() int64 {

@@ -22,8 +22,8 @@ import (
 //
 //   - start (lane.begin): decode the entry and make the slot it was read with its own (a
 //     retry's, its recipient's, an unproven host's); an entry that may not start now goes back
-//     to the delayed set for a moment, and gives back its slot and its token. The rest runs on
-//     a worker goroutine that holds the slot (run);
+//     to the delayed set for a moment: it gives back its token at once and its slot once that
+//     is written. The rest runs on a worker goroutine that holds the slot (run);
 //   - check: the looks at Redis that may end it without a send (the sent mark of a retry or a
 //     redelivered entry, the gone mark of a retry, its campaign's state), and beforeSend's
 //     decision;
@@ -78,11 +78,13 @@ func (l *lane) begin(readCtx, sendCtx context.Context, e stream.Entry) {
 		t.retry, t.recipient, t.host = t.attempt > 0, t.job.Recipient, l.hostKey(t.job)
 		t.skipped = t.host != "" && l.hosts.Refuses(t.host, l.cfg.Now())
 		if err := t.claim(); err != nil {
-			l.lim.slots.Put(1)
 			t.giveBackToken()
 			l.inflight.Add(1)
 			l.workers.run(func() {
 				defer l.inflight.Done()
+				// The slot it was read with is held until the put-back is written, so that the
+				// put-backs in progress are bounded by the slots, as the sends are.
+				defer l.lim.slots.Put(1)
 				defer l.inHand.done(e)
 				t.record(sendCtx, l.refused(t.laneJob, err, l.cfg.Now()))
 			})
