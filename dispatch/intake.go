@@ -47,6 +47,19 @@ func (in *intake) start(wg *sync.WaitGroup) {
 	goCounted(wg, in.run)
 }
 
+// intakeReadBytes bounds, about, the bytes of one intake read: Redis serves one call at a time,
+// and a read of IntakeBatch entries of the largest size (a campaign's recipients come 1,000 to
+// an entry) would hold every other call, a transactional job's included, for tens of
+// milliseconds. Each read takes as many entries as that many bytes of the largest entry of the
+// read before; the first reckons with entries of the largest size allowed.
+const intakeReadBytes = 256 << 10
+
+// intakeCount is how many entries the read after one whose largest entry had largest bytes
+// takes: as many as intakeReadBytes holds, at least one, at most batch.
+func intakeCount(batch, largest int) int {
+	return min(batch, max(1, intakeReadBytes/max(largest, 1)))
+}
+
 func (in *intake) run() {
 	ctx, cancel := untilClosed(in.done)
 	defer cancel()
@@ -54,6 +67,7 @@ func (in *intake) run() {
 	defer pool.wait()
 	cfg, log := in.cfg, in.cfg.Logger
 	var backoff redisBackoff
+	count := intakeCount(cfg.IntakeBatch, jobfmt.MaxEntryBytes)
 	for ctx.Err() == nil {
 		// No new work while the shard cannot record what happens to it (see redisHealth).
 		if !in.health.waitOpen(ctx, in.shard, cfg.Block) {
@@ -61,7 +75,7 @@ func (in *intake) run() {
 		}
 		// The read waits for at most Block, which is what bounds how long shutdown waits for it.
 		// Entries that break the entry rules are dead-lettered by the read itself, in Redis.
-		entries, refused, err := cfg.Store.ReadIntake(ctx, in.shard, in.class, cfg.IntakeBatch, cfg.Block)
+		entries, refused, err := cfg.Store.ReadIntake(ctx, in.shard, in.class, count, cfg.Block)
 		if ctx.Err() == nil {
 			in.health.observe(in.shard, telemetry.OpRead, err, cfg.Now())
 		}
@@ -74,6 +88,13 @@ func (in *intake) run() {
 			continue
 		}
 		backoff.reset()
+		if len(entries) > 0 {
+			largest := 0
+			for _, e := range entries {
+				largest = max(largest, len(e.Fields["job"]))
+			}
+			count = intakeCount(cfg.IntakeBatch, largest)
+		}
 		for _, r := range refused {
 			log.Info("dispatch: invalid job dead-lettered", "shard", in.shard, "id", logID(r.ID), "reason", r.Reason)
 			cfg.Metrics.DeadLetter(telemetry.DeadInvalidJob)
