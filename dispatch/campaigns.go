@@ -27,13 +27,13 @@ import (
 // list (subscriptions only) while the others go on.
 
 const (
-	// expandBatch is the most recipients one expansion call moves into a lane.
-	expandBatch = 500
-	// expandRounds bounds the calls for one list in one round, so that one large campaign
-	// does not hold up the others; the next round goes on.
-	expandRounds = 8
-	// drainBatch is the most recipients of a cancelled campaign one round drains.
-	drainBatch = 2000
+	// expandRounds bounds the expansion calls (each of at most stream.CampaignChunk
+	// recipients) for one list in one round, so that one large campaign does not hold up the
+	// others; the next round goes on.
+	expandRounds = 40
+	// drainRounds bounds the calls that end a cancelled campaign's waiting recipients (each of
+	// at most stream.CampaignChunk) in one round.
+	drainRounds = 20
 	// campaignStateStale is how old a campaign's state the lanes may act on: a pause or a
 	// cancel is seen by every lane within about this long.
 	campaignStateStale = 2 * time.Second
@@ -162,7 +162,7 @@ func (f *campaignFeeder) shard(ctx context.Context, shard int) error {
 		var err error
 		switch a.State {
 		case stream.CampaignCanceled:
-			_, _, _, err = f.ops.Drain(ctx, shard, a.ID, a.Providers, drainBatch, f.cfg.Now())
+			err = f.drain(ctx, shard, a)
 		case stream.CampaignRunning:
 			err = f.expand(ctx, shard, a)
 		}
@@ -171,6 +171,18 @@ func (f *campaignFeeder) shard(ctx context.Context, shard int) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// drain ends what waits in cancelled campaign a's lists, a chunk a call, for at most
+// drainRounds calls.
+func (f *campaignFeeder) drain(ctx context.Context, shard int, a stream.ActiveCampaign) error {
+	for range drainRounds {
+		_, left, ok, err := f.ops.Drain(ctx, shard, a.ID, a.Providers, f.cfg.Now())
+		if err != nil || !ok || left == 0 {
+			return err
+		}
+	}
+	return nil
 }
 
 // expand moves what the lanes can take of campaign a's lists, and takes the campaign off the
@@ -190,7 +202,7 @@ func (f *campaignFeeder) expand(ctx context.Context, shard int, a stream.ActiveC
 			continue
 		}
 		for range expandRounds {
-			x, err := f.ops.Expand(ctx, shard, a.ID, p, class, expandBatch, f.cfg.CampaignLaneDepth)
+			x, err := f.ops.Expand(ctx, shard, a.ID, p, class, stream.CampaignChunk, f.cfg.CampaignLaneDepth)
 			if err != nil {
 				return err
 			}
@@ -200,7 +212,7 @@ func (f *campaignFeeder) expand(ctx context.Context, shard int, a stream.ActiveC
 			if x.Left > 0 {
 				empty = false
 			}
-			if x.Moved < expandBatch || x.Left == 0 {
+			if x.Moved < stream.CampaignChunk || x.Left == 0 {
 				break
 			}
 		}

@@ -277,10 +277,17 @@ type Expansion struct {
 	Left int64
 }
 
-// Expand moves at most most recipients of campaign id from its list for provider into the
-// provider's lane of class, as jobs made of the campaign's message, while that lane holds
-// fewer than depth entries and the campaign's pace allows (campaign_expand.lua).
+// CampaignChunk is the most recipients one call of a campaign's scripts expands into a lane or
+// ends (Expand, Drain): Redis runs nothing else while a script runs, so a large campaign is
+// moved in calls of this many, each about a millisecond, between which the other calls go.
+const CampaignChunk = 100
+
+// Expand moves at most most recipients (and at most CampaignChunk) of campaign id from its
+// list for provider into the provider's lane of class, as jobs made of the campaign's message,
+// while that lane holds fewer than depth entries and the campaign's pace allows
+// (campaign_expand.lua).
 func (c *Campaigns) Expand(ctx context.Context, shard int, id, provider string, class job.Class, most, depth int) (Expansion, error) {
+	most = min(most, CampaignChunk)
 	k := c.Keys(shard, id)
 	sk := KeysFor(c.s.o.Prefix, shard)
 	lane := sk.LaneOf(provider, class)
@@ -326,17 +333,17 @@ func (c *Campaigns) Hold(ctx context.Context, e Entry, h HeldJob) (bool, error) 
 	return v != 0, nil
 }
 
-// Drain gives at most most of a cancelled campaign's waiting recipients their CANCELED
-// records and frees them; left is how many still wait. ok is false when the campaign is not
-// cancelled (nothing changed).
-func (c *Campaigns) Drain(ctx context.Context, shard int, id string, providers []string, most int, now time.Time) (drained, left int64, ok bool, err error) {
-	return drainCampaign(ctx, c.s.c, c.s.o.Prefix, shard, id, providers, most, now)
+// Drain gives at most CampaignChunk of a cancelled campaign's waiting recipients their
+// CANCELED records and frees them; left is how many still wait. ok is false when the campaign
+// is not cancelled (nothing changed).
+func (c *Campaigns) Drain(ctx context.Context, shard int, id string, providers []string, now time.Time) (drained, left int64, ok bool, err error) {
+	return drainCampaign(ctx, c.s.c, c.s.o.Prefix, shard, id, providers, now)
 }
 
-func drainCampaign(ctx context.Context, rc redis.UniversalClient, prefix string, shard int, id string, providers []string, most int, now time.Time) (drained, left int64, ok bool, err error) {
+func drainCampaign(ctx context.Context, rc redis.UniversalClient, prefix string, shard int, id string, providers []string, now time.Time) (drained, left int64, ok bool, err error) {
 	k := campaignKeys(prefix, shard, id)
 	keys := []string{k.Hash, KeysFor(prefix, shard).Results, k.Active}
-	args := []any{id, most, ms(now)}
+	args := []any{id, CampaignChunk, ms(now)}
 	for _, p := range providers {
 		keys = append(keys, k.ListOf(p))
 		args = append(args, p)

@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -135,6 +136,42 @@ func TestCampaignExpandMakesTheJobs(t *testing.T) {
 	}
 	if n, err := e.c.Exists(e.ctx, ops.Keys(0, "c2").ListOf("fcm")).Result(); err != nil || n != 0 {
 		t.Errorf("the drained list still exists: %d, %v", n, err)
+	}
+}
+
+// TestCampaignCallsMoveAChunkAtMost: however many recipients a caller asks for, one call
+// expands or ends at most CampaignChunk of them, so that no call of a large campaign holds
+// Redis for long; the calls after it take the rest.
+func TestCampaignCallsMoveAChunkAtMost(t *testing.T) {
+	e, s := newStore(t, "fcm")
+	ops := CampaignsOf(s)
+	const n = 2*CampaignChunk + 50
+	e.createCampaign(t, s, `{"create_campaign":{"id":"big","payload":"p"}}`)
+	e.addRecipients(t, s, "big", fcmRecipients(n, "")...)
+	x, err := ops.Expand(e.ctx, 0, "big", "fcm", job.ClassBulk, 10*n, 10*n)
+	if err != nil || x.Moved != CampaignChunk || x.Left != n-CampaignChunk {
+		t.Fatalf("expand of %d asked at once: %+v, %v; want %d moved", 10*n, x, err, CampaignChunk)
+	}
+
+	e.createCampaign(t, s, `{"create_campaign":{"id":"gone","payload":"p"}}`)
+	e.addRecipients(t, s, "gone", fcmRecipients(n, "")...)
+	// Cancelled as an operator's cancel marks it (stream/inspect's SetCampaignState).
+	if err := e.c.HSet(e.ctx, ops.Keys(0, "gone").Hash, "state", CampaignCanceled).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var calls []int64
+	for {
+		drained, left, ok, err := ops.Drain(e.ctx, 0, "gone", []string{"fcm"}, time.Now())
+		if err != nil || !ok {
+			t.Fatalf("Drain: %v, %v", ok, err)
+		}
+		calls = append(calls, drained)
+		if left == 0 {
+			break
+		}
+	}
+	if want := []int64{CampaignChunk, CampaignChunk, n - 2*CampaignChunk}; !slices.Equal(calls, want) {
+		t.Errorf("drained %v a call, want %v", calls, want)
 	}
 }
 

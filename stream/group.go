@@ -70,8 +70,10 @@ type batchItem struct {
 const maxGroup = 256
 
 // maxBatch bounds the items of one merged script call: Redis runs nothing else while a script
-// runs, so one call must stay short.
-const maxBatch = 128
+// runs, so one call must stay short (a record of a campaign's recipient costs the most, about
+// 60 µs; BENCHMARKS.md). The calls of a pipeline go one after another, and other clients' calls
+// between them.
+const maxBatch = 32
 
 // lingerEnough is how many queued calls end a linger early: a pipeline that size shares its
 // round trip well enough.

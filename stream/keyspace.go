@@ -106,12 +106,12 @@ func (s *Keyspace) WasSent(ctx context.Context, shard int, id string) (bool, err
 	return n == 1, nil
 }
 
-// DrainCampaign is Campaigns.Drain, for an operator's cancel: it gives at most most of
-// cancelled campaign id's waiting recipients (in its lists for providers) their CANCELED
-// records and frees them; left is how many still wait, and ok is false when the campaign is
-// not cancelled (nothing changed).
-func (s *Keyspace) DrainCampaign(ctx context.Context, shard int, id string, providers []string, most int, now time.Time) (drained, left int64, ok bool, err error) {
-	return drainCampaign(ctx, s.c, s.o.Prefix, shard, id, providers, most, now)
+// DrainCampaign is Campaigns.Drain, for an operator's cancel: it gives at most CampaignChunk
+// of cancelled campaign id's waiting recipients (in its lists for providers) their CANCELED
+// records and frees them; left is how many still wait, and ok is false when the campaign is not
+// cancelled (nothing changed).
+func (s *Keyspace) DrainCampaign(ctx context.Context, shard int, id string, providers []string, now time.Time) (drained, left int64, ok bool, err error) {
+	return drainCampaign(ctx, s.c, s.o.Prefix, shard, id, providers, now)
 }
 
 // WithCampaignLib is script src with the functions the scripts that end a job share for

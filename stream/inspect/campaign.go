@@ -220,7 +220,7 @@ func (s *Inspector) CancelCampaign(ctx context.Context, id string, now time.Time
 		if err != nil && !errors.Is(err, redis.Nil) {
 			return 0, fmt.Errorf("inspect: campaign %s: %w", id, err)
 		}
-		_, left, ok, err := s.ks.DrainCampaign(ctx, shard, id, providersOf(providers), 5000, now)
+		_, left, ok, err := s.ks.DrainCampaign(ctx, shard, id, providersOf(providers), now)
 		if err != nil {
 			return 0, err
 		}

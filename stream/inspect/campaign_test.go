@@ -71,7 +71,7 @@ func TestCampaignHoldDrainSettle(t *testing.T) {
 		t.Fatalf("status after the hold %+v, %v", st, err)
 	}
 
-	if _, _, ok, _ := ops.Drain(e.ctx, 0, "c3", []string{"fcm"}, 10, time.Now()); ok {
+	if _, _, ok, _ := ops.Drain(e.ctx, 0, "c3", []string{"fcm"}, time.Now()); ok {
 		t.Error("a running campaign drained")
 	}
 	n, err := ins.CancelCampaign(e.ctx, "c3", time.Now())
