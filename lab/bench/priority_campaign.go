@@ -207,7 +207,9 @@ type Slowlog struct {
 	Full    bool           `json:"full,omitempty"`   // the log reached its 10,000 entries: older ones are lost
 	Over2ms int            `json:"over_2ms"`         // calls over 2 ms
 	ByCall  map[string]int `json:"over_2ms_by_call"` // of them, by command (EVALSHA: by script)
-	Slowest []SlowCall     `json:"slowest"`          // the longest five, longest first
+	// Longest is the longest call of each command (EVALSHA: of each script), µs.
+	Longest map[string]int64 `json:"longest_us_by_call"`
+	Slowest []SlowCall       `json:"slowest"` // the longest five, longest first
 }
 
 // SlowCall is one entry of the slow log.
@@ -258,10 +260,11 @@ func (env *runEnv) slowlogRead(ctx context.Context) (Slowlog, error) {
 	if err != nil {
 		return Slowlog{}, err
 	}
-	s := Slowlog{Logged: len(entries), Full: len(entries) >= slowlogMax, ByCall: map[string]int{}}
+	s := Slowlog{Logged: len(entries), Full: len(entries) >= slowlogMax, ByCall: map[string]int{}, Longest: map[string]int64{}}
 	sort.SliceStable(entries, func(i, j int) bool { return entries[i].Duration > entries[j].Duration })
 	for i, e := range entries {
 		call := SlowCall{Micros: e.Duration.Microseconds(), Command: slowCommand(e.Args), Client: e.ClientName}
+		s.Longest[call.Command] = max(s.Longest[call.Command], call.Micros)
 		if e.Duration > 2*time.Millisecond {
 			s.Over2ms++
 			s.ByCall[call.Command]++

@@ -1,9 +1,11 @@
 package bench
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -79,6 +81,15 @@ func (rep PriorityReport) tables() []table {
 		}
 		ts = append(ts, table{fmt.Sprintf("Redis's slow log from the first batch to the end: %d calls over 1 ms, %d over 2 ms (%s)%s",
 			r.Slowlog.Logged, r.Slowlog.Over2ms, codes(r.Slowlog.ByCall), full), sl})
+		longest := [][]string{{"script", "longest call, µs"}}
+		for _, name := range slices.SortedFunc(maps.Keys(r.Slowlog.Longest), func(a, b string) int {
+			return cmp.Compare(r.Slowlog.Longest[b], r.Slowlog.Longest[a])
+		}) {
+			if script, ok := strings.CutPrefix(name, "EVALSHA "); ok {
+				longest = append(longest, []string{script, fmt.Sprint(r.Slowlog.Longest[name])})
+			}
+		}
+		ts = append(ts, table{"the longest call of each of the worker's scripts in the slow log", longest})
 	}
 	if r := rep.Stop; r != nil {
 		ts = append(ts, table{fmt.Sprintf("stop: two workers, %d jobs; SIGTERM to A once %d had their record", r.Messages, r.SignalAt), [][]string{
