@@ -19,13 +19,9 @@
 --   <base>:s<s>:<i>   HASH: field -> '', for the fields whose first 4 bytes, read big-endian,
 --                     are i mod f
 --
--- Release 0.1.0 kept its window under the same base, as a linear hash table: its state is the
--- hash <base> itself (L, the level, and p, the next bucket to split, among others) and its
--- bucket i is <base>:<i>, each field's value the unix second the job was accepted. Lookups read
--- it too, never write it (w_seen_010), so that a job a 0.1.0 worker accepted within the TTL is
--- not sent again by this release during a rolling upgrade from 0.1.0. Its buckets expire on
--- their own; its state hash, which has no expiry, may be deleted once no 0.1.0 worker has run
--- for twice the TTL (docs/upgrading.md), and then costs lookups nothing.
+-- The slices' keys start with "s" so that none is a key of release 0.1.0's window, a hash table
+-- under the same base (<base>, <base>:<i>), whose keys expire on their own after an upgrade
+-- (docs/upgrading.md); this window neither reads nor writes them.
 
 -- W_LOAD is how many fields a bucket holds at a steady rate: under the 128 entries of Redis's
 -- default hash-max-listpack-entries with room for a rate that grows within a slice.
@@ -59,28 +55,6 @@ local function w_slice_key(base, s)
   return base .. ':s' .. string.format('%d', s)
 end
 
--- w_seen_010 sets out[i] for each of fields that release 0.1.0's window holds at now (ms), for
--- a TTL of ttl ms: one HMGET of its state, none more when it has none.
-local function w_seen_010(base, fields, out, now, ttl)
-  local st = redis.call('HMGET', base, 'L', 'p')
-  if not st[1] then
-    return
-  end
-  local m, p = 2 ^ tonumber(st[1]), tonumber(st[2]) or 0
-  local since = math.floor((now - ttl) / 1000)
-  for i, field in ipairs(fields) do
-    if not out[i] then
-      local h = w_hash(field)
-      local b = h % m
-      if b < p then
-        b = h % (2 * m)
-      end
-      local at = redis.call('HGET', base .. ':' .. string.format('%d', b), field)
-      out[i] = at ~= false and tonumber(at) >= since
-    end
-  end
-end
-
 -- w_seen_all returns, for each of fields, whether the window holds it at now (ms), for a TTL of
 -- ttl ms.
 local function w_seen_all(base, fields, now, ttl)
@@ -100,7 +74,6 @@ local function w_seen_all(base, fields, now, ttl)
       end
     end
   end
-  w_seen_010(base, fields, out, now, ttl)
   return out
 end
 

@@ -237,3 +237,30 @@ func windowKeysOf(t *testing.T, env *env, base string, ttl time.Duration, fanout
 	slice := base + ":s" + strconv.FormatInt(redisMs(t, env)/ttl.Milliseconds(), 10)
 	return []string{slice, slice + ":" + strconv.FormatUint(uint64(h%fanout), 10)}
 }
+
+// TestWindowLeavesTheKeysOf010Alone: release 0.1.0 kept its window under the same base, with
+// buckets named by number (<base>:<i>), which an upgraded shard still holds until they expire.
+// This window's keys are never theirs: a 0.1.0 bucket whose number is the slice's changes
+// nothing this window reads, and nothing this window writes changes it.
+func TestWindowLeavesTheKeysOf010Alone(t *testing.T) {
+	env := newEnv(t)
+	base := KeysFor("", 0).Window
+	const ttl = time.Hour
+	now := redisMs(t, env)
+	slice := strconv.FormatInt(now/ttl.Milliseconds(), 10)
+	old := base + ":" + slice // a bucket of 0.1.0's table, numbered as the slice is
+	if err := env.c.HSet(env.ctx, old, "f", "1", "n", "7", windowField("old"), "1796000000").Err(); err != nil {
+		t.Fatal(err)
+	}
+	windowAdd(t, env, base, now, ttl, windowIDs("new", 0, 300)...)
+	if n := countSeen(windowSeen(t, env, base, now, ttl, windowIDs("new", 0, 300)...)); n != 300 {
+		t.Errorf("%d of the 300 jobs accepted found, want all", n)
+	}
+	if seen := windowSeen(t, env, base, now, ttl, "old", "never"); seen[0] || seen[1] {
+		t.Errorf("found %v of a job only 0.1.0's bucket names and of one never accepted, want neither", seen)
+	}
+	got, err := env.c.HGetAll(env.ctx, old).Result()
+	if err != nil || len(got) != 3 || got["f"] != "1" || got["n"] != "7" {
+		t.Errorf("0.1.0's bucket after this window's writes: %v, %v; want it as it was", got, err)
+	}
+}
