@@ -287,12 +287,19 @@ func (r *run) measureWith(name string, fault pushsim.Fault, set func(pushsim.Fau
 // backlog (lane and retries) to drain, so the next phase starts from a healthy pipeline.
 func (r *run) recovered(after time.Time) {
 	r.tb.Helper()
-	waitFor(r.tb, time.Minute, "autopush's breaker closed and its backlog drained", func() bool {
-		if !r.breakers.ClosedSince("autopush", after) {
-			return false
+	var counts map[string]int64
+	defer func() {
+		// Said only when the wait failed: where the breaker and the backlog stood.
+		if r.tb.Failed() {
+			r.tb.Logf("breaker changes: %s\ncounts at the last look: %v", r.breakers.Summary(after), counts)
 		}
+	}()
+	waitFor(r.tb, time.Minute, "autopush's breaker closed and its backlog drained", func() bool {
 		c, err := r.insp.Counts(context.Background())
-		return err == nil && c["lane:autopush"] <= 2 && c["delayed"] == 0
+		if err == nil {
+			counts = c
+		}
+		return r.breakers.ClosedSince("autopush", after) && err == nil && c["lane:autopush"] <= 2 && c["delayed"] == 0
 	})
 }
 
