@@ -74,16 +74,6 @@ func (b *BreakerLog) OpenedIn(provider string, from, to time.Time) bool {
 	return false
 }
 
-// ClosedSince reports whether provider's breaker is closed now, by a change at or after t.
-func (b *BreakerLog) ClosedSince(provider string, t time.Time) bool {
-	cs := b.Of(provider)
-	if len(cs) == 0 {
-		return false
-	}
-	last := cs[len(cs)-1]
-	return last.To == limits.Closed && !last.At.Before(t)
-}
-
 // Summary lists the changes of every provider with their time after since, for a test's log.
 func (b *BreakerLog) Summary(since time.Time) string {
 	b.mu.Lock()
