@@ -499,3 +499,58 @@ func TestJobsNamingAPausedCampaign(t *testing.T) {
 		t.Errorf("the forged recipient was sent %d times", n)
 	}
 }
+
+// TestCampaignsTakeTurnsInALane: a campaign of 100 recipients created while one of 3,000 keeps
+// its provider's lane full goes into the lane beside it, the two taking turns, not after it:
+// it ends while the big one has sent less than half of its recipients.
+func TestCampaignsTakeTurnsInALane(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{wallClock: true, registry: testRegistry(map[string]string{"fcm": "rate: 200\nburst: 20"})})
+	cfg := e.config(e.store)
+	cfg.CampaignLaneDepth = 200
+	e.start(cfg)
+	recipients := func(n int) []any {
+		subs := make([]any, n)
+		for i := range subs {
+			subs[i] = e.subscribe(pushsim.FCM, e.key)
+		}
+		return subs
+	}
+	const bigN = 3000
+	big := e.createCampaign(map[string]any{"id": "big", "payload": "p"})
+	e.addRecipients(big, recipients(bigN)...)
+	waitFor(t, "the big campaign sending", func() bool { return e.campaignStatus(big).Finished["ACCEPTED"] >= 100 })
+
+	small := e.createCampaign(map[string]any{"id": "small", "payload": "p"})
+	e.addRecipients(small, recipients(100)...)
+	waitFor(t, "the small campaign sent", func() bool { return e.campaignStatus(small).Finished["ACCEPTED"] == 100 })
+	if sent := e.campaignStatus(big).Finished["ACCEPTED"]; sent >= bigN/2 {
+		t.Errorf("the big campaign had sent %d of %d when the small one ended; want fewer than half", sent, bigN)
+	}
+}
+
+// TestPacedCampaignTakesItsProvidersInTurn: a campaign paced at 20 a second with recipients on
+// FCM and Apple sends to both from the start, not to the second only once the first one's list
+// is empty.
+func TestPacedCampaignTakesItsProvidersInTurn(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{wallClock: true})
+	e.start(e.config(e.store))
+	id := e.createCampaign(map[string]any{"id": "paced-two", "payload": "p", "rate": 20})
+	var subs []any
+	for _, p := range []string{pushsim.FCM, pushsim.Apple} {
+		for range 200 {
+			subs = append(subs, e.subscribe(p, e.key))
+		}
+	}
+	e.addRecipients(id, subs...)
+	// The pace's first second (20) may go to one of them; the 60 after it go in turns.
+	waitFor(t, "80 sent", func() bool { return e.campaignStatus(id).Finished["ACCEPTED"] >= 80 })
+	by := map[string]int{}
+	for _, rr := range e.campaignRecords(id) {
+		by[rr[0]["provider"]]++
+	}
+	if by["fcm"] < 20 || by["apple"] < 20 {
+		t.Errorf("the first %d sent: %v; want at least 20 to each of fcm and apple", by["fcm"]+by["apple"], by)
+	}
+}

@@ -21,15 +21,15 @@ import (
 // Campaigns, in the worker: intake takes a campaign's create entry and its batches of
 // recipients (each routed to its provider's list of the campaign, the message never copied);
 // the expansion loop moves recipients from those lists into the providers' lanes as jobs, as
-// the lanes take them; a lane holds back a paused campaign's jobs and ends a cancelled one's
+// the lanes take them, the lists of the running campaigns taking turns; a lane holds back a paused campaign's jobs and ends a cancelled one's
 // unsent. A list is expanded only while its provider's lane is under Config.CampaignLaneDepth
 // and the provider is not paused, so a stalled provider keeps its recipients in the campaign's
 // list (subscriptions only) while the others go on.
 
 const (
 	// expandRounds bounds the expansion calls (each of at most stream.CampaignChunk
-	// recipients) for one list in one round, so that one large campaign does not hold up the
-	// others; the next round goes on.
+	// recipients) for one list in one round, so that one round does not hold up the loop's
+	// other work; the next round goes on.
 	expandRounds = 40
 	// drainRounds bounds the calls that end a cancelled campaign's waiting recipients (each of
 	// at most stream.CampaignChunk) in one round.
@@ -52,6 +52,9 @@ type campaignFeeder struct {
 	// messages are the campaigns' messages as the lanes read them, each once: a campaign's
 	// message never changes. Bounded, the least recently used forgotten first.
 	messages *lru.Cache[campaignRef, string]
+	// turn counts the expansion's rounds, whose order of turns it sets (expandInTurns); only
+	// the expansion loop's goroutine touches it.
+	turn int
 }
 
 // maxCampaignMessages bounds the messages a worker keeps.
@@ -158,18 +161,18 @@ func (f *campaignFeeder) shard(ctx context.Context, shard int) error {
 	// One campaign's failure does not keep the others of the shard waiting: the round goes on
 	// and reports every error.
 	var errs []error
+	var running []stream.ActiveCampaign
 	for _, a := range active {
-		var err error
 		switch a.State {
 		case stream.CampaignCanceled:
-			err = f.drain(ctx, shard, a)
+			if err := f.drain(ctx, shard, a); err != nil {
+				errs = append(errs, fmt.Errorf("campaign %s: %w", a.ID, err))
+			}
 		case stream.CampaignRunning:
-			err = f.expand(ctx, shard, a)
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("campaign %s: %w", a.ID, err))
+			running = append(running, a)
 		}
 	}
+	errs = append(errs, f.expandInTurns(ctx, shard, running)...)
 	return errors.Join(errs...)
 }
 
@@ -185,44 +188,85 @@ func (f *campaignFeeder) drain(ctx context.Context, shard int, a stream.ActiveCa
 	return nil
 }
 
-// expand moves what the lanes can take of campaign a's lists, and takes the campaign off the
-// active ones once its lists are empty.
-func (f *campaignFeeder) expand(ctx context.Context, shard int, a stream.ActiveCampaign) error {
-	class := a.Class
-	if class == "" {
-		class = jobfmt.ClassBulk
+// campaignList is one provider's list of a running campaign: campaigns[c] and its provider.
+type campaignList struct {
+	c        int
+	provider string
+	pl       *providerLimits
+}
+
+// expandInTurns moves what the lanes can take of the running campaigns' lists, a chunk a call,
+// the lists taking turns: each turn gives every list one call, so a small campaign goes into a
+// lane beside a big one rather than after it, and a paced campaign's tokens go to each of its
+// providers in turn rather than all to its first. The order of the turns moves on at each
+// round (f.turn): a lane with room for less than a chunk, or a pace of less than a chunk a
+// round, is not always the same list's. A campaign whose lists are all empty is taken off the
+// active ones.
+func (f *campaignFeeder) expandInTurns(ctx context.Context, shard int, running []stream.ActiveCampaign) []error {
+	if len(running) == 0 {
+		return nil
 	}
-	empty := true
-	for _, p := range a.Providers {
-		pl := f.limits.get(p)
-		if pl == nil || pl.paused.Load() {
-			// A provider this replica does not run, or one an operator paused: its recipients
-			// wait in the campaign's list, not in a lane.
-			empty = false
-			continue
+	f.turn++
+	empty := make([]bool, len(running))  // no list of the campaign has recipients left
+	failed := make([]bool, len(running)) // an expansion of the campaign failed this round
+	var lists []campaignList
+	for i := range running {
+		c := (f.turn + i) % len(running)
+		a := running[c]
+		empty[c] = true
+		for j := range a.Providers {
+			p := a.Providers[(f.turn+j)%len(a.Providers)]
+			pl := f.limits.get(p)
+			if pl == nil || pl.paused.Load() {
+				// A provider this replica does not run, or one an operator paused: its recipients
+				// wait in the campaign's list, not in a lane.
+				empty[c] = false
+				continue
+			}
+			lists = append(lists, campaignList{c: c, provider: p, pl: pl})
 		}
-		for range expandRounds {
-			x, err := f.ops.Expand(ctx, shard, a.ID, p, class, stream.CampaignChunk, f.cfg.CampaignLaneDepth)
+	}
+	var errs []error
+	for range expandRounds {
+		if len(lists) == 0 {
+			break
+		}
+		more := lists[:0] // the lists that moved a whole chunk and have more
+		for _, l := range lists {
+			a := running[l.c]
+			class := a.Class
+			if class == "" {
+				class = jobfmt.ClassBulk
+			}
+			x, err := f.ops.Expand(ctx, shard, a.ID, l.provider, class, stream.CampaignChunk, f.cfg.CampaignLaneDepth)
 			if err != nil {
-				return err
+				if !failed[l.c] {
+					errs = append(errs, fmt.Errorf("campaign %s: %w", a.ID, err))
+				}
+				failed[l.c] = true
+				continue
 			}
 			if x.Moved > 0 {
-				pl.arrivals.Add(int64(x.Moved))
+				l.pl.arrivals.Add(int64(x.Moved))
 			}
 			if x.Left > 0 {
-				empty = false
+				empty[l.c] = false
 			}
-			if x.Moved < stream.CampaignChunk || x.Left == 0 {
-				break
+			if x.Moved == stream.CampaignChunk && x.Left > 0 {
+				more = append(more, l)
 			}
 		}
+		lists = more
 	}
-	if empty {
+	for c, a := range running {
+		if !empty[c] || failed[c] {
+			continue
+		}
 		if _, err := f.ops.Settle(ctx, shard, a.ID, a.Providers); err != nil {
-			return err
+			errs = append(errs, fmt.Errorf("campaign %s: %w", a.ID, err))
 		}
 	}
-	return nil
+	return errs
 }
 
 // createCampaign takes a campaign's create entry: the campaign is created (or the entry is
