@@ -21,10 +21,11 @@ import (
 // Campaigns, in the worker: intake takes a campaign's create entry and its batches of
 // recipients (each routed to its provider's list of the campaign, the message never copied);
 // the expansion loop moves recipients from those lists into the providers' lanes as jobs, as
-// the lanes take them, the lists of the running campaigns taking turns; a lane holds back a paused campaign's jobs and ends a cancelled one's
-// unsent. A list is expanded only while its provider's lane is under Config.CampaignLaneDepth
-// and the provider is not paused, so a stalled provider keeps its recipients in the campaign's
-// list (subscriptions only) while the others go on.
+// the lanes take them, the lists of the running campaigns taking turns; a lane holds back a
+// paused campaign's jobs and ends a cancelled one's unsent. A list is expanded only while its
+// provider's lane is under Config.CampaignLaneDepth and the provider is not paused, so a
+// stalled provider keeps its recipients in the campaign's list (subscriptions only) while the
+// others go on.
 
 const (
 	// expandRounds bounds the expansion calls (each of at most stream.CampaignChunk
@@ -233,6 +234,9 @@ func (f *campaignFeeder) expandInTurns(ctx context.Context, shard int, running [
 		}
 		more := lists[:0] // the lists that moved a whole chunk and have more
 		for _, l := range lists {
+			if failed[l.c] {
+				continue // Redis refused the campaign once this round: its next round tries again
+			}
 			a := running[l.c]
 			class := a.Class
 			if class == "" {
@@ -240,9 +244,7 @@ func (f *campaignFeeder) expandInTurns(ctx context.Context, shard int, running [
 			}
 			x, err := f.ops.Expand(ctx, shard, a.ID, l.provider, class, stream.CampaignChunk, f.cfg.CampaignLaneDepth)
 			if err != nil {
-				if !failed[l.c] {
-					errs = append(errs, fmt.Errorf("campaign %s: %w", a.ID, err))
-				}
+				errs = append(errs, fmt.Errorf("campaign %s: %w", a.ID, err))
 				failed[l.c] = true
 				continue
 			}
