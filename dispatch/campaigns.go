@@ -38,6 +38,12 @@ const (
 	// campaignStateStale is how old a campaign's state the lanes may act on: a pause or a
 	// cancel is seen by every lane within about this long.
 	campaignStateStale = 2 * time.Second
+	// transactionalCampaignLead is how far a transactional campaign may be ahead of its
+	// provider's other transactional jobs: its expansion stops while the transactional lane
+	// holds this long's work at the provider's rate (or two of the loop's periods, if those are
+	// longer), so a login code written behind it waits about that long, not the lane depth's
+	// worth, and the lane, refilled every round, does not run dry.
+	transactionalCampaignLead = 250 * time.Millisecond
 )
 
 // campaignFeeder is the expansion loop, and the campaigns' states and messages the lanes read.
@@ -242,7 +248,7 @@ func (f *campaignFeeder) expandInTurns(ctx context.Context, shard int, running [
 			if class == "" {
 				class = jobfmt.ClassBulk
 			}
-			x, err := f.ops.Expand(ctx, shard, a.ID, l.provider, class, stream.CampaignChunk, f.cfg.CampaignLaneDepth)
+			x, err := f.ops.Expand(ctx, shard, a.ID, l.provider, class, stream.CampaignChunk, f.laneDepth(class, l.pl))
 			if err != nil {
 				errs = append(errs, fmt.Errorf("campaign %s: %w", a.ID, err))
 				failed[l.c] = true
@@ -269,6 +275,18 @@ func (f *campaignFeeder) expandInTurns(ctx context.Context, shard int, running [
 		}
 	}
 	return errs
+}
+
+// laneDepth is how many entries the provider's lane of class may hold and still take a
+// campaign's recipients: the lane depth, and for the transactional lane, which the provider's
+// other transactional jobs wait in too, transactionalCampaignLead's worth.
+func (f *campaignFeeder) laneDepth(class jobfmt.Class, pl *providerLimits) int {
+	depth := f.cfg.CampaignLaneDepth
+	if class == jobfmt.ClassTransactional {
+		lead := max(transactionalCampaignLead, 2*f.cfg.CampaignEvery)
+		depth = min(depth, max(1, int(pl.provider().Rate*lead.Seconds())))
+	}
+	return depth
 }
 
 // createCampaign takes a campaign's create entry: the campaign is created (or the entry is

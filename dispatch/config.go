@@ -114,7 +114,8 @@ type Config struct {
 	LaneGather   time.Duration
 	PromoteEvery time.Duration // how often due retries go back to their lanes
 	// CampaignEvery is how often campaigns' recipients are expanded into the lanes;
-	// CampaignLaneDepth how many entries a lane may hold and still take more of them.
+	// CampaignLaneDepth how many entries a lane may hold and still take more of them (the
+	// transactional lane, less: transactionalCampaignLead).
 	CampaignEvery     time.Duration
 	CampaignLaneDepth int
 	ProbeEvery        time.Duration // how often each shard is asked whether it accepts writes

@@ -65,7 +65,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Backoff.MaxRetries, "max-retries", dispatch.DefaultMaxRetries, "retries after the first attempt (0: none)")
 	fs.Int64Var(&cfg.MaxDelayed, "max-delayed", dispatch.DefaultMaxDelayed, "retries of one provider a shard's delayed set holds before that provider's retries go to dead; put-backs without an attempt and scheduled jobs count toward none (0: no cap)")
 	fs.DurationVar(&cfg.MaxScheduleAhead, "max-schedule-ahead", dispatch.DefaultMaxScheduleAhead, "how far after intake a job's send_at may be; a job scheduled further out goes to dead as INVALID_JOB (at most 8784h)")
-	fs.IntVar(&cfg.CampaignLaneDepth, "campaign-lane-depth", dispatch.DefaultCampaignLaneDepth, "entries a provider's lane may hold and still take more of a campaign's recipients (the rest wait in the campaign's list, subscriptions only)")
+	fs.IntVar(&cfg.CampaignLaneDepth, "campaign-lane-depth", dispatch.DefaultCampaignLaneDepth, "entries a provider's lane may hold and still take more of a campaign's recipients (the rest wait in the campaign's list, subscriptions only); a transactional campaign's lane holds at most a quarter second's work at the provider's rate")
 	fs.Int64Var(&cfg.MaxPerRecipient, "max-per-recipient", dispatch.DefaultMaxPerRecipient, "one recipient's jobs in the delayed set before its retries go to dead (0: no cap)")
 	fs.DurationVar(&cfg.VisibilityTimeout, "visibility-timeout", dispatch.DefaultVisibilityTimeout, "idle time after which another worker reclaims an entry")
 	fs.Int64Var(&cfg.MaxDeliveries, "max-deliveries", dispatch.DefaultMaxDeliveries, "deliveries of one entry before it goes to dead")
