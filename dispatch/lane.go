@@ -122,6 +122,9 @@ func (l *lane) readLoop() {
 			}
 			last = s
 		}
+		if proxy := cfg.proxyOf(l.provider); proxy != "" {
+			l.lim.fleet.proxies.logChange(ctx, log, proxy)
+		}
 		want, wait := l.gate()
 		if want == 0 {
 			sleep(ctx, wait)

@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -86,5 +87,22 @@ func TestDeadProxyPausesSendingAndLosesNothing(t *testing.T) {
 	}
 	if e.proxy.Names() != 0 {
 		t.Errorf("the proxy was asked for %d names; the worker asks for addresses only", e.proxy.Names())
+	}
+	// The log says when the proxy's breaker opened, why, and when it closed: once a change,
+	// though the lanes of three providers on every shard see each.
+	_, seen := pl.of(addr)
+	opens := 0
+	for _, s := range seen {
+		if s == limits.Open {
+			opens++
+		}
+	}
+	logs := e.logs.String()
+	opened := strings.Count(logs, `msg="dispatch: proxy breaker open" proxy=`+addr)
+	if opened == 0 || opened > opens || !strings.Contains(logs, "tunnels within") {
+		t.Errorf("%d log lines of the proxy's breaker opening (it opened %d times), want 1 to %d, each saying why:\n%s", opened, opens, opens, logs)
+	}
+	if n := strings.Count(logs, `msg="dispatch: proxy breaker closed" proxy=`+addr); n != 1 {
+		t.Errorf("%d log lines of the proxy's breaker closing, want 1", n)
 	}
 }

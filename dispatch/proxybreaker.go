@@ -1,6 +1,9 @@
 package dispatch
 
 import (
+	"context"
+	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -29,6 +32,9 @@ type proxyBreakers struct {
 
 	mu     sync.RWMutex
 	byAddr map[string]*limits.Breaker // guarded by mu; a proxy once seen keeps its breaker
+
+	logMu  sync.Mutex
+	logged map[string]limits.State // guarded by logMu: each proxy's state last logged
 }
 
 func newProxyBreakers(c *Config) *proxyBreakers {
@@ -36,7 +42,7 @@ func newProxyBreakers(c *Config) *proxyBreakers {
 	if cfg == (limits.BreakerConfig{}) {
 		cfg = DefaultProxyBreaker
 	}
-	return &proxyBreakers{cfg: cfg, byAddr: map[string]*limits.Breaker{}, onChange: func(name string, from, to limits.State) {
+	return &proxyBreakers{cfg: cfg, byAddr: map[string]*limits.Breaker{}, logged: map[string]limits.State{}, onChange: func(name string, from, to limits.State) {
 		// Runs under gobreaker's lock: hand the change on and return.
 		c.Metrics.ProxyBreaker(name, breakerState(to).String())
 		if c.OnProxyBreakerChange != nil {
@@ -64,6 +70,32 @@ func (pb *proxyBreakers) of(addr string) *limits.Breaker {
 		pb.byAddr[addr] = b
 	}
 	return b
+}
+
+// logChange logs the breaker of the proxy at addr when its state is not the one last logged:
+// every lane of every provider behind the proxy looks, and the first to see a change logs it,
+// once. It is logged by the lanes rather than in the breaker's hook, which runs under its lock.
+func (pb *proxyBreakers) logChange(ctx context.Context, log *slog.Logger, addr string) {
+	b := pb.of(addr)
+	now := b.State()
+	pb.logMu.Lock()
+	was, ok := pb.logged[addr]
+	if !ok {
+		was = limits.Closed
+	}
+	pb.logged[addr] = now
+	pb.logMu.Unlock()
+	if now == was {
+		return
+	}
+	level, attrs := slog.LevelInfo, []any{"proxy", addr, "was", was.String()}
+	if now == limits.Open {
+		failures, outcomes := b.Tripped()
+		level = slog.LevelWarn
+		attrs = append(attrs, "why", fmt.Sprintf("%d of %d tunnels within %s failed, reaching the failure ratio %g (at least %d); the providers behind it wait",
+			failures, outcomes, pb.cfg.Window, pb.cfg.FailureRatio, pb.cfg.MinSamples), "cooldown", pb.cfg.Cooldown.String())
+	}
+	log.Log(ctx, level, "dispatch: proxy breaker "+now.String(), attrs...)
 }
 
 // proxyOf is the proxy provider's connections go through now, "" for direct.
