@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/webpush-gateway/webpush-gateway/internal/testsupport/redistest"
+	"github.com/webpush-gateway/webpush-gateway/pushsim"
 	"github.com/webpush-gateway/webpush-gateway/stream/inspect"
 )
 
@@ -69,4 +70,52 @@ func BenchmarkCampaignMillion(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkSmallCampaignBesideABigOne: how long a campaign of 100 FCM recipients takes from its
+// create entry to its last record, alone (small-alone-s) and created once a campaign of 3,000
+// keeps FCM's lane full (small-beside-s), with FCM at 200 sends a second and a lane depth of
+// 200; and how much of the big one had been sent by then (big-sent-share).
+//
+//	go test -run '^$' -bench SmallCampaignBesideABigOne -benchtime 1x -count 3 ./dispatch/
+func BenchmarkSmallCampaignBesideABigOne(b *testing.B) {
+	for b.Loop() {
+		alone, _ := smallCampaignTime(b, 0)
+		beside, share := smallCampaignTime(b, 3000)
+		b.ReportMetric(alone.Seconds(), "small-alone-s")
+		b.ReportMetric(beside.Seconds(), "small-beside-s")
+		b.ReportMetric(share, "big-sent-share")
+	}
+}
+
+// smallCampaignTime runs a campaign of 100 FCM recipients in an env of its own, after one of
+// big recipients has started sending (none: alone), and returns how long it took from its
+// create entry to its last record, and the share of the big one sent by then.
+func smallCampaignTime(b *testing.B, big int) (time.Duration, float64) {
+	e := newEnv(b, envOptions{wallClock: true, registry: testRegistry(map[string]string{"fcm": "rate: 200\nburst: 20"})})
+	cfg := e.config(e.store)
+	cfg.CampaignLaneDepth = 200
+	e.start(cfg)
+	recipients := func(n int) []any {
+		subs := make([]any, n)
+		for i := range subs {
+			subs[i] = e.subscribe(pushsim.FCM, e.key)
+		}
+		return subs
+	}
+	if big > 0 {
+		e.createCampaign(map[string]any{"id": "big", "payload": "p"})
+		e.addRecipients("big", recipients(big)...)
+		waitFor(b, "the big campaign sending", func() bool { return e.campaignStatus("big").Finished["ACCEPTED"] >= 100 })
+	}
+	subs := recipients(100)
+	start := time.Now()
+	e.createCampaign(map[string]any{"id": "small", "payload": "p"})
+	e.addRecipients("small", subs...)
+	waitFor(b, "the small campaign sent", func() bool { return e.campaignStatus("small").Finished["ACCEPTED"] == 100 })
+	took := time.Since(start)
+	if big == 0 {
+		return took, 0
+	}
+	return took, float64(e.campaignStatus("big").Finished["ACCEPTED"]) / float64(big)
 }
