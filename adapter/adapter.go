@@ -377,11 +377,6 @@ func (a *adapter) transportOutcome(ctx context.Context, secrets taxonomy.Secrets
 	}
 	var pe *ProxyError
 	if errors.As(err, &pe) {
-		if pe.Reason == ProxyReasonUpstream {
-			// The proxy could not reach the push service: as a failed dial of our own would be,
-			// a failure of that destination, under its breaker and its retries.
-			return a.local(secrets, taxonomy.TransportError, pe.Error()+": it could not reach the push service")
-		}
 		return a.local(secrets, taxonomy.ProxyError, pe.Error())
 	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {

@@ -42,12 +42,9 @@ const (
 	ProxyReasonRefused = "connect" // the proxy could not be reached (refused, unreachable, DNS)
 	ProxyReasonTimeout = "timeout" // the proxy did not answer in time
 	ProxyReasonAuth    = "auth"    // 407: credentials missing or refused
-	ProxyReasonStatus  = "status"  // any other non-2xx answer to CONNECT
-	// ProxyReasonUpstream is a 502, 503 or 504 answer to CONNECT: the proxy works, but could
-	// not reach the push service. It is that destination's failure, not the proxy's.
-	ProxyReasonUpstream = "upstream"
-	ProxyReasonTLS      = "tls" // an https:// proxy's own TLS failed
-	ProxyReasonBad      = "protocol"
+	ProxyReasonStatus  = "status"  // any other non-2xx answer to CONNECT (502 and friends)
+	ProxyReasonTLS     = "tls"     // an https:// proxy's own TLS failed
+	ProxyReasonBad     = "protocol"
 )
 
 // Addr is the proxy's host:port: the name it goes by in outcomes, metrics and status.
@@ -339,11 +336,8 @@ func (p *Proxy) open(ctx context.Context, nd *net.Dialer, target string) (net.Co
 	if resp.StatusCode/100 != 2 {
 		conn.Close()
 		reason := ProxyReasonStatus
-		switch resp.StatusCode {
-		case http.StatusProxyAuthRequired:
+		if resp.StatusCode == http.StatusProxyAuthRequired {
 			reason = ProxyReasonAuth
-		case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-			reason = ProxyReasonUpstream
 		}
 		return nil, fail(reason, resp.StatusCode, nil)
 	}

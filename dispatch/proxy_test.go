@@ -2,7 +2,6 @@ package dispatch
 
 import (
 	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -105,73 +104,5 @@ func TestDeadProxyPausesSendingAndLosesNothing(t *testing.T) {
 	}
 	if n := strings.Count(logs, `msg="dispatch: proxy breaker closed" proxy=`+addr); n != 1 {
 		t.Errorf("%d log lines of the proxy's breaker closing, want 1", n)
-	}
-}
-
-// TestDeadHostBehindTheProxyIsItsOwnFailure: a self-hosted push service that is down, behind a
-// proxy that answers its CONNECT with 502 (as Squid and Envoy do), fails as that host: its jobs
-// spend their attempts and end by the retry rules, its host breaker opens, and the proxy's
-// breaker, which every provider behind the proxy shares, never moves, so FCM's jobs go out
-// meanwhile.
-func TestDeadHostBehindTheProxyIsItsOwnFailure(t *testing.T) {
-	// A port nothing listens on: the proxy's dial is refused, and it answers 502.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := l.Addr().String()
-	l.Close()
-	const dead = "push.down.example.org"
-	e := newEnv(t, envOptions{wallClock: true, viaProxy: true, connectTo: []string{net.JoinHostPort(dead, "443") + "=" + closed},
-		registry: testRegistry(map[string]string{"host_breaker": "failures: 3\ncooldown: 5m"})})
-	var pl proxyLog
-	var bl registrytest.BreakerLog
-	cfg := e.config(e.store)
-	cfg.OnProxyBreakerChange = pl.hook
-	cfg.OnBreakerChange = bl.Hook
-	cfg.Backoff = Backoff{Base: 100 * time.Millisecond, Cap: 200 * time.Millisecond, MaxRetries: 2}
-	// The proxy's breaker as TestDeadProxyPausesSendingAndLosesNothing has it: three failed
-	// tunnels would open it.
-	cfg.ProxyBreaker = limits.BreakerConfig{FailureRatio: 0.5, Window: 10 * time.Second, MinSamples: 3, Cooldown: 300 * time.Millisecond, Probes: 1}
-	down := e.subscribeAt(pushsim.Generic, dead, e.key)
-	var downIDs []string
-	for i := range 10 {
-		id := fmt.Sprintf("down-%d", i)
-		downIDs = append(downIDs, id)
-		e.enqueue(job(id, down, "x"))
-	}
-	e.start(cfg)
-	waitFor(t, "the dead host's jobs ended", func() bool {
-		for _, id := range downIDs {
-			if len(e.byID("dead")[id]) == 0 {
-				return false
-			}
-		}
-		return true
-	})
-	fcm := e.subscribe(pushsim.FCM, e.key)
-	var fcmIDs []string
-	for i := range 10 {
-		id := fmt.Sprintf("fcm-%d", i)
-		fcmIDs = append(fcmIDs, id)
-		e.enqueue(job(id, fcm, "through the proxy"))
-	}
-	e.waitAccepted(fcmIDs)
-	for _, id := range fcmIDs {
-		if r := e.one("results", id); r["attempt"] != "0" {
-			t.Errorf("%s accepted at attempt %s, want 0: nothing held FCM back", id, r["attempt"])
-		}
-	}
-	if _, seen := pl.of(e.proxy.Addr()); len(seen) != 0 {
-		t.Errorf("the proxy's breaker went %v; a destination's 502 is not the proxy's failure", seen)
-	}
-	if cs := bl.Of("fcm"); len(cs) != 0 {
-		t.Errorf("fcm's breaker changed %d times; only the self-hosted host failed", len(cs))
-	}
-	for _, id := range downIDs {
-		r := e.one("dead", id)
-		if !strings.Contains(r["reason"]+r["detail"], "502") && !strings.Contains(r["code"], "CIRCUIT_OPEN") {
-			t.Errorf("%s dead-lettered %v; want its last attempt's 502 or the host breaker named", id, r)
-		}
 	}
 }

@@ -44,9 +44,8 @@ const (
 	TransportError Code = "TRANSPORT_ERROR"
 
 	// ProxyError: the egress proxy failed to open a tunnel to the push service (the proxy
-	// refused the connection or timed out, answered CONNECT with 407 or another non-2xx, or
-	// failed its own TLS; a 502, 503 or 504, the proxy unable to reach the push service, is
-	// that destination's TransportError). Decided by the caller. Nothing reached the push service, so it says
+	// refused the connection or timed out, answered CONNECT with 407 or any other non-2xx, or
+	// failed its own TLS). Decided by the caller. Nothing reached the push service, so it says
 	// nothing about the provider: it counts against the proxy's breaker, and the retry spends
 	// no attempt. Retryable.
 	ProxyError Code = "PROXY_ERROR"

@@ -18,7 +18,7 @@ const (
 
 // ProxyReasons are the reason label values of webpush_proxy_failures_total, as the adapter
 // names a tunnel's failure.
-var ProxyReasons = []string{"connect", "timeout", "auth", "status", "upstream", "tls", "protocol"}
+var ProxyReasons = []string{"connect", "timeout", "auth", "status", "tls", "protocol"}
 
 // proxyMetrics holds the proxy series.
 type proxyMetrics struct {
