@@ -500,12 +500,22 @@ func TestJobsNamingAPausedCampaign(t *testing.T) {
 	}
 }
 
+// campaignIDOn is the first id "<prefix>-<n>" whose campaign lives on shard of shards.
+func campaignIDOn(prefix string, shard, shards int) string {
+	for n := 0; ; n++ {
+		if id := fmt.Sprintf("%s-%d", prefix, n); stream.CampaignShard(id, shards) == shard {
+			return id
+		}
+	}
+}
+
 // TestCampaignsTakeTurnsInALane: a campaign of 100 recipients created while one of 3,000 keeps
 // its provider's lane full goes into the lane beside it, the two taking turns, not after it:
-// it ends while the big one has sent less than half of its recipients.
+// it ends while the big one has sent less than half of its recipients. Another campaign runs
+// on the other shard, so the order of turns must move on for each shard, not for the worker.
 func TestCampaignsTakeTurnsInALane(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{wallClock: true, registry: testRegistry(map[string]string{"fcm": "rate: 200\nburst: 20"})})
+	e := newEnv(t, envOptions{shards: 2, wallClock: true, registry: testRegistry(map[string]string{"fcm": "rate: 200\nburst: 20"})})
 	cfg := e.config(e.store)
 	cfg.CampaignLaneDepth = 200
 	e.start(cfg)
@@ -516,12 +526,14 @@ func TestCampaignsTakeTurnsInALane(t *testing.T) {
 		}
 		return subs
 	}
+	other := e.createCampaign(map[string]any{"id": campaignIDOn("other", 0, 2), "payload": "p"})
+	e.addRecipients(other, recipients(3000)...)
 	const bigN = 3000
-	big := e.createCampaign(map[string]any{"id": "big", "payload": "p"})
+	big := e.createCampaign(map[string]any{"id": campaignIDOn("big", 1, 2), "payload": "p"})
 	e.addRecipients(big, recipients(bigN)...)
 	waitFor(t, "the big campaign sending", func() bool { return e.campaignStatus(big).Finished["ACCEPTED"] >= 100 })
 
-	small := e.createCampaign(map[string]any{"id": "small", "payload": "p"})
+	small := e.createCampaign(map[string]any{"id": campaignIDOn("small", 1, 2), "payload": "p"})
 	e.addRecipients(small, recipients(100)...)
 	waitFor(t, "the small campaign sent", func() bool { return e.campaignStatus(small).Finished["ACCEPTED"] == 100 })
 	if sent := e.campaignStatus(big).Finished["ACCEPTED"]; sent >= bigN/2 {
@@ -531,12 +543,18 @@ func TestCampaignsTakeTurnsInALane(t *testing.T) {
 
 // TestPacedCampaignTakesItsProvidersInTurn: a campaign paced at 20 a second with recipients on
 // FCM and Apple sends to both from the start, not to the second only once the first one's list
-// is empty.
+// is empty. Another campaign runs on the other shard, as above.
 func TestPacedCampaignTakesItsProvidersInTurn(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{wallClock: true})
+	e := newEnv(t, envOptions{shards: 2, wallClock: true})
 	e.start(e.config(e.store))
-	id := e.createCampaign(map[string]any{"id": "paced-two", "payload": "p", "rate": 20})
+	other := e.createCampaign(map[string]any{"id": campaignIDOn("other", 0, 2), "payload": "p", "rate": 1})
+	var otherSubs []any
+	for range 10 {
+		otherSubs = append(otherSubs, e.subscribe(pushsim.WNS, e.key))
+	}
+	e.addRecipients(other, otherSubs...) // ten seconds' worth at its pace: running throughout
+	id := e.createCampaign(map[string]any{"id": campaignIDOn("paced-two", 1, 2), "payload": "p", "rate": 20})
 	var subs []any
 	for _, p := range []string{pushsim.FCM, pushsim.Apple} {
 		for range 200 {

@@ -59,8 +59,8 @@ type campaignFeeder struct {
 	// messages are the campaigns' messages as the lanes read them, each once: a campaign's
 	// message never changes. Bounded, the least recently used forgotten first.
 	messages *lru.Cache[campaignRef, string]
-	// turn counts the expansion's rounds, whose order of turns it sets (expandInTurns); only
-	// the expansion loop's goroutine touches it.
+	// turn counts the expansion's rounds (round), whose order of turns it sets on every shard
+	// (expandInTurns); only the expansion loop's goroutine touches it.
 	turn int
 }
 
@@ -140,6 +140,7 @@ func (f *campaignFeeder) message(ctx context.Context, shard int, id string) (msg
 
 // round expands, drains and settles every active campaign of every shard once.
 func (f *campaignFeeder) round(ctx context.Context) error {
+	f.turn++ // once a round, whatever the shards: each shard's order of turns moves on by one
 	var errs []error
 	for s := 0; s < f.cfg.Store.Shards(); s++ {
 		if err := f.shard(ctx, s); err != nil {
@@ -213,7 +214,6 @@ func (f *campaignFeeder) expandInTurns(ctx context.Context, shard int, running [
 	if len(running) == 0 {
 		return nil
 	}
-	f.turn++
 	empty := make([]bool, len(running))  // no list of the campaign has recipients left
 	failed := make([]bool, len(running)) // an expansion of the campaign failed this round
 	var lists []campaignList
