@@ -452,7 +452,7 @@ func TestCampaignJobsInALaneFollowTheState(t *testing.T) {
 	// What a worker's expansion did just before the pause and the cancel.
 	ops := stream.CampaignsOf(e.store)
 	for _, id := range []string{"held", "ended"} {
-		if x, err := ops.Expand(ctx, 0, id, "fcm", jobfmt.ClassBulk, 10, 100); err != nil || x.Moved != 2 {
+		if x, err := ops.Expand(ctx, 0, id, "fcm", jobfmt.ClassBulk, 10, 100, false); err != nil || x.Moved != 2 {
 			t.Fatalf("expand %s: %+v, %v", id, x, err)
 		}
 	}
@@ -601,4 +601,30 @@ func TestTransactionalCampaignLeavesTheLaneToOtherJobs(t *testing.T) {
 			waited.Round(time.Millisecond), st.Finished["ACCEPTED"])
 	}
 	t.Logf("the transactional job waited %s; the campaign had sent %d", waited.Round(time.Millisecond), st.Finished["ACCEPTED"])
+}
+
+// TestTransactionalCampaignKeepsItsRateOnASlowProvider: a transactional campaign on a provider
+// that answers in half a second still sends at about the provider's rate (200 a second, with
+// 200 slots): the quarter second's lead it may keep in the lane counts the entries waiting
+// there, not those in flight, or it would hold the campaign near a lead per answer's time.
+func TestTransactionalCampaignKeepsItsRateOnASlowProvider(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{wallClock: true, registry: testRegistry(map[string]string{"fcm": "rate: 200\nburst: 20\nmax_in_flight: 200"})})
+	setFault(t, e, pushsim.FCM, pushsim.Fault{Kind: pushsim.Slow, Delay: 500 * time.Millisecond})
+	e.start(e.config(e.store))
+	id := e.createCampaign(map[string]any{"id": "urgent-slow", "payload": "p", "class": "transactional"})
+	subs := make([]any, 1500)
+	for i := range subs {
+		subs[i] = e.subscribe(pushsim.FCM, e.key)
+	}
+	e.addRecipients(id, subs...)
+	accepted := func() int64 { return e.campaignStatus(id).Finished["ACCEPTED"] }
+	waitFor(t, "the campaign sending", func() bool { return accepted() >= 100 })
+	from, began := accepted(), time.Now()
+	time.Sleep(2 * time.Second) // the span the rate is measured over
+	rate := float64(accepted()-from) / time.Since(began).Seconds()
+	if rate < 120 {
+		t.Errorf("the transactional campaign sent %.0f a second on a provider answering in 500ms; want about its rate of 200", rate)
+	}
+	t.Logf("%.0f sends a second", rate)
 }

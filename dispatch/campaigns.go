@@ -248,7 +248,8 @@ func (f *campaignFeeder) expandInTurns(ctx context.Context, shard int, running [
 			if class == "" {
 				class = jobfmt.ClassBulk
 			}
-			x, err := f.ops.Expand(ctx, shard, a.ID, l.provider, class, stream.CampaignChunk, f.laneDepth(class, l.pl))
+			depth, waiting := f.laneDepth(class, l.pl)
+			x, err := f.ops.Expand(ctx, shard, a.ID, l.provider, class, stream.CampaignChunk, depth, waiting)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("campaign %s: %w", a.ID, err))
 				failed[l.c] = true
@@ -278,15 +279,17 @@ func (f *campaignFeeder) expandInTurns(ctx context.Context, shard int, running [
 }
 
 // laneDepth is how many entries the provider's lane of class may hold and still take a
-// campaign's recipients: the lane depth, and for the transactional lane, which the provider's
-// other transactional jobs wait in too, transactionalCampaignLead's worth.
-func (f *campaignFeeder) laneDepth(class jobfmt.Class, pl *providerLimits) int {
-	depth := f.cfg.CampaignLaneDepth
-	if class == jobfmt.ClassTransactional {
-		lead := max(transactionalCampaignLead, 2*f.cfg.CampaignEvery)
-		depth = min(depth, max(1, int(pl.provider().Rate*lead.Seconds())))
+// campaign's recipients: the lane depth; and for the transactional lane, which the provider's
+// other transactional jobs wait in too, transactionalCampaignLead's worth of entries waiting to
+// be read (waiting: those in flight are ahead of no one, and counting them would hold a slow
+// provider's campaign under its rate).
+func (f *campaignFeeder) laneDepth(class jobfmt.Class, pl *providerLimits) (depth int, waiting bool) {
+	depth = f.cfg.CampaignLaneDepth
+	if class != jobfmt.ClassTransactional {
+		return depth, false
 	}
-	return depth
+	lead := max(transactionalCampaignLead, 2*f.cfg.CampaignEvery)
+	return min(depth, max(1, int(pl.provider().Rate*lead.Seconds()))), true
 }
 
 // createCampaign takes a campaign's create entry: the campaign is created (or the entry is

@@ -94,7 +94,7 @@ type CampaignStore interface {
 	Create(ctx context.Context, e stream.Entry, c *jobfmt.Campaign, raw string, now time.Time) (stream.CreateVerdict, error)
 	Add(ctx context.Context, e stream.Entry, id, batch string, rs []stream.RoutedRecipient, now time.Time) (int64, error)
 	Active(ctx context.Context, shard int) ([]stream.ActiveCampaign, error)
-	Expand(ctx context.Context, shard int, id, provider string, class jobfmt.Class, most, depth int) (stream.Expansion, error)
+	Expand(ctx context.Context, shard int, id, provider string, class jobfmt.Class, most, depth int, waiting bool) (stream.Expansion, error)
 	Drain(ctx context.Context, shard int, id string, providers []string, now time.Time) (drained, left int64, ok bool, err error)
 	Settle(ctx context.Context, shard int, id string, providers []string) (bool, error)
 	Look(ctx context.Context, shard int, id string) (stream.CampaignLook, error)

@@ -284,17 +284,21 @@ const CampaignChunk = 100
 
 // Expand moves at most most recipients (and at most CampaignChunk) of campaign id from its
 // list for provider into the provider's lane of class, as jobs made of the campaign's message,
-// while that lane holds fewer than depth entries and the campaign's pace allows
-// (campaign_expand.lua).
-func (c *Campaigns) Expand(ctx context.Context, shard int, id, provider string, class job.Class, most, depth int) (Expansion, error) {
+// while that lane holds fewer than depth entries (with waiting, fewer than depth entries not
+// yet read: those in flight left out) and the campaign's pace allows (campaign_expand.lua).
+func (c *Campaigns) Expand(ctx context.Context, shard int, id, provider string, class job.Class, most, depth int, waiting bool) (Expansion, error) {
 	most = min(most, CampaignChunk)
+	group := ""
+	if waiting {
+		group = Group
+	}
 	k := c.Keys(shard, id)
 	sk := KeysFor(c.s.o.Prefix, shard)
 	lane := sk.LaneOf(provider, class)
 	if err := c.s.ensureLane(ctx, lane); err != nil {
 		return Expansion{}, err
 	}
-	v, err := campaignExpandScript.Run(ctx, c.s.c, []string{k.Hash, k.ListOf(provider), lane, sk.Jobs, sk.Dead}, id, provider, most, depth).Slice()
+	v, err := campaignExpandScript.Run(ctx, c.s.c, []string{k.Hash, k.ListOf(provider), lane, sk.Jobs, sk.Dead}, id, provider, most, depth, group).Slice()
 	if err != nil {
 		return Expansion{}, fmt.Errorf("stream: expand campaign: %w", err)
 	}

@@ -17,6 +17,8 @@
 -- ARGV[2] provider id
 -- ARGV[3] at most this many
 -- ARGV[4] the lane depth: no expansion into a lane that holds that many entries
+-- ARGV[5] "" to count every entry of the lane against the depth, or the lane's group, to count
+--         only those waiting to be read (the entries in flight are ahead of no one)
 -- Returns {moved, wait_ms, why, left}: how many moved; how long to wait before the next call
 -- is worth making (0: at once); why nothing moved ("", "not_created", "paused", "canceled",
 -- "scheduled", "full", "paced", "empty"); the list's length after.
@@ -33,7 +35,11 @@ local sendAt = tonumber(h[2] or '0') or 0
 if sendAt > now then
   return {0, sendAt - now, 'scheduled', redis.call('LLEN', KEYS[2])}
 end
-local k = math.min(tonumber(ARGV[3]), tonumber(ARGV[4]) - redis.call('XLEN', KEYS[3]))
+local held = redis.call('XLEN', KEYS[3])
+if ARGV[5] ~= '' then
+  held = held - redis.call('XPENDING', KEYS[3], ARGV[5])[1]
+end
+local k = math.min(tonumber(ARGV[3]), tonumber(ARGV[4]) - held)
 if k <= 0 then
   return {0, 0, 'full', redis.call('LLEN', KEYS[2])}
 end

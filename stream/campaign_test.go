@@ -94,19 +94,19 @@ func TestCampaignExpandMakesTheJobs(t *testing.T) {
 	if first != 1 {
 		t.Fatalf("first recipient numbered %d, want 1", first)
 	}
-	if x, err := ops.Expand(e.ctx, 0, "c2", "fcm", job.ClassBulk, 100, 1000); err != nil || x.Moved != 0 || x.Why != "not_created" || x.Left != 5 {
+	if x, err := ops.Expand(e.ctx, 0, "c2", "fcm", job.ClassBulk, 100, 1000, false); err != nil || x.Moved != 0 || x.Why != "not_created" || x.Left != 5 {
 		t.Fatalf("before the create: %+v, %v", x, err)
 	}
 	c, _ := e.createCampaign(t, s, `{"create_campaign":{"id":"c2","payload":"hello","ttl":30}}`)
 	lane := s.Keys(0).LaneOf("fcm", job.ClassBulk)
-	x, err := ops.Expand(e.ctx, 0, "c2", "fcm", job.ClassBulk, 100, 2)
+	x, err := ops.Expand(e.ctx, 0, "c2", "fcm", job.ClassBulk, 100, 2, false)
 	if err != nil || x.Moved != 2 || x.Left != 3 {
 		t.Fatalf("expand to a depth of 2: %+v, %v", x, err)
 	}
-	if x, _ := ops.Expand(e.ctx, 0, "c2", "fcm", job.ClassBulk, 100, 2); x.Moved != 0 || x.Why != "full" {
+	if x, _ := ops.Expand(e.ctx, 0, "c2", "fcm", job.ClassBulk, 100, 2, false); x.Moved != 0 || x.Why != "full" {
 		t.Fatalf("a full lane: %+v", x)
 	}
-	if x, _ := ops.Expand(e.ctx, 0, "c2", "fcm", job.ClassBulk, 100, 100); x.Moved != 3 || x.Left != 0 {
+	if x, _ := ops.Expand(e.ctx, 0, "c2", "fcm", job.ClassBulk, 100, 100, false); x.Moved != 3 || x.Left != 0 {
 		t.Fatalf("the rest: %+v", x)
 	}
 	for i, m := range e.entries(t, lane) {
@@ -148,7 +148,7 @@ func TestCampaignCallsMoveAChunkAtMost(t *testing.T) {
 	const n = 2*CampaignChunk + 50
 	e.createCampaign(t, s, `{"create_campaign":{"id":"big","payload":"p"}}`)
 	e.addRecipients(t, s, "big", fcmRecipients(n, "")...)
-	x, err := ops.Expand(e.ctx, 0, "big", "fcm", job.ClassBulk, 10*n, 10*n)
+	x, err := ops.Expand(e.ctx, 0, "big", "fcm", job.ClassBulk, 10*n, 10*n, false)
 	if err != nil || x.Moved != CampaignChunk || x.Left != n-CampaignChunk {
 		t.Fatalf("expand of %d asked at once: %+v, %v; want %d moved", 10*n, x, err, CampaignChunk)
 	}
@@ -183,23 +183,23 @@ func TestCampaignPaceAndSendAt(t *testing.T) {
 	ops := CampaignsOf(s)
 	e.createCampaign(t, s, `{"create_campaign":{"id":"paced","payload":"p","rate":5}}`)
 	e.addRecipients(t, s, "paced", fcmRecipients(20, "")...)
-	x, err := ops.Expand(e.ctx, 0, "paced", "fcm", job.ClassBulk, 100, 1000)
+	x, err := ops.Expand(e.ctx, 0, "paced", "fcm", job.ClassBulk, 100, 1000, false)
 	if err != nil || x.Moved != 5 {
 		t.Fatalf("first call at 5/s: %+v, %v; want the bucket's 5", x, err)
 	}
-	x, _ = ops.Expand(e.ctx, 0, "paced", "fcm", job.ClassBulk, 100, 1000)
+	x, _ = ops.Expand(e.ctx, 0, "paced", "fcm", job.ClassBulk, 100, 1000, false)
 	if x.Moved != 0 || x.Why != "paced" || x.Wait <= 0 || x.Wait > 200*time.Millisecond {
 		t.Fatalf("second call at once: %+v, want paced with a wait of at most a token's 200ms", x)
 	}
 	time.Sleep(450 * time.Millisecond)
-	if x, _ = ops.Expand(e.ctx, 0, "paced", "fcm", job.ClassBulk, 100, 1000); x.Moved < 1 || x.Moved > 3 {
+	if x, _ = ops.Expand(e.ctx, 0, "paced", "fcm", job.ClassBulk, 100, 1000, false); x.Moved < 1 || x.Moved > 3 {
 		t.Fatalf("after 450ms at 5/s: %+v, want 2 (1 to 3)", x)
 	}
 
 	at := time.Now().Add(time.Hour)
 	e.createCampaign(t, s, `{"create_campaign":{"id":"later","payload":"p","send_at":`+itoa(at.UnixMilli())+`}}`)
 	e.addRecipients(t, s, "later", fcmRecipients(2, "")...)
-	if x, _ := ops.Expand(e.ctx, 0, "later", "fcm", job.ClassBulk, 100, 1000); x.Moved != 0 || x.Why != "scheduled" || x.Wait < 59*time.Minute {
+	if x, _ := ops.Expand(e.ctx, 0, "later", "fcm", job.ClassBulk, 100, 1000, false); x.Moved != 0 || x.Why != "scheduled" || x.Wait < 59*time.Minute {
 		t.Fatalf("scheduled an hour on: %+v", x)
 	}
 }
@@ -211,7 +211,7 @@ func TestCampaignSettleSeesANewProvider(t *testing.T) {
 	ops := CampaignsOf(s)
 	e.createCampaign(t, s, `{"create_campaign":{"id":"s1","payload":"p"}}`)
 	e.addRecipients(t, s, "s1", fcmRecipients(1, "")...)
-	ops.Expand(e.ctx, 0, "s1", "fcm", job.ClassBulk, 10, 1000)
+	ops.Expand(e.ctx, 0, "s1", "fcm", job.ClassBulk, 10, 1000, false)
 	e.addRecipients(t, s, "s1", RoutedRecipient{Provider: "apple", Compact: testSubJSON()})
 	if ok, err := ops.Settle(e.ctx, 0, "s1", []string{"fcm"}); err != nil || ok {
 		t.Fatalf("settle with the providers read before apple's list came: %v, %v; want it kept active", ok, err)

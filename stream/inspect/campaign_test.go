@@ -23,7 +23,7 @@ func TestCampaignPausedExpandsNothing(t *testing.T) {
 	if err := ins.SetCampaignState(e.ctx, "paced", stream.CampaignPaused); err != nil {
 		t.Fatal(err)
 	}
-	if x, _ := ops.Expand(e.ctx, 0, "paced", "fcm", job.ClassBulk, 100, 1000); x.Moved != 0 || x.Why != "paused" {
+	if x, _ := ops.Expand(e.ctx, 0, "paced", "fcm", job.ClassBulk, 100, 1000, false); x.Moved != 0 || x.Why != "paused" {
 		t.Fatalf("paused: %+v", x)
 	}
 	if err := ins.SetCampaignState(e.ctx, "nosuch", stream.CampaignPaused); err == nil || !strings.Contains(err.Error(), "no such campaign") {
@@ -41,7 +41,7 @@ func TestCampaignHoldDrainSettle(t *testing.T) {
 	ins := inspectorOf(s)
 	e.createCampaign(t, s, `{"create_campaign":{"id":"c3","payload":"p"}}`)
 	e.addRecipients(t, s, "c3", fcmRecipients(4, "who")...)
-	if x, _ := ops.Expand(e.ctx, 0, "c3", "fcm", job.ClassBulk, 1, 1000); x.Moved != 1 {
+	if x, _ := ops.Expand(e.ctx, 0, "c3", "fcm", job.ClassBulk, 1, 1000, false); x.Moved != 1 {
 		t.Fatalf("expand one: %+v", x)
 	}
 	lane := s.Keys(0).LaneOf("fcm", job.ClassBulk)
@@ -105,7 +105,7 @@ func TestCampaignHoldDrainSettle(t *testing.T) {
 	if ok, _ := ops.Settle(e.ctx, 0, "c4", []string{"fcm"}); ok || !active() {
 		t.Fatal("settled with a recipient waiting")
 	}
-	ops.Expand(e.ctx, 0, "c4", "fcm", job.ClassBulk, 10, 1000)
+	ops.Expand(e.ctx, 0, "c4", "fcm", job.ClassBulk, 10, 1000, false)
 	if ok, _ := ops.Settle(e.ctx, 0, "c4", []string{"fcm"}); !ok || active() {
 		t.Fatal("a drained campaign stays active")
 	}
@@ -122,7 +122,7 @@ func TestCampaignOutcomesCount(t *testing.T) {
 	ops := stream.CampaignsOf(s)
 	e.createCampaign(t, s, `{"create_campaign":{"id":"c5","payload":"p"}}`)
 	e.addRecipients(t, s, "c5", fcmRecipients(2, "k")...)
-	ops.Expand(e.ctx, 0, "c5", "fcm", job.ClassBulk, 10, 1000)
+	ops.Expand(e.ctx, 0, "c5", "fcm", job.ClassBulk, 10, 1000, false)
 	lane := s.Keys(0).LaneOf("fcm", job.ClassBulk)
 	read, err := e.c.XReadGroup(e.ctx, &redis.XReadGroupArgs{Group: stream.Group, Consumer: "w1", Streams: []string{lane, ">"}, Count: 2}).Result()
 	if err != nil {
@@ -170,7 +170,7 @@ func TestCampaignCancelledBeforeItsCreate(t *testing.T) {
 	if err != nil || st.State != stream.CampaignCanceled || !st.HasMessage || st.Finished["CANCELED"] != 3 {
 		t.Fatalf("status %+v, %v; want cancelled with its 3 CANCELED records", st, err)
 	}
-	if x, _ := stream.CampaignsOf(s).Expand(e.ctx, 0, "early", "fcm", job.ClassBulk, 10, 100); x.Moved != 0 || x.Why != stream.CampaignCanceled {
+	if x, _ := stream.CampaignsOf(s).Expand(e.ctx, 0, "early", "fcm", job.ClassBulk, 10, 100, false); x.Moved != 0 || x.Why != stream.CampaignCanceled {
 		t.Errorf("expand after the create: %+v", x)
 	}
 	if err := ins.SetCampaignState(e.ctx, "never", stream.CampaignPaused); err == nil {
@@ -223,7 +223,7 @@ func TestCampaignRecipientIDs(t *testing.T) {
 // readOne expands one recipient of campaign id into fcm's bulk lane and reads it for w1.
 func (e *env) readOne(t *testing.T, s *stream.Store, id string) stream.Entry {
 	t.Helper()
-	if x, err := stream.CampaignsOf(s).Expand(e.ctx, 0, id, "fcm", job.ClassBulk, 1, 1000); err != nil || x.Moved != 1 {
+	if x, err := stream.CampaignsOf(s).Expand(e.ctx, 0, id, "fcm", job.ClassBulk, 1, 1000, false); err != nil || x.Moved != 1 {
 		t.Fatalf("expand: %+v, %v", x, err)
 	}
 	lane := s.Keys(0).LaneOf("fcm", job.ClassBulk)
