@@ -264,7 +264,6 @@ func (t *turn) admit(ctx, stop context.Context) (adm admission, ok bool) {
 	adm.host, adm.hosts, adm.proven = host, l.hosts, l.lim.proven
 	if time.Since(t.readAt) > cfg.VisibilityTimeout/2 && !t.stillOurs(ctx, stop) {
 		adm.end(cfg.Now(), nil)
-		t.giveBackToken()
 		return admission{}, false
 	}
 	now := cfg.Now()
