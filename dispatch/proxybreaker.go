@@ -77,8 +77,10 @@ func (pb *proxyBreakers) of(addr string) *limits.Breaker {
 // once. It is logged by the lanes rather than in the breaker's hook, which runs under its lock.
 func (pb *proxyBreakers) logChange(ctx context.Context, log *slog.Logger, addr string) {
 	b := pb.of(addr)
-	now := b.State()
 	pb.logMu.Lock()
+	// The state is read under logMu: read before it, a lane that then waited could log a
+	// state older than the one another lane logged meanwhile.
+	now := b.State()
 	was, ok := pb.logged[addr]
 	if !ok {
 		was = limits.Closed
