@@ -574,9 +574,10 @@ func TestPacedCampaignTakesItsProvidersInTurn(t *testing.T) {
 }
 
 // TestTransactionalCampaignLeavesTheLaneToOtherJobs: a transactional campaign of 2,000 recipients
-// at 200 sends a second keeps only about a quarter second's work in the transactional lane, so
-// a transactional job written while it sends goes out within a second or two, not behind the
-// lane depth's worth of the campaign (about ten seconds).
+// at 200 sends a second keeps only about a quarter second's work (50 entries) waiting in the
+// transactional lane, so a transactional job written while it sends goes out behind about that
+// many of its recipients, not behind the lane depth's worth (2,000). What is counted is the
+// campaign's sends while the job waited, which the machine's speed does not change.
 func TestTransactionalCampaignLeavesTheLaneToOtherJobs(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{wallClock: true, registry: testRegistry(map[string]string{"fcm": "rate: 200\nburst: 20"})})
@@ -587,44 +588,58 @@ func TestTransactionalCampaignLeavesTheLaneToOtherJobs(t *testing.T) {
 		subs[i] = e.subscribe(pushsim.FCM, e.key)
 	}
 	e.addRecipients(id, subs...)
-	waitFor(t, "the campaign sending", func() bool { return e.campaignStatus(id).Finished["ACCEPTED"] >= 100 })
+	sent := func() int64 { return e.campaignStatus(id).Finished["ACCEPTED"] }
+	waitFor(t, "the campaign sending", func() bool { return sent() >= 100 })
 
-	written := time.Now()
+	before, written := sent(), time.Now()
 	e.enqueue(job("login-code", e.subscribe(pushsim.FCM, e.key), "123456"))
 	if r := e.waitRecord("results", "login-code"); r["code"] != "ACCEPTED" {
 		t.Fatalf("login-code: %v, want ACCEPTED", r)
 	}
-	waited := time.Since(written)
-	st := e.campaignStatus(id)
-	if waited > 2*time.Second {
-		t.Errorf("the transactional job waited %s behind the campaign (%d of its recipients sent by then); want at most 2s",
-			waited.Round(time.Millisecond), st.Finished["ACCEPTED"])
+	waited, ahead := time.Since(written), sent()-before
+	// 50 waiting, the 16 in flight, and what the campaign sent while the job was on its way
+	// from the intake to the lane.
+	if ahead > 300 {
+		t.Errorf("the campaign sent %d of its recipients while the transactional job waited (%s); want at most 300",
+			ahead, waited.Round(time.Millisecond))
 	}
-	t.Logf("the transactional job waited %s; the campaign had sent %d", waited.Round(time.Millisecond), st.Finished["ACCEPTED"])
+	t.Logf("the transactional job waited %s, behind %d of the campaign's sends", waited.Round(time.Millisecond), ahead)
 }
 
 // TestTransactionalCampaignKeepsItsRateOnASlowProvider: a transactional campaign on a provider
-// that answers in half a second still sends at about the provider's rate (200 a second, with
-// 200 slots): the quarter second's lead it may keep in the lane counts the entries waiting
-// there, not those in flight, or it would hold the campaign near a lead per answer's time.
+// that answers in half a second sends about as fast as a bulk one does there (200 a second at
+// most, with 200 slots): the quarter second's lead it may keep in the lane counts the entries
+// waiting there, not those in flight, or it would be held near a lead per answer's time. The
+// two are measured one after the other in one env, so a busy machine slows both.
 func TestTransactionalCampaignKeepsItsRateOnASlowProvider(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{wallClock: true, registry: testRegistry(map[string]string{"fcm": "rate: 200\nburst: 20\nmax_in_flight: 200"})})
 	setFault(t, e, pushsim.FCM, pushsim.Fault{Kind: pushsim.Slow, Delay: 500 * time.Millisecond})
 	e.start(e.config(e.store))
-	id := e.createCampaign(map[string]any{"id": "urgent-slow", "payload": "p", "class": "transactional"})
-	subs := make([]any, 1500)
-	for i := range subs {
-		subs[i] = e.subscribe(pushsim.FCM, e.key)
+	// rateOf runs a campaign of class and returns its sends a second over 2 s once it sends,
+	// then cancels what is left of it.
+	rateOf := func(id, class string) float64 {
+		e.createCampaign(map[string]any{"id": id, "payload": "p", "class": class})
+		subs := make([]any, 1500)
+		for i := range subs {
+			subs[i] = e.subscribe(pushsim.FCM, e.key)
+		}
+		e.addRecipients(id, subs...)
+		accepted := func() int64 { return e.campaignStatus(id).Finished["ACCEPTED"] }
+		waitFor(t, id+" sending", func() bool { return accepted() >= 100 })
+		from, began := accepted(), time.Now()
+		time.Sleep(2 * time.Second) // the span the rate is measured over
+		rate := float64(accepted()-from) / time.Since(began).Seconds()
+		if _, err := e.inspector().CancelCampaign(context.Background(), id, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, id+" ended", func() bool { st := e.campaignStatus(id); return st.InLanes == 0 && st.Queued == 0 })
+		return rate
 	}
-	e.addRecipients(id, subs...)
-	accepted := func() int64 { return e.campaignStatus(id).Finished["ACCEPTED"] }
-	waitFor(t, "the campaign sending", func() bool { return accepted() >= 100 })
-	from, began := accepted(), time.Now()
-	time.Sleep(2 * time.Second) // the span the rate is measured over
-	rate := float64(accepted()-from) / time.Since(began).Seconds()
-	if rate < 120 {
-		t.Errorf("the transactional campaign sent %.0f a second on a provider answering in 500ms; want about its rate of 200", rate)
+	bulk := rateOf("slow-bulk", "bulk")
+	tx := rateOf("slow-transactional", "transactional")
+	if tx < 0.7*bulk {
+		t.Errorf("on a provider answering in 500ms the transactional campaign sent %.0f a second, the bulk one %.0f; want at least 70 %% of the bulk one's", tx, bulk)
 	}
-	t.Logf("%.0f sends a second", rate)
+	t.Logf("sends a second: bulk %.0f, transactional %.0f", bulk, tx)
 }
