@@ -147,6 +147,57 @@ func TestRelease(t *testing.T) {
 	}
 }
 
+// TestReleaseSignsWithTheGivenKey: with COSIGN_KEY naming an encrypted key of the operator's
+// (COSIGN_PASSWORD unlocking it), the release is signed with that key: its cosign.pub is the
+// key's public half, Verify passes with it and fails with another release's key, and no file
+// of the release holds a private key.
+func TestReleaseSignsWithTheGivenKey(t *testing.T) {
+	other := made(t) // a release signed with a key made for its run
+	keys := t.TempDir()
+	const password = "operator-password" // go run -exec splits on spaces
+	if _, err := runCosign(t, []string{PasswordEnv + "=" + password}, "generate-key-pair", "--output-key-prefix", filepath.Join(keys, "given")); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	var bins, sboms []string
+	for _, p := range Platforms {
+		bin := "gateway-worker-" + testVersion + "-linux-" + strings.TrimPrefix(p, "linux/")
+		for _, f := range []string{bin, bin + ".spdx.json"} {
+			if err := os.WriteFile(filepath.Join(dir, f), must(os.ReadFile(filepath.Join(other, f))), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		bins, sboms = append(bins, filepath.Join(dir, bin)), append(sboms, filepath.Join(dir, bin+".spdx.json"))
+	}
+	t.Setenv(KeyEnv, filepath.Join(keys, "given.key"))
+	t.Setenv(PasswordEnv, password)
+	if err := Make(context.Background(), Options{Dir: dir, Version: testVersion, Binaries: bins, SBOMs: sboms, Chart: "../helm/webpush-gateway"}); err != nil {
+		t.Fatal(err)
+	}
+	given := must(os.ReadFile(filepath.Join(keys, "given.pub")))
+	if pub := must(os.ReadFile(filepath.Join(dir, PublicKeyFile))); !bytes.Equal(pub, given) {
+		t.Fatalf("the release's %s is not the given key's public half:\n%s", PublicKeyFile, pub)
+	}
+	if _, err := Verify(dir, given); err != nil {
+		t.Fatalf("Verify with the given key: %v", err)
+	}
+	if _, err := Verify(dir, must(os.ReadFile(filepath.Join(other, PublicKeyFile)))); err == nil {
+		t.Error("Verify passed with another release's key")
+	}
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		if bytes.Contains(must(os.ReadFile(p)), []byte("PRIVATE KEY")) {
+			t.Errorf("%s holds a private key", p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestVerifyFailsOnAnyChangedByte: one byte changed in any file of the release, a blob of
 // the layout as much as a binary or the sums, makes Verify fail; so does another key.
 func TestVerifyFailsOnAnyChangedByte(t *testing.T) {
