@@ -80,42 +80,43 @@ func BenchmarkCampaignMillion(b *testing.B) {
 //	go test -run '^$' -bench SmallCampaignBesideABigOne -benchtime 1x -count 3 ./dispatch/
 func BenchmarkSmallCampaignBesideABigOne(b *testing.B) {
 	for b.Loop() {
-		alone, _ := smallCampaignTime(b, 0)
-		beside, share := smallCampaignTime(b, 3000)
+		alone, _ := smallCampaignTime(b, 0, 1)
+		beside, share := smallCampaignTime(b, 3000, 1)
 		b.ReportMetric(alone.Seconds(), "small-alone-s")
 		b.ReportMetric(beside.Seconds(), "small-beside-s")
 		b.ReportMetric(share, "big-sent-share")
 	}
 }
 
-// smallCampaignTime runs a campaign of 100 FCM recipients in an env of its own, after one of
-// big recipients has started sending (none: alone), and returns how long it took from its
-// create entry to its last record, and the share of the big one sent by then.
-func smallCampaignTime(b *testing.B, big int) (time.Duration, float64) {
-	e := newEnv(b, envOptions{wallClock: true, registry: testRegistry(map[string]string{"fcm": "rate: 200\nburst: 20"})})
+// smallCampaignTime runs a campaign of 100 FCM recipients in an env of its own of shards
+// shards, with FCM at 200 sends a second and a lane depth of 200, after one of big recipients
+// on the same shard has started sending (none: alone), and returns how long it took from its
+// create entry to its last record and the share of the big one sent by then. With more than
+// one shard, a third campaign of 3,000 runs on another shard meanwhile.
+func smallCampaignTime(tb testing.TB, big, shards int) (time.Duration, float64) {
+	e := newEnv(tb, envOptions{shards: shards, wallClock: true, registry: testRegistry(map[string]string{"fcm": "rate: 200\nburst: 20"})})
 	cfg := e.config(e.store)
 	cfg.CampaignLaneDepth = 200
 	e.start(cfg)
-	recipients := func(n int) []any {
-		subs := make([]any, n)
-		for i := range subs {
-			subs[i] = e.subscribe(pushsim.FCM, e.key)
-		}
-		return subs
+	home := shards - 1
+	if shards > 1 {
+		other := e.createCampaign(map[string]any{"id": campaignIDOn("other", 0, shards), "payload": "p"})
+		e.addRecipients(other, e.subscriptions(pushsim.FCM, 3000)...)
 	}
+	bigID := campaignIDOn("big", home, shards)
 	if big > 0 {
-		e.createCampaign(map[string]any{"id": "big", "payload": "p"})
-		e.addRecipients("big", recipients(big)...)
-		waitFor(b, "the big campaign sending", func() bool { return e.campaignStatus("big").Finished["ACCEPTED"] >= 100 })
+		e.createCampaign(map[string]any{"id": bigID, "payload": "p"})
+		e.addRecipients(bigID, e.subscriptions(pushsim.FCM, big)...)
+		waitFor(tb, "the big campaign sending", func() bool { return e.campaignStatus(bigID).Finished["ACCEPTED"] >= 100 })
 	}
-	subs := recipients(100)
+	subs := e.subscriptions(pushsim.FCM, 100)
 	start := time.Now()
-	e.createCampaign(map[string]any{"id": "small", "payload": "p"})
-	e.addRecipients("small", subs...)
-	waitFor(b, "the small campaign sent", func() bool { return e.campaignStatus("small").Finished["ACCEPTED"] == 100 })
+	small := e.createCampaign(map[string]any{"id": campaignIDOn("small", home, shards), "payload": "p"})
+	e.addRecipients(small, subs...)
+	waitFor(tb, "the small campaign sent", func() bool { return e.campaignStatus(small).Finished["ACCEPTED"] == 100 })
 	took := time.Since(start)
 	if big == 0 {
 		return took, 0
 	}
-	return took, float64(e.campaignStatus("big").Finished["ACCEPTED"]) / float64(big)
+	return took, float64(e.campaignStatus(bigID).Finished["ACCEPTED"]) / float64(big)
 }
