@@ -196,11 +196,15 @@ func (f *campaignFeeder) drain(ctx context.Context, shard int, a stream.ActiveCa
 	return nil
 }
 
-// campaignList is one provider's list of a running campaign: campaigns[c] and its provider.
+// campaignList is one provider's list of a running campaign: campaigns[c] and its provider,
+// the class of the lane it goes to, and that lane's depth for it (laneDepth).
 type campaignList struct {
 	c        int
 	provider string
 	pl       *providerLimits
+	class    jobfmt.Class
+	depth    int
+	waiting  bool
 }
 
 // expandInTurns moves what the lanes can take of the running campaigns' lists, a chunk a call,
@@ -220,6 +224,10 @@ func (f *campaignFeeder) expandInTurns(ctx context.Context, shard int, running [
 	for i := range running {
 		c := (f.turn + i) % len(running)
 		a := running[c]
+		class := a.Class
+		if class == "" {
+			class = jobfmt.ClassBulk
+		}
 		empty[c] = true
 		for j := range a.Providers {
 			p := a.Providers[(f.turn+j)%len(a.Providers)]
@@ -230,7 +238,8 @@ func (f *campaignFeeder) expandInTurns(ctx context.Context, shard int, running [
 				empty[c] = false
 				continue
 			}
-			lists = append(lists, campaignList{c: c, provider: p, pl: pl})
+			depth, waiting := f.laneDepth(class, pl)
+			lists = append(lists, campaignList{c: c, provider: p, pl: pl, class: class, depth: depth, waiting: waiting})
 		}
 	}
 	var errs []error
@@ -244,12 +253,7 @@ func (f *campaignFeeder) expandInTurns(ctx context.Context, shard int, running [
 				continue // Redis refused the campaign once this round: its next round tries again
 			}
 			a := running[l.c]
-			class := a.Class
-			if class == "" {
-				class = jobfmt.ClassBulk
-			}
-			depth, waiting := f.laneDepth(class, l.pl)
-			x, err := f.ops.Expand(ctx, shard, a.ID, l.provider, class, stream.CampaignChunk, depth, waiting)
+			x, err := f.ops.Expand(ctx, shard, a.ID, l.provider, l.class, stream.CampaignChunk, l.depth, l.waiting)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("campaign %s: %w", a.ID, err))
 				failed[l.c] = true
