@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/webpush-gateway/webpush-gateway/job"
 )
 
@@ -136,6 +138,31 @@ func TestCampaignExpandMakesTheJobs(t *testing.T) {
 	}
 	if n, err := e.c.Exists(e.ctx, ops.Keys(0, "c2").ListOf("fcm")).Result(); err != nil || n != 0 {
 		t.Errorf("the drained list still exists: %d, %v", n, err)
+	}
+}
+
+// TestCampaignExpandWaitingLeavesOutWhatIsRead: with waiting, the depth counts only the lane's
+// entries not yet read; without, every entry, those read and not yet ended included.
+func TestCampaignExpandWaitingLeavesOutWhatIsRead(t *testing.T) {
+	e, s := newStore(t, "fcm")
+	ops := CampaignsOf(s)
+	e.createCampaign(t, s, `{"create_campaign":{"id":"w","payload":"p"}}`)
+	e.addRecipients(t, s, "w", fcmRecipients(6, "")...)
+	if x, err := ops.Expand(e.ctx, 0, "w", "fcm", job.ClassTransactional, 100, 2, true); err != nil || x.Moved != 2 {
+		t.Fatalf("expand to a depth of 2: %+v, %v", x, err)
+	}
+	lane := s.Keys(0).LaneOf("fcm", job.ClassTransactional)
+	if err := e.c.XReadGroup(e.ctx, &redis.XReadGroupArgs{Group: Group, Consumer: "w1", Streams: []string{lane, ">"}, Count: 2}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if x, _ := ops.Expand(e.ctx, 0, "w", "fcm", job.ClassTransactional, 100, 2, false); x.Moved != 0 || x.Why != "full" {
+		t.Fatalf("every entry counted, two read: %+v, want full", x)
+	}
+	if x, _ := ops.Expand(e.ctx, 0, "w", "fcm", job.ClassTransactional, 100, 2, true); x.Moved != 2 || x.Left != 2 {
+		t.Fatalf("only the waiting counted, two read: %+v, want 2 moved", x)
+	}
+	if x, _ := ops.Expand(e.ctx, 0, "w", "fcm", job.ClassTransactional, 100, 2, true); x.Moved != 0 || x.Why != "full" {
+		t.Fatalf("two waiting: %+v, want full", x)
 	}
 }
 
